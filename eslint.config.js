@@ -1,0 +1,24 @@
+// Lint rules: typescript-eslint's strict, type-aware set, plus the size limits of the house style
+// (complexity 10, 4 parameters), and no floating promises (a dropped promise is a dropped error).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/'] },
+  js.configs.recommended,
+  ...tseslint.configs.strictTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'bin/cirrus.js'] }, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      complexity: ['error', 10],
+      'max-params': ['error', 4],
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/explicit-module-boundary-types': 'error',
+      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
+    },
+  },
+  { files: ['eslint.config.js', 'bin/cirrus.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['bin/cirrus.js'], languageOptions: { globals: { process: 'readonly' } } },
+);

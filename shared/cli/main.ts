@@ -1,0 +1,126 @@
+// The `cirrus` command line: `cirrus <command> [flags]`. Each command names the options it takes
+// (shared/config.ts) and loads its implementation only when it runs, so `cirrus --help` and a
+// bad flag answer at once.
+
+import { readFileSync } from 'node:fs';
+import { ConfigError, envName, flagName, optionSpec, parseConfig, type CommandOptions, type Config, type OptionName } from '../config.ts';
+
+/** Where a command writes, what environment it reads, and the signal that asks it to stop. */
+export interface Io {
+  readonly stdout: { write(text: string): unknown };
+  readonly stderr: { write(text: string): unknown };
+  readonly env: NodeJS.ProcessEnv;
+  /** Aborted on SIGINT or SIGTERM: long-running commands stop cleanly and return. */
+  readonly signal: AbortSignal;
+}
+
+interface Command<K extends OptionName> extends CommandOptions<K> {
+  readonly summary: string;
+  readonly description: string;
+  run(config: Config<K>, io: Io): Promise<number>;
+}
+
+function command<K extends OptionName>(definition: Command<K>): Command<K> {
+  return definition;
+}
+
+const commands = {
+  cluster: command({
+    summary: 'Run a local kube-apiserver and etcd (the test control plane) until Ctrl-C.',
+    description:
+      'Starts a real etcd and kube-apiserver on 127.0.0.1 (building them with Go on first use, or taking\n' +
+      'them from KUBEBUILDER_ASSETS), prints KUBECONFIG=<path> for an admin kubeconfig, and stops both\n' +
+      'on Ctrl-C or SIGTERM.',
+    options: ['clusterName', 'dataDir'],
+    run: async (config, io) => (await import('./cluster.ts')).runCluster(config, io),
+  }),
+};
+
+type CommandName = keyof typeof commands;
+
+const helpWords = new Set(['help', '--help', '-h']);
+
+/** Exit status for a command line or configuration that cirrus will not run. */
+export const usageExitCode = 2;
+
+/** Runs the command line `argv` (without `node` and the script) and resolves with the exit status. */
+export async function main(argv: readonly string[], io: Io): Promise<number> {
+  const [first, ...rest] = argv;
+  if (first === undefined || helpWords.has(first)) return help(rest[0], io);
+  if (first === '--version') {
+    io.stdout.write(`cirrus ${packageVersion()}\n`);
+    return 0;
+  }
+  if (!isCommand(first)) {
+    return usageError(first.startsWith('-') ? `unknown flag '${first}'` : `unknown command '${first}'`, io);
+  }
+  const cmd: Command<OptionName> = commands[first];
+  if (rest.some((arg) => helpWords.has(arg) && arg !== 'help')) {
+    io.stdout.write(commandHelp(first));
+    return 0;
+  }
+  let config: Config;
+  try {
+    config = parseConfig(cmd, rest, io.env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    return usageError(error.message, io, first);
+  }
+  return cmd.run(config, io);
+}
+
+function isCommand(name: string): name is CommandName {
+  return Object.hasOwn(commands, name);
+}
+
+function help(topic: string | undefined, io: Io): number {
+  if (topic === undefined) {
+    io.stdout.write(overview());
+    return 0;
+  }
+  if (!isCommand(topic)) return usageError(`unknown command '${topic}'`, io);
+  io.stdout.write(commandHelp(topic));
+  return 0;
+}
+
+function usageError(message: string, io: Io, cmd?: CommandName): number {
+  const hint = cmd === undefined ? 'cirrus --help' : `cirrus ${cmd} --help`;
+  io.stderr.write(`cirrus${cmd === undefined ? '' : ` ${cmd}`}: ${message}\nRun '${hint}' for usage.\n`);
+  return usageExitCode;
+}
+
+function overview(): string {
+  const width = Math.max(...Object.keys(commands).map((n) => n.length));
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return [
+    'cirrus: a Kubernetes cloud controller manager cut into stateless HTTP functions.',
+    '',
+    'Usage: cirrus <command> [flags]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    "Run 'cirrus <command> --help' for a command's flags. Every flag can also be set through an",
+    'environment variable: --cluster-name is CIRRUS_CLUSTER_NAME. A flag wins over its variable.',
+    '',
+  ].join('\n');
+}
+
+/** The help text of one command: usage, description and each flag with its variable. */
+export function commandHelp(name: CommandName): string {
+  const cmd: Command<OptionName> = commands[name];
+  const flags = cmd.options.map((option) => {
+    const spec = optionSpec(option);
+    const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
+    const required = cmd.required?.includes(option) ? ' (required)' : '';
+    const fallback = spec.schema.safeParse(undefined);
+    const shown = fallback.success && fallback.data !== undefined ? ` Default: ${JSON.stringify(fallback.data)}.` : '';
+    return `  --${flagName(option)}${value}${required}\n      ${spec.help}${shown}\n      Env: ${envName(option)}`;
+  });
+  return [`Usage: cirrus ${name} [flags]`, '', cmd.description, '', 'Flags:', ...flags, ''].join('\n');
+}
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}

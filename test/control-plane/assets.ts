@@ -1,0 +1,200 @@
+// Finds or builds the kube-apiserver and etcd binaries the local control plane runs.
+//
+// Order, following envtest's conventions:
+//   1. TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD (both), as controller-runtime reads them;
+//   2. KUBEBUILDER_ASSETS, a folder holding `kube-apiserver` and `etcd`;
+//   3. the per-machine cache, keyed by this folder's go.mod and go.sum;
+//   4. a build from the Go module beside this file, when `go` is installed, into that cache.
+// An explicit setting (1 or 2) that does not hold both binaries is an error, never a fall-through.
+//
+// Run directly (`node test/control-plane/assets.ts`) it ensures the binaries and prints their folder.
+
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { access, constants, mkdir, mkdtemp, readFile, rename, rm } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const moduleDir = dirname(fileURLToPath(import.meta.url));
+
+/** The two binaries, where they came from, and the versions they were built at (when known). */
+export interface ControlPlaneAssets {
+  readonly kubeApiserver: string;
+  readonly etcd: string;
+  readonly source: 'TEST_ASSET_*' | 'KUBEBUILDER_ASSETS' | 'cache' | 'build';
+  readonly pinned: PinnedVersions;
+}
+
+/** The versions go.mod pins. */
+export interface PinnedVersions {
+  readonly kubernetes: string;
+  readonly etcd: string;
+}
+
+/** No binaries can be had on this machine; `message` says why and how to get them. */
+export class AssetsUnavailableError extends Error {
+  override readonly name = 'AssetsUnavailableError';
+}
+
+/** Progress lines for long steps (the first build). */
+export type ProgressSink = (line: string) => void;
+
+/** Reads the Kubernetes and etcd versions pinned by the Go module. */
+export async function pinnedVersions(): Promise<PinnedVersions> {
+  const goMod = await readFile(join(moduleDir, 'go.mod'), 'utf8');
+  const kubernetes = requirement(goMod, 'k8s.io/kubernetes');
+  const etcd = requirement(goMod, 'go.etcd.io/etcd/server/v3');
+  return { kubernetes, etcd };
+}
+
+function requirement(goMod: string, path: string): string {
+  const line = goMod.split('\n').find((l) => l.trim().startsWith(`${path} v`));
+  const version = line?.trim().split(/\s+/)[1];
+  if (version === undefined) throw new Error(`test/control-plane/go.mod does not require ${path}`);
+  return version;
+}
+
+/** The cache folder for the pinned versions: `$CIRRUS_CACHE_DIR` or `$XDG_CACHE_HOME/cirrus` or `~/.cache/cirrus`. */
+export async function cacheDir(pinned: PinnedVersions): Promise<string> {
+  const hash = createHash('sha256');
+  for (const file of ['go.mod', 'go.sum']) hash.update(await readFile(join(moduleDir, file)));
+  const key = `kubernetes-${pinned.kubernetes}-etcd-${pinned.etcd}-${hash.digest('hex').slice(0, 12)}`;
+  return join(cacheRoot(), 'control-plane', key);
+}
+
+/** Where cirrus keeps per-machine caches. */
+export function cacheRoot(): string {
+  const env = process.env;
+  if (env['CIRRUS_CACHE_DIR']) return env['CIRRUS_CACHE_DIR'];
+  return join(env['XDG_CACHE_HOME'] || join(homedir(), '.cache'), 'cirrus');
+}
+
+/**
+ * Returns usable binaries, building them when `build` is set and nothing else provides them.
+ * Throws AssetsUnavailableError when none can be had, with the reason and the remedy.
+ */
+export async function resolveAssets(options: { build: boolean; progress?: ProgressSink }): Promise<ControlPlaneAssets> {
+  const pinned = await pinnedVersions();
+  const explicit = await explicitAssets(pinned);
+  if (explicit) return explicit;
+
+  const dir = await cacheDir(pinned);
+  const cached = { kubeApiserver: join(dir, 'kube-apiserver'), etcd: join(dir, 'etcd'), pinned };
+  if ((await isExecutable(cached.kubeApiserver)) && (await isExecutable(cached.etcd))) {
+    return { ...cached, source: 'cache' };
+  }
+  if (!options.build) {
+    throw new AssetsUnavailableError(`no kube-apiserver/etcd in ${dir}; run \`npm run control-plane:build\``);
+  }
+  if (!(await commandExists('go'))) {
+    throw new AssetsUnavailableError(
+      'no kube-apiserver/etcd: Go is not installed and KUBEBUILDER_ASSETS is not set ' +
+        '(install Go >= 1.26 to build them once, or point KUBEBUILDER_ASSETS at a folder holding both)',
+    );
+  }
+  await buildInto(dir, pinned, options.progress ?? (() => {}));
+  return { ...cached, source: 'build' };
+}
+
+async function explicitAssets(pinned: PinnedVersions): Promise<ControlPlaneAssets | undefined> {
+  const env = process.env;
+  const apiserver = env['TEST_ASSET_KUBE_APISERVER'];
+  const etcd = env['TEST_ASSET_ETCD'];
+  if (apiserver || etcd) {
+    if (!apiserver || !etcd) throw new Error('set both TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD, or neither');
+    await mustBeExecutable(apiserver, 'TEST_ASSET_KUBE_APISERVER');
+    await mustBeExecutable(etcd, 'TEST_ASSET_ETCD');
+    return { kubeApiserver: apiserver, etcd, source: 'TEST_ASSET_*', pinned };
+  }
+  const folder = env['KUBEBUILDER_ASSETS'];
+  if (!folder) return undefined;
+  const assets = { kubeApiserver: join(folder, 'kube-apiserver'), etcd: join(folder, 'etcd') };
+  await mustBeExecutable(assets.kubeApiserver, 'KUBEBUILDER_ASSETS');
+  await mustBeExecutable(assets.etcd, 'KUBEBUILDER_ASSETS');
+  return { ...assets, source: 'KUBEBUILDER_ASSETS', pinned };
+}
+
+async function mustBeExecutable(path: string, setting: string): Promise<void> {
+  if (!(await isExecutable(path))) throw new Error(`${setting}: ${path} is not an executable file`);
+}
+
+async function isExecutable(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function commandExists(command: string): Promise<boolean> {
+  const dirs = (process.env['PATH'] ?? '').split(':').filter(Boolean);
+  for (const dir of dirs) if (await isExecutable(join(dir, command))) return true;
+  return false;
+}
+
+// Builds both binaries into a fresh folder beside `dir`, then renames it into place, so a build
+// that dies half-way (or a concurrent build) never leaves a folder that looks complete.
+async function buildInto(dir: string, pinned: PinnedVersions, progress: ProgressSink): Promise<void> {
+  await mkdir(dirname(dir), { recursive: true });
+  const staging = await mkdtemp(`${dir}.building-`);
+  const started = Date.now();
+  progress(`building kube-apiserver ${pinned.kubernetes} and etcd ${pinned.etcd} once for this machine ` +
+    '(about 2-20 min, depending on the Go build cache) into ' + dir);
+  try {
+    await goBuild('go.etcd.io/etcd/server/v3', join(staging, 'etcd'), [], progress);
+    await goBuild('k8s.io/kubernetes/cmd/kube-apiserver', join(staging, 'kube-apiserver'), versionStamps(pinned), progress);
+    await rename(staging, dir).catch(async (error: unknown) => {
+      // Another build finished first: its folder is as good as ours.
+      if (!(await isExecutable(join(dir, 'kube-apiserver')))) throw error;
+    });
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+  progress(`built in ${Math.round((Date.now() - started) / 1000)} s`);
+}
+
+function versionStamps(pinned: PinnedVersions): string[] {
+  const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(pinned.kubernetes) ?? [];
+  const stamps: string[] = [];
+  for (const pkg of ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version']) {
+    stamps.push(`-X ${pkg}.gitVersion=${pinned.kubernetes}`, `-X ${pkg}.gitMajor=${major}`, `-X ${pkg}.gitMinor=${minor}`);
+  }
+  return stamps;
+}
+
+// `go build -v` names each package as it compiles it; one line every 15 s says how far it got.
+async function goBuild(pkg: string, output: string, ldflags: string[], progress: ProgressSink): Promise<void> {
+  const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...ldflags].join(' '), '-o', output, pkg];
+  const child = spawn('go', args, {
+    cwd: moduleDir,
+    env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const name = pkg.split('/').at(-1) === 'v3' ? 'etcd' : 'kube-apiserver';
+  let compiled = 0;
+  const tail: string[] = [];
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    compiled += 1;
+    tail.push(line);
+    if (tail.length > 30) tail.shift();
+  });
+  const timer = setInterval(() => { progress(`  ${name}: ${compiled} packages compiled so far`); }, 15_000);
+  try {
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', resolve);
+    });
+    if (code !== 0) throw new Error(`go build ${pkg} failed (exit ${code}):\n${tail.join('\n')}`);
+  } finally {
+    clearInterval(timer);
+  }
+  progress(`  ${name}: linked`);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const assets = await resolveAssets({ build: true, progress: (line) => { console.error(line); } });
+  console.log(dirname(assets.kubeApiserver));
+}
