@@ -14,9 +14,15 @@ export default tseslint.config(
     rules: {
       complexity: ['error', 10],
       'max-params': ['error', 4],
-      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-floating-promises': ['error', {
+        // node:test registers suites and tests synchronously; their returned promises are the runner's.
+        allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['describe', 'it', 'test', 'suite'] }],
+      }],
       '@typescript-eslint/explicit-module-boundary-types': 'error',
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
+      // @kubernetes/client-node declares its API objects as classes but serializes plain objects;
+      // its own examples pass object literals, which is what this rule would forbid.
+      '@typescript-eslint/no-unsafe-class-instance-assignment': 'off',
     },
   },
   { files: ['eslint.config.js', 'bin/cirrus.js'], ...tseslint.configs.disableTypeChecked },

@@ -13,7 +13,8 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
 interface OptionSpec<S extends z.ZodType = z.ZodType> {
-  readonly kind: 'string' | 'boolean';
+  /** Every option so far takes a value; boolean flags come with the first option that needs one. */
+  readonly kind: 'string';
   readonly help: string;
   readonly schema: S;
   /** Shown in help as the value's placeholder. */
@@ -117,10 +118,10 @@ function lookUp(name: OptionName, flags: Record<string, unknown>, env: NodeJS.Pr
   if (flags[name] !== undefined) return { value: flags[name], source: `--${flagName(name)}` };
   const fromEnv = env[envName(name)];
   if (fromEnv === undefined) return undefined;
-  return { value: envValue(name, fromEnv), source: `--${flagName(name)} (from ${envName(name)})` };
+  return { value: fromEnv, source: `--${flagName(name)} (from ${envName(name)})` };
 }
 
-function parseFlags(names: readonly OptionName[], args: readonly string[]): Record<string, string | boolean | undefined> {
+function parseFlags(names: readonly OptionName[], args: readonly string[]): Record<string, string | undefined> {
   const config = Object.fromEntries(names.map((name) => [flagName(name), { type: options[name].kind }]));
   let parsed;
   try {
@@ -128,13 +129,6 @@ function parseFlags(names: readonly OptionName[], args: readonly string[]): Reco
   } catch (error) {
     throw new ConfigError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), { cause: error });
   }
-  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const values = parsed.values as Record<string, string | undefined>;
   return Object.fromEntries(names.map((name) => [name, values[flagName(name)]]));
-}
-
-function envValue(name: OptionName, value: string): string | boolean {
-  if (options[name].kind === 'string') return value;
-  if (/^(true|1)$/i.test(value)) return true;
-  if (/^(false|0)$/i.test(value)) return false;
-  throw new ConfigError(`--${flagName(name)} (from ${envName(name)}): '${value}' is not a boolean (true, false, 1 or 0)`);
 }

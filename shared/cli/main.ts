@@ -111,7 +111,7 @@ export function commandHelp(name: CommandName): string {
   const cmd: Command<OptionName> = commands[name];
   const flags = cmd.options.map((option) => {
     const spec = optionSpec(option);
-    const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
+    const value = ` <${spec.value ?? 'value'}>`;
     const required = cmd.required?.includes(option) ? ' (required)' : '';
     const fallback = spec.schema.safeParse(undefined);
     const shown = fallback.success && fallback.data !== undefined ? ` Default: ${JSON.stringify(fallback.data)}.` : '';

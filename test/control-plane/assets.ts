@@ -57,30 +57,39 @@ function requirement(goMod: string, path: string): string {
 }
 
 /** The cache folder for the pinned versions: `$CIRRUS_CACHE_DIR` or `$XDG_CACHE_HOME/cirrus` or `~/.cache/cirrus`. */
-export async function cacheDir(pinned: PinnedVersions): Promise<string> {
+export async function cacheDir(pinned: PinnedVersions, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   const hash = createHash('sha256');
   for (const file of ['go.mod', 'go.sum']) hash.update(await readFile(join(moduleDir, file)));
   const key = `kubernetes-${pinned.kubernetes}-etcd-${pinned.etcd}-${hash.digest('hex').slice(0, 12)}`;
-  return join(cacheRoot(), 'control-plane', key);
+  return join(cacheRoot(env), 'control-plane', key);
 }
 
 /** Where cirrus keeps per-machine caches. */
-export function cacheRoot(): string {
-  const env = process.env;
+export function cacheRoot(env: NodeJS.ProcessEnv = process.env): string {
   if (env['CIRRUS_CACHE_DIR']) return env['CIRRUS_CACHE_DIR'];
   return join(env['XDG_CACHE_HOME'] || join(homedir(), '.cache'), 'cirrus');
+}
+
+/** Options of resolveAssets(). */
+export interface ResolveOptions {
+  /** Build the binaries with Go when nothing else provides them. */
+  readonly build: boolean;
+  readonly progress?: ProgressSink;
+  /** The environment to read settings from (default process.env). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /**
  * Returns usable binaries, building them when `build` is set and nothing else provides them.
  * Throws AssetsUnavailableError when none can be had, with the reason and the remedy.
  */
-export async function resolveAssets(options: { build: boolean; progress?: ProgressSink }): Promise<ControlPlaneAssets> {
+export async function resolveAssets(options: ResolveOptions): Promise<ControlPlaneAssets> {
+  const env = options.env ?? process.env;
   const pinned = await pinnedVersions();
-  const explicit = await explicitAssets(pinned);
+  const explicit = await explicitAssets(pinned, env);
   if (explicit) return explicit;
 
-  const dir = await cacheDir(pinned);
+  const dir = await cacheDir(pinned, env);
   const cached = { kubeApiserver: join(dir, 'kube-apiserver'), etcd: join(dir, 'etcd'), pinned };
   if ((await isExecutable(cached.kubeApiserver)) && (await isExecutable(cached.etcd))) {
     return { ...cached, source: 'cache' };
@@ -88,18 +97,17 @@ export async function resolveAssets(options: { build: boolean; progress?: Progre
   if (!options.build) {
     throw new AssetsUnavailableError(`no kube-apiserver/etcd in ${dir}; run \`npm run control-plane:build\``);
   }
-  if (!(await commandExists('go'))) {
+  if (!(await commandExists('go', env))) {
     throw new AssetsUnavailableError(
       'no kube-apiserver/etcd: Go is not installed and KUBEBUILDER_ASSETS is not set ' +
         '(install Go >= 1.26 to build them once, or point KUBEBUILDER_ASSETS at a folder holding both)',
     );
   }
-  await buildInto(dir, pinned, options.progress ?? (() => {}));
+  await buildInto(dir, pinned, options.progress ?? (() => {}), env);
   return { ...cached, source: 'build' };
 }
 
-async function explicitAssets(pinned: PinnedVersions): Promise<ControlPlaneAssets | undefined> {
-  const env = process.env;
+async function explicitAssets(pinned: PinnedVersions, env: NodeJS.ProcessEnv): Promise<ControlPlaneAssets | undefined> {
   const apiserver = env['TEST_ASSET_KUBE_APISERVER'];
   const etcd = env['TEST_ASSET_ETCD'];
   if (apiserver || etcd) {
@@ -129,23 +137,24 @@ async function isExecutable(path: string): Promise<boolean> {
   }
 }
 
-async function commandExists(command: string): Promise<boolean> {
-  const dirs = (process.env['PATH'] ?? '').split(':').filter(Boolean);
+async function commandExists(command: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  const dirs = (env['PATH'] ?? '').split(':').filter(Boolean);
   for (const dir of dirs) if (await isExecutable(join(dir, command))) return true;
   return false;
 }
 
 // Builds both binaries into a fresh folder beside `dir`, then renames it into place, so a build
 // that dies half-way (or a concurrent build) never leaves a folder that looks complete.
-async function buildInto(dir: string, pinned: PinnedVersions, progress: ProgressSink): Promise<void> {
+async function buildInto(dir: string, pinned: PinnedVersions, progress: ProgressSink, env: NodeJS.ProcessEnv): Promise<void> {
   await mkdir(dirname(dir), { recursive: true });
   const staging = await mkdtemp(`${dir}.building-`);
   const started = Date.now();
   progress(`building kube-apiserver ${pinned.kubernetes} and etcd ${pinned.etcd} once for this machine ` +
     '(about 2-20 min, depending on the Go build cache) into ' + dir);
   try {
-    await goBuild('go.etcd.io/etcd/server/v3', join(staging, 'etcd'), [], progress);
-    await goBuild('k8s.io/kubernetes/cmd/kube-apiserver', join(staging, 'kube-apiserver'), versionStamps(pinned), progress);
+    const build = { env, progress };
+    await goBuild('go.etcd.io/etcd/server/v3', join(staging, 'etcd'), [], build);
+    await goBuild('k8s.io/kubernetes/cmd/kube-apiserver', join(staging, 'kube-apiserver'), versionStamps(pinned), build);
     await rename(staging, dir).catch(async (error: unknown) => {
       // Another build finished first: its folder is as good as ours.
       if (!(await isExecutable(join(dir, 'kube-apiserver')))) throw error;
@@ -166,11 +175,16 @@ function versionStamps(pinned: PinnedVersions): string[] {
 }
 
 // `go build -v` names each package as it compiles it; one line every 15 s says how far it got.
-async function goBuild(pkg: string, output: string, ldflags: string[], progress: ProgressSink): Promise<void> {
+async function goBuild(
+  pkg: string,
+  output: string,
+  ldflags: string[],
+  { env, progress }: { env: NodeJS.ProcessEnv; progress: ProgressSink },
+): Promise<void> {
   const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...ldflags].join(' '), '-o', output, pkg];
   const child = spawn('go', args, {
     cwd: moduleDir,
-    env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
+    env: { ...env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const name = pkg.split('/').at(-1) === 'v3' ? 'etcd' : 'kube-apiserver';

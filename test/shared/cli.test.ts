@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { main, usageExitCode } from '../../shared/cli/main.ts';
+
+async function run(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const io = {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env,
+    signal: new AbortController().signal,
+  };
+  const code = await main(argv, io);
+  return { code, stdout, stderr };
+}
+
+describe('cirrus', () => {
+  for (const argv of [[], ['--help'], ['-h'], ['help']]) {
+    it(`'cirrus ${argv.join(' ')}' lists the commands`, async () => {
+      const { code, stdout, stderr } = await run(argv);
+      assert.equal(code, 0);
+      assert.equal(stderr, '');
+      assert.match(stdout, /^Usage: cirrus <command> \[flags\]$/m);
+      assert.match(stdout, /^ {2}cluster {2}Run a local kube-apiserver and etcd/m);
+    });
+  }
+
+  for (const argv of [['cluster', '--help'], ['help', 'cluster'], ['cluster', '-h']]) {
+    it(`'cirrus ${argv.join(' ')}' shows the command's flags, variables and defaults`, async () => {
+      const { code, stdout } = await run(argv);
+      assert.equal(code, 0);
+      assert.match(stdout, /^Usage: cirrus cluster \[flags\]$/m);
+      assert.match(stdout, /^ {2}--cluster-name <name>\n.*Default: "kubernetes"\.\n {6}Env: CIRRUS_CLUSTER_NAME$/m);
+      assert.match(stdout, /^ {2}--data-dir <path>$/m);
+    });
+  }
+
+  it('prints the package version', async () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    assert.deepEqual(await run(['--version']), { code: 0, stdout: `cirrus ${pkg.version}\n`, stderr: '' });
+  });
+
+  const usage: { argv: string[]; env?: Record<string, string>; message: string }[] = [
+    { argv: ['frobnicate'], message: "cirrus: unknown command 'frobnicate'\nRun 'cirrus --help' for usage.\n" },
+    { argv: ['--frobnicate'], message: "cirrus: unknown flag '--frobnicate'\nRun 'cirrus --help' for usage.\n" },
+    { argv: ['help', 'frobnicate'], message: "cirrus: unknown command 'frobnicate'\nRun 'cirrus --help' for usage.\n" },
+    { argv: ['cluster', '--cloud-provider', 'fake'], message: "cirrus cluster: Unknown option '--cloud-provider'\nRun 'cirrus cluster --help' for usage.\n" },
+    {
+      argv: ['cluster'],
+      env: { CIRRUS_CLUSTER_NAME: 'bad name' },
+      message: 'cirrus cluster: --cluster-name (from CIRRUS_CLUSTER_NAME): must be 1 to 63 letters, digits, "-", "_" or ".", ' +
+        "starting and ending with a letter or digit\nRun 'cirrus cluster --help' for usage.\n",
+    },
+  ];
+  for (const { argv, env, message } of usage) {
+    it(`refuses 'cirrus ${argv.join(' ')}' with a usage error${env ? ' from the environment' : ''}`, async () => {
+      assert.deepEqual(await run(argv, env), { code: usageExitCode, stdout: '', stderr: message });
+    });
+  }
+});

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, envName, flagName, options, parseConfig, type OptionName } from '../../shared/config.ts';
+
+describe('option names', () => {
+  const cases: { option: OptionName; flag: string; env: string }[] = [
+    { option: 'cloudProvider', flag: 'cloud-provider', env: 'CIRRUS_CLOUD_PROVIDER' },
+    { option: 'cloudConfig', flag: 'cloud-config', env: 'CIRRUS_CLOUD_CONFIG' },
+    { option: 'clusterName', flag: 'cluster-name', env: 'CIRRUS_CLUSTER_NAME' },
+    { option: 'kubeconfig', flag: 'kubeconfig', env: 'CIRRUS_KUBECONFIG' },
+    { option: 'dataDir', flag: 'data-dir', env: 'CIRRUS_DATA_DIR' },
+  ];
+  for (const { option, flag, env } of cases) {
+    it(`${option} is --${flag} and ${env}`, () => {
+      assert.equal(flagName(option), flag);
+      assert.equal(envName(option), env);
+    });
+  }
+
+  it('covers every option in the table above', () => {
+    assert.deepEqual(Object.keys(options).sort(), cases.map((c) => c.option).sort());
+  });
+
+  it('never collides with the variables Kubernetes injects for a Service named cirrus', () => {
+    const serviceLinks = /^CIRRUS_(PORT|SERVICE_HOST|SERVICE_PORT|PORT_.*|SERVICE_PORT_.*)$/;
+    for (const option of Object.keys(options) as OptionName[]) assert.doesNotMatch(envName(option), serviceLinks);
+  });
+});
+
+describe('parseConfig', () => {
+  const command = { options: ['cloudProvider', 'clusterName', 'kubeconfig'] as const };
+
+  it('applies the Go defaults when nothing is set', () => {
+    assert.deepEqual(parseConfig(command, [], {}), { clusterName: 'kubernetes' });
+  });
+
+  it('reads flags in both --flag value and --flag=value form', () => {
+    const config = parseConfig(command, ['--cloud-provider', 'fake', '--cluster-name=prod-eu.1'], {});
+    assert.equal(config.cloudProvider, 'fake');
+    assert.equal(config.clusterName, 'prod-eu.1');
+  });
+
+  it('reads CIRRUS_* variables, and a flag wins over its variable', () => {
+    const env = { CIRRUS_CLOUD_PROVIDER: 'static', CIRRUS_CLUSTER_NAME: 'from-env' };
+    const config = parseConfig(command, ['--cluster-name', 'from-flag'], env);
+    assert.equal(config.cloudProvider, 'static');
+    assert.equal(config.clusterName, 'from-flag');
+  });
+
+  it('returns a frozen object', () => {
+    assert.ok(Object.isFrozen(parseConfig(command, [], {})));
+  });
+
+  const invalid: { name: string; args: string[]; env?: Record<string, string>; message: RegExp }[] = [
+    { name: 'a bad flag value', args: ['--cluster-name', 'no/slash'], message: /^--cluster-name: must be 1 to 63/ },
+    { name: 'a bad value from the environment', args: [], env: { CIRRUS_CLUSTER_NAME: '-x' }, message: /^--cluster-name \(from CIRRUS_CLUSTER_NAME\): must be/ },
+    { name: 'an empty value', args: ['--cloud-provider', ' '], message: /^--cloud-provider: must not be empty$/ },
+    { name: 'an unknown flag', args: ['--cloud-providr', 'x'], message: /Unknown option '--cloud-providr'/ },
+    { name: "another command's flag", args: ['--data-dir', '/tmp'], message: /Unknown option '--data-dir'/ },
+    { name: 'a positional argument', args: ['extra'], message: /Unexpected argument 'extra'/ },
+    { name: 'a flag without its value', args: ['--kubeconfig'], message: /--kubeconfig <value>' argument missing/ },
+  ];
+  for (const { name, args, env, message } of invalid) {
+    it(`rejects ${name} with a ConfigError naming the flag`, () => {
+      assert.throws(() => parseConfig(command, args, env ?? {}), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.match(error.message, message);
+        return true;
+      });
+    });
+  }
+
+  it('names a required option that is missing, with its variable', () => {
+    assert.throws(
+      () => parseConfig({ ...command, required: ['cloudProvider'] }, [], {}),
+      { name: 'ConfigError', message: '--cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)' },
+    );
+  });
+
+  it('accepts a required option set only through the environment', () => {
+    const config = parseConfig({ ...command, required: ['cloudProvider'] }, [], { CIRRUS_CLOUD_PROVIDER: 'fake' });
+    assert.equal(config.cloudProvider, 'fake');
+  });
+});
