@@ -6,8 +6,7 @@
 // What runs is described by `cluster.json` in the run folder, which other processes (test files)
 // read with attachControlPlane().
 
-import { randomBytes } from 'node:crypto';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { cp, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
