@@ -1,0 +1,123 @@
+// The provider contract: a TypeScript rendering of k8s.io/cloud-provider's `cloudprovider.Interface`.
+//
+// A provider supports some capabilities and not others: each accessor returns the implementation
+// or `undefined` ("not supported"), and each function checks at start-up for what it needs.
+// Implementations must treat every Node and Service they are given as read-only, and must be safe
+// to call from many stateless function instances at once (nothing may rely on in-process state
+// surviving between calls). Outcomes the contract defines are the typed errors of ./errors.ts.
+
+import type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
+
+/** A cloud provider, as returned by the factory it was registered with. */
+export interface CloudProvider {
+  /** The provider's name: the prefix of the provider IDs it hands out (`<name>://<id>`). */
+  providerName(): string;
+  /** Whether the provider tags resources with a cluster ID. */
+  hasClusterId(): boolean;
+  loadBalancer(): LoadBalancer | undefined;
+  /** The legacy, name-based instances interface. Used only when instancesV2() is undefined. */
+  instances(): Instances | undefined;
+  /** Node-based instances interface; when present, zones() is never consulted for nodes. */
+  instancesV2(): InstancesV2 | undefined;
+  /** @deprecated Zones are read through instancesV2().instanceMetadata(). */
+  zones(): Zones | undefined;
+  clusters(): Clusters | undefined;
+  routes(): Routes | undefined;
+}
+
+/** What the cloud knows of the instance behind a Node. */
+export interface InstanceMetadata {
+  /** `<provider>://<id>`; written to `spec.providerID` when the Node has none. */
+  readonly providerId: string;
+  readonly instanceType: string;
+  readonly nodeAddresses: readonly V1NodeAddress[];
+  readonly zone: string;
+  readonly region: string;
+  /** Extra labels: never overwrite a label the Node has, never in the kubernetes.io / k8s.io domains. */
+  readonly additionalLabels: Readonly<Record<string, string>>;
+}
+
+/**
+ * Instances found from the Node object. Implementations should look at `spec.providerID` first,
+ * then at the name, labels and annotations.
+ */
+export interface InstancesV2 {
+  /** Whether the instance exists; true for a stopped instance. */
+  instanceExists(node: V1Node, signal?: AbortSignal): Promise<boolean>;
+  /** Whether the instance is shut down. */
+  instanceShutdown(node: V1Node, signal?: AbortSignal): Promise<boolean>;
+  /** The instance's metadata; `undefined` when there is nothing to apply yet (the Node stays tainted). */
+  instanceMetadata(node: V1Node, signal?: AbortSignal): Promise<InstanceMetadata | undefined>;
+}
+
+/** The legacy, name- and provider-ID-based instances interface. */
+export interface Instances {
+  nodeAddresses(nodeName: string, signal?: AbortSignal): Promise<V1NodeAddress[]>;
+  nodeAddressesByProviderId(providerId: string, signal?: AbortSignal): Promise<V1NodeAddress[]>;
+  /** The instance ID (not the provider ID). Throws InstanceNotFoundError for a missing instance, not for a stopped one. */
+  instanceId(nodeName: string, signal?: AbortSignal): Promise<string>;
+  instanceType(nodeName: string, signal?: AbortSignal): Promise<string>;
+  instanceTypeByProviderId(providerId: string, signal?: AbortSignal): Promise<string>;
+  /** False means the instance is gone and the Node may be deleted; true for a stopped instance. */
+  instanceExistsByProviderId(providerId: string, signal?: AbortSignal): Promise<boolean>;
+  instanceShutdownByProviderId(providerId: string, signal?: AbortSignal): Promise<boolean>;
+}
+
+/** A failure domain. */
+export interface Zone {
+  readonly failureDomain: string;
+  readonly region: string;
+}
+
+/** @deprecated Zone lookup for the legacy Instances path. */
+export interface Zones {
+  getZoneByProviderId(providerId: string, signal?: AbortSignal): Promise<Zone>;
+  getZoneByNodeName(nodeName: string, signal?: AbortSignal): Promise<Zone>;
+}
+
+/** Clusters known to the cloud; no controller uses it. */
+export interface Clusters {
+  listClusters(signal?: AbortSignal): Promise<string[]>;
+  master(clusterName: string, signal?: AbortSignal): Promise<string>;
+}
+
+/** A route to a node's pod CIDR. */
+export interface Route {
+  /** Set by the provider; ignored on create. */
+  readonly name: string;
+  readonly targetNode: string;
+  /** Opt-in: when false, targetNodeAddresses are ignored when comparing routes. */
+  readonly enableNodeAddresses: boolean;
+  readonly targetNodeAddresses: readonly V1NodeAddress[];
+  readonly destinationCidr: string;
+  /** A route whose target is gone; deleted when it is in the cluster CIDR. */
+  readonly blackhole: boolean;
+}
+
+/** Pod network routes. */
+export interface Routes {
+  listRoutes(clusterName: string, signal?: AbortSignal): Promise<Route[]>;
+  /** `nameHint` is the node's UID. */
+  createRoute(clusterName: string, nameHint: string, route: Route, signal?: AbortSignal): Promise<void>;
+  /** `route` as listRoutes returned it. */
+  deleteRoute(clusterName: string, route: Route, signal?: AbortSignal): Promise<void>;
+}
+
+/**
+ * Load balancers for `type: LoadBalancer` Services. ensure/update may throw RetryError to ask for a
+ * fixed delay, and ImplementedElsewhereError when another controller implements this Service's
+ * load balancer (getLoadBalancer then reports it as not existing); ensureLoadBalancerDeleted must
+ * succeed when the load balancer does not exist, and must not throw ImplementedElsewhereError.
+ */
+export interface LoadBalancer {
+  getLoadBalancer(clusterName: string, service: V1Service, signal?: AbortSignal): Promise<V1LoadBalancerStatus | undefined>;
+  getLoadBalancerName(clusterName: string, service: V1Service): string;
+  ensureLoadBalancer(clusterName: string, service: V1Service, nodes: readonly V1Node[], signal?: AbortSignal): Promise<V1LoadBalancerStatus>;
+  updateLoadBalancer(clusterName: string, service: V1Service, nodes: readonly V1Node[], signal?: AbortSignal): Promise<void>;
+  ensureLoadBalancerDeleted(clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void>;
+}
+
+/** The upstream default load balancer name: "a" + the Service UID without dashes, cut to 32 characters. */
+export function defaultLoadBalancerName(service: V1Service): string {
+  return `a${(service.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
+}

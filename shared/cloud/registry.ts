@@ -1,0 +1,82 @@
+// The provider registry, with the semantics of k8s.io/cloud-provider's plugins.go: a name is
+// registered once; an unknown name is an error that lists the known ones; the factory receives
+// the cloud-config file's contents (and its path, for providers that watch it for changes).
+// Built-in providers are registered here with factories that import them on first use, so a
+// function that runs one provider never loads the others.
+
+import { readFile } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import type { CloudProvider } from './provider.ts';
+
+/** What a factory gets to build its provider from. */
+export interface ProviderContext {
+  /** The cloud-config file's contents; undefined when no --cloud-config was given. */
+  readonly config: string | undefined;
+  /** The cloud-config file's path, for error messages and for providers that re-read it. */
+  readonly configPath: string | undefined;
+  /** Aborted when the process shuts down: stop watchers and timers. */
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+}
+
+/** Builds a provider; throws CloudConfigError for a config it cannot use. */
+export type CloudProviderFactory = (context: ProviderContext) => CloudProvider | Promise<CloudProvider>;
+
+const factories = new Map<string, CloudProviderFactory>();
+
+/** Registers `factory` under `name`; a name registered twice is an error. */
+export function registerCloudProvider(name: string, factory: CloudProviderFactory): void {
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    throw new Error(`cloud provider name "${name}" must be lower-case letters, digits and "-"`);
+  }
+  if (factories.has(name)) throw new Error(`cloud provider "${name}" was registered twice`);
+  factories.set(name, factory);
+}
+
+/** Whether a provider is registered under `name`. */
+export function isCloudProvider(name: string): boolean {
+  return factories.has(name);
+}
+
+/** The registered names, sorted. */
+export function registeredCloudProviders(): string[] {
+  return [...factories.keys()].sort();
+}
+
+/** Options of initCloudProvider(). */
+export interface InitOptions {
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+}
+
+/**
+ * Builds the provider registered as `name` from the cloud-config file at `configPath` (if any).
+ * Unlike plugins.go, an empty name and "external" are errors: a CCM needs a real provider.
+ */
+export async function initCloudProvider(name: string, configPath: string | undefined, options: InitOptions): Promise<CloudProvider> {
+  if (name === '' || name === 'external') {
+    throw new Error(`--cloud-provider must name a provider (${known()}), not "${name}"`);
+  }
+  const factory = factories.get(name);
+  if (factory === undefined) throw new Error(`unknown cloud provider "${name}"; ${known()}`);
+  let config: string | undefined;
+  if (configPath !== undefined) {
+    try {
+      config = await readFile(configPath, 'utf8');
+    } catch (error) {
+      throw new Error(`could not read cloud-config ${configPath}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  try {
+    return await factory({ config, configPath, signal: options.signal, log: options.log.child({ provider: name }) });
+  } catch (error) {
+    throw new Error(`could not init cloud provider "${name}": ${(error as Error).message}`, { cause: error });
+  }
+}
+
+function known(): string {
+  return `registered: ${registeredCloudProviders().join(', ') || 'none'}`;
+}
+
+registerCloudProvider('fake', async (context) => (await import('./providers/fake.ts')).fakeFromConfig(context));
+registerCloudProvider('static', async (context) => (await import('./providers/static/index.ts')).createStaticProvider(context));

@@ -1,0 +1,70 @@
+// What a function gives the host: the reconcile steps it performs. The host (./app.ts) turns HTTP
+// requests — CloudEvents from the relay or an ApiServerSource, periodic triggers, manual
+// reconciles — into calls of these, and their results and errors into replies.
+
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+
+/** The object an event is about. `namespace` is undefined for cluster-scoped kinds. */
+export interface ObjectKey {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace?: string | undefined;
+}
+
+/** How a reconcile runs. */
+export interface ReconcileOptions {
+  /** Compute and report the changes, write nothing (cloud reads still happen). */
+  readonly dryRun: boolean;
+  /** Aborted when the request is abandoned or the server shuts down. */
+  readonly signal: AbortSignal;
+  /** The request's logger, carrying its id and the object's key. */
+  readonly log: Logger;
+}
+
+/** One change a reconcile made (or, in a dry run, would make). */
+export interface Change {
+  /** What kind of write: `patch`, `patch-status`, `delete`, `event`, or a provider call such as `cloud`. */
+  readonly action: string;
+  /** The object written, e.g. `Node/worker-1`. */
+  readonly target: string;
+  /** The body sent (a patch, an event) or a short description. */
+  readonly detail?: unknown;
+}
+
+/** What a reconcile did: the JSON body of a 2xx reply. */
+export interface Report {
+  readonly function: string;
+  readonly dryRun: boolean;
+  /** One entry per object looked at. */
+  readonly objects: readonly ObjectReport[];
+}
+
+/** The outcome for one object. */
+export interface ObjectReport {
+  readonly key: string;
+  /** A short word for what happened: `initialized`, `unchanged`, `deleted`, `not-found`, `failed`, … */
+  readonly result: string;
+  readonly changes: readonly Change[];
+  /** Set when result is `failed`: the error, for a reconcile over many objects that went on. */
+  readonly error?: string;
+}
+
+/** A deployable function: a name, the kinds it handles, and its two reconcile entry points. */
+export interface FunctionDefinition {
+  /** Canonical name, e.g. `node-init`; also the metrics label and log field. */
+  readonly name: string;
+  /** Kubernetes kinds whose events it accepts, e.g. ['Node']. Others are a 400. */
+  readonly kinds: readonly string[];
+  /** Reconciles one object by key. Throws RetryError to ask for a fixed delay; any other error is a 500. */
+  reconcileOne(key: ObjectKey, options: ReconcileOptions): Promise<Report>;
+  /** Reconciles everything the function owns (the periodic trigger, or a manual "all"). */
+  reconcileAll(options: ReconcileOptions): Promise<Report>;
+  /** Registers the function's own metrics (the host's registry is per app). */
+  registerMetrics?(registry: Registry): void;
+}
+
+/** `Node/worker-1`, `Service/default/web`. */
+export function formatKey(key: ObjectKey): string {
+  return key.namespace ? `${key.kind}/${key.namespace}/${key.name}` : `${key.kind}/${key.name}`;
+}
