@@ -1,0 +1,82 @@
+// Node addresses: the `alpha.kubernetes.io/provided-node-ip` rules and change detection, as
+// k8s.io/cloud-provider's node controller and component-helpers compute them. Pure functions.
+
+import { isIP } from 'node:net';
+import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
+import { annotationProvidedNodeIp } from '../../shared/kube/well-known.ts';
+
+/** The canonical text of an IP address (IPv6 compressed, IPv4-mapped IPv6 as IPv4), or undefined. */
+export function canonicalIp(text: string): string | undefined {
+  const family = isIP(text);
+  if (family === 4) return text;
+  if (family !== 6) return undefined;
+  const host = new URL(`http://[${text}]/`).hostname.slice(1, -1);
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
+  if (!mapped) return host;
+  const [high, low] = [parseInt(mapped[1] ?? '0', 16), parseInt(mapped[2] ?? '0', 16)];
+  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+}
+
+/**
+ * Parses the provided-node-ip annotation: one IP, or a dual-stack pair (one IPv4, one IPv6).
+ * Throws an Error saying what is wrong otherwise.
+ */
+export function parseNodeIpAnnotation(value: string): string[] {
+  const parts = value.split(',').map((p) => p.trim());
+  if (value.trim() === '') throw new Error('the annotation is empty');
+  if (parts.length > 2) throw new Error(`"${value}" has more than two IPs`);
+  const ips = parts.map((p) => {
+    const ip = canonicalIp(p);
+    if (ip === undefined) throw new Error(`"${p}" is not an IP address`);
+    return ip;
+  });
+  if (ips.length === 2) {
+    if (isIP(ips[0] ?? '') === isIP(ips[1] ?? '')) throw new Error(`"${value}" must be one IPv4 and one IPv6 address`);
+    if (ips.some((ip) => ip === '0.0.0.0' || ip === '::')) throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
+  }
+  return ips;
+}
+
+/**
+ * The cloud's addresses filtered by the node IPs the kubelet was given: for each node IP, the
+ * cloud addresses equal to it (their types are then "claimed"); then every address whose type was
+ * not claimed. Throws when a node IP matches no cloud address.
+ */
+export function addressesForNodeIp(annotation: string, cloud: readonly V1NodeAddress[]): V1NodeAddress[] {
+  const nodeIps = parseNodeIpAnnotation(annotation);
+  const chosen: V1NodeAddress[] = [];
+  const claimed = new Set<string>();
+  for (const nodeIp of nodeIps) {
+    const matches = cloud.filter((a) => canonicalIp(a.address) === nodeIp);
+    if (matches.length === 0) throw new Error(`failed to get node address from cloud provider that matches ip: ${nodeIp}`);
+    for (const match of matches) {
+      chosen.push(match);
+      claimed.add(match.type);
+    }
+  }
+  return [...chosen, ...cloud.filter((a) => !claimed.has(a.type))];
+}
+
+/** Whether two address lists differ (a pure reordering is no change). */
+export function addressesChanged(current: readonly V1NodeAddress[], next: readonly V1NodeAddress[]): boolean {
+  if (current.length !== next.length) return true;
+  const byType = new Map(current.map((a) => [a.type, a.address]));
+  return next.some((a) => byType.get(a.type) !== a.address);
+}
+
+/**
+ * The addresses `node` should have given the cloud's, or undefined when nothing should be
+ * written: no cloud addresses, or no change. Keeps the kubelet's Hostname when the cloud has
+ * none; applies the provided-node-ip annotation (an invalid one throws).
+ */
+export function desiredAddresses(node: V1Node, cloud: readonly V1NodeAddress[]): V1NodeAddress[] | undefined {
+  if (cloud.length === 0) return undefined;
+  const current = node.status?.addresses ?? [];
+  let next = cloud.map((a) => ({ type: a.type, address: a.address }));
+  if (!next.some((a) => a.type === 'Hostname')) {
+    next = [...next, ...current.filter((a) => a.type === 'Hostname').map((a) => ({ type: a.type, address: a.address }))];
+  }
+  const annotation = node.metadata?.annotations?.[annotationProvidedNodeIp];
+  if (annotation !== undefined) next = addressesForNodeIp(annotation, next);
+  return addressesChanged(current, next) ? next : undefined;
+}

@@ -1,0 +1,50 @@
+// The node-init function: the cloud node controller as an HTTP function. A Node event (or a
+// manual reconcile) initializes that node or reconciles its labels; the periodic trigger
+// (upstream every 5 minutes) goes over every node and refreshes addresses.
+
+import type { CoreV1Api } from '@kubernetes/client-node';
+import { Histogram, type Registry } from 'prom-client';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { InvalidRequestError } from '../../shared/host/errors.ts';
+import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { invalidNodeName } from '../../shared/kube/names.ts';
+import { syncAllNodes, syncNode, type NodeInitDeps } from './sync.ts';
+
+/** What node-init needs. */
+export interface NodeInitOptions {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  /** Nodes handled at once by the periodic pass (default 10). */
+  readonly concurrency?: number;
+}
+
+/** The node-init function; throws when the provider supports neither InstancesV2 nor Instances. */
+export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
+  if (!options.cloud.instancesV2() && !options.cloud.instances()) {
+    throw new Error(`node-init: cloud provider "${options.cloud.providerName()}" does not support instances`);
+  }
+  const deps: { -readonly [K in keyof NodeInitDeps]: NodeInitDeps[K] } = {
+    core: options.core,
+    cloud: options.cloud,
+    concurrency: options.concurrency ?? 10,
+  };
+  const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'node-init', dryRun, objects });
+  return {
+    name: 'node-init',
+    kinds: ['Node'],
+    reconcileOne: async (key: ObjectKey, run: ReconcileOptions) => {
+      const problem = invalidNodeName(key.name);
+      if (problem !== undefined) throw new InvalidRequestError(problem);
+      return report(run.dryRun, [await syncNode(deps, key.name, run)]);
+    },
+    reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await syncAllNodes(deps, run)),
+    registerMetrics: (registry: Registry) => {
+      deps.taintRemovalDelay = new Histogram({
+        name: 'node_controller_cloud_provider_taint_removal_delay_seconds',
+        help: 'Seconds from node creation to the removal of the cloud provider taint.',
+        buckets: [1, 4, 16, 64, 256, 1024],
+        registers: [registry],
+      });
+    },
+  };
+}

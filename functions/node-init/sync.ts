@@ -1,0 +1,181 @@
+// The cloud node controller's reconcile, one node per call (k8s.io/cloud-provider
+// controllers/node, ccm-behaviour §2): initialize a tainted node from its instance metadata, or
+// keep an initialized node's GA labels equal to their beta labels; and the periodic pass that
+// refreshes every initialized node's addresses.
+//
+// Writes are conditional where they replace a list: the initialization patch carries the node's
+// resourceVersion, so a concurrent writer makes it fail with 409 and the node is read again.
+
+import type { CoreV1Api, V1Node, V1NodeAddress } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Histogram } from 'prom-client';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { mapLimit } from '../../shared/concurrency.ts';
+import type { Change, ObjectReport } from '../../shared/host/function.ts';
+import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
+import { eventFor, recordEvent } from '../../shared/kube/events.ts';
+import { desiredAddresses } from './addresses.ts';
+import { applyPatch, initializationPatch, isUninitialized, labelReconcile, type NodePatch } from './labels.ts';
+import { instanceMetadata, legacyAddresses } from './metadata.ts';
+
+/** What the node-init reconcile works with. */
+export interface NodeInitDeps {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  /** Nodes handled at once by the periodic pass. */
+  readonly concurrency: number;
+  readonly taintRemovalDelay?: Histogram;
+}
+
+/** How one reconcile runs. */
+export interface SyncOptions {
+  readonly dryRun: boolean;
+  readonly log: Logger;
+  readonly signal?: AbortSignal;
+}
+
+const component = 'cloud-node-controller';
+
+/** Reconciles the node called `name`: initialize it, or reconcile its labels. */
+export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {
+  // A 409 means another writer changed the node between our read and our write: read it again.
+  return retryOnConflict(async () => {
+    const node = await readNode(deps.core, name);
+    if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
+    return syncFetched(deps, node, options);
+  });
+}
+
+async function syncFetched(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
+  return isUninitialized(node) ? initialize(deps, node, options) : reconcileLabels(deps, node, options);
+}
+
+async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
+  try {
+    return await core.readNode({ name });
+  } catch (error) {
+    if (apiStatus(error) === 404) return undefined;
+    throw error;
+  }
+}
+
+async function initialize(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
+  const name = node.metadata?.name ?? '';
+  const key = `Node/${name}`;
+  let metadata;
+  try {
+    metadata = await instanceMetadata(deps.cloud, node, options.signal);
+  } catch (error) {
+    throw new Error(`failed to get instance metadata for node ${name}: ${(error as Error).message}`, { cause: error });
+  }
+  if (metadata === undefined) {
+    options.log.info({ node: name }, 'the cloud has no metadata for the node yet; it stays tainted');
+    return { key, result: 'no-metadata', changes: [] };
+  }
+  const patch = initializationPatch(node, metadata);
+  // Addresses follow the initialization (they are status); computed for the node as patched.
+  const addresses = desiredAddresses(applyPatch(node, patch), metadata.nodeAddresses);
+  const event = eventFor(nodeReference(node), { type: 'Normal', reason: 'Synced', message: 'Node synced successfully', component });
+  const changes: Change[] = [{ action: 'patch', target: key, detail: patch }];
+  if (addresses) changes.push({ action: 'patch-status', target: key, detail: { status: { addresses } } });
+  changes.push({ action: 'event', target: key, detail: { type: event.type, reason: event.reason, message: event.message } });
+  if (options.dryRun) {
+    // The API server validates the patch (and admission runs) without persisting it.
+    await deps.core.patchNode({ name, body: patch, dryRun: 'All' }, mergePatch);
+    return { key, result: 'initialized', changes };
+  }
+  await deps.core.patchNode({ name, body: patch }, mergePatch);
+  deps.taintRemovalDelay?.observe(secondsSinceCreation(node));
+  const error = await afterInitialization(deps, { name, addresses, event }, options.log);
+  return error === undefined ? { key, result: 'initialized', changes } : { key, result: 'initialized', changes, error };
+}
+
+// The status write and the event: their failures are logged and reported, not retried (upstream
+// logs them too); the periodic pass converges the addresses.
+async function afterInitialization(
+  deps: NodeInitDeps,
+  work: { name: string; addresses: V1NodeAddress[] | undefined; event: ReturnType<typeof eventFor> },
+  log: Logger,
+): Promise<string | undefined> {
+  const problems: string[] = [];
+  if (work.addresses) {
+    await patchAddresses(deps.core, work.name, work.addresses).catch((error: unknown) => {
+      problems.push(`addresses not updated: ${apiMessage(error)}`);
+    });
+  }
+  await recordEvent(deps.core, work.event).catch((error: unknown) => {
+    problems.push(`event not recorded: ${apiMessage(error)}`);
+  });
+  if (problems.length === 0) return undefined;
+  log.warn({ node: work.name, problems }, 'node initialized, but not all follow-up writes succeeded');
+  return problems.join('; ');
+}
+
+async function patchAddresses(core: CoreV1Api, name: string, addresses: V1NodeAddress[]): Promise<void> {
+  // A merge patch replaces the list whole, as Kubernetes recommends for status.addresses.
+  await core.patchNodeStatus({ name, body: { status: { addresses } } }, mergePatch);
+}
+
+async function reconcileLabels(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
+  const name = node.metadata?.name ?? '';
+  const key = `Node/${name}`;
+  const labels = labelReconcile(node);
+  if (Object.keys(labels).length === 0) return { key, result: 'unchanged', changes: [] };
+  const patch: NodePatch = { metadata: { labels } };
+  const changes = [{ action: 'patch', target: key, detail: patch }];
+  await deps.core.patchNode(options.dryRun ? { name, body: patch, dryRun: 'All' } : { name, body: patch }, mergePatch);
+  return { key, result: 'labels-reconciled', changes };
+}
+
+/**
+ * The periodic pass (and a manual "all"): every node is reconciled as an event would; every
+ * initialized node also gets its addresses from the cloud, written only when they changed. One
+ * node's failure is reported and does not stop the others.
+ */
+export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Promise<ObjectReport[]> {
+  const { items } = await deps.core.listNode();
+  return mapLimit(items, deps.concurrency, async (node) => {
+    const key = `Node/${node.metadata?.name ?? ''}`;
+    try {
+      // The listed node is fresh enough for a first try; on a conflict, read it again.
+      const report = await syncFetched(deps, node, options).catch((error: unknown) => {
+        if (apiStatus(error) === 409) return syncNode(deps, node.metadata?.name ?? '', options);
+        throw error;
+      });
+      if (isUninitialized(node)) return report;
+      return await refreshAddresses(deps, node, report, options);
+    } catch (error) {
+      options.log.warn({ key, err: error }, 'node not reconciled');
+      return { key, result: 'failed', changes: [], error: apiMessage(error) };
+    }
+  });
+}
+
+async function refreshAddresses(deps: NodeInitDeps, node: V1Node, report: ObjectReport, options: SyncOptions): Promise<ObjectReport> {
+  const cloudAddresses = await addressesFromCloud(deps.cloud, node, options.signal);
+  const addresses = cloudAddresses && desiredAddresses(node, cloudAddresses);
+  if (!addresses) return report;
+  const name = node.metadata?.name ?? '';
+  const change = { action: 'patch-status', target: report.key, detail: { status: { addresses } } };
+  if (!options.dryRun) await patchAddresses(deps.core, name, addresses);
+  const result = report.result === 'unchanged' ? 'addresses-updated' : report.result;
+  return { ...report, result, changes: [...report.changes, change] };
+}
+
+// One cloud call per node: InstancesV2 metadata, or the legacy addresses by provider ID (name as fallback).
+async function addressesFromCloud(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<V1NodeAddress[] | undefined> {
+  const v2 = cloud.instancesV2();
+  if (v2) return (await v2.instanceMetadata(node, signal))?.nodeAddresses.map((a) => ({ ...a }));
+  const legacy = cloud.instances();
+  if (!legacy) return undefined;
+  return legacyAddresses(legacy, node.spec?.providerID ?? '', node.metadata?.name ?? '', signal);
+}
+
+function nodeReference(node: V1Node): { apiVersion: string; kind: string; name: string; uid: string } {
+  return { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
+}
+
+function secondsSinceCreation(node: V1Node): number {
+  const created = node.metadata?.creationTimestamp;
+  return created ? Math.max(0, (Date.now() - new Date(created).getTime()) / 1000) : 0;
+}

@@ -1,0 +1,37 @@
+// The node-lifecycle function: the cloud node lifecycle controller as an HTTP function. A Node
+// event (or a manual reconcile) checks that node; the periodic trigger (upstream every 5 s) checks
+// every node.
+
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { InvalidRequestError } from '../../shared/host/errors.ts';
+import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { invalidNodeName } from '../../shared/kube/names.ts';
+import { monitorAllNodes, monitorNode, type NodeLifecycleDeps } from './sync.ts';
+
+/** What node-lifecycle needs. */
+export interface NodeLifecycleOptions {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  /** Nodes handled at once by the periodic pass (default 10). */
+  readonly concurrency?: number;
+}
+
+/** The node-lifecycle function; throws when the provider supports neither InstancesV2 nor Instances. */
+export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDefinition {
+  if (!options.cloud.instancesV2() && !options.cloud.instances()) {
+    throw new Error(`node-lifecycle: cloud provider "${options.cloud.providerName()}" does not support instances`);
+  }
+  const deps: NodeLifecycleDeps = { core: options.core, cloud: options.cloud, concurrency: options.concurrency ?? 10 };
+  const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'node-lifecycle', dryRun, objects });
+  return {
+    name: 'node-lifecycle',
+    kinds: ['Node'],
+    reconcileOne: async (key: ObjectKey, run: ReconcileOptions) => {
+      const problem = invalidNodeName(key.name);
+      if (problem !== undefined) throw new InvalidRequestError(problem);
+      return report(run.dryRun, [await monitorNode(deps, key.name, run)]);
+    },
+    reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await monitorAllNodes(deps, run)),
+  };
+}

@@ -1,0 +1,168 @@
+// The cloud node lifecycle controller's reconcile (k8s.io/cloud-provider controllers/nodelifecycle,
+// ccm-behaviour §3): a Ready node loses the shutdown taint; a node that is not Ready is deleted when
+// its instance is gone, or gets the shutdown taint while its instance is shut down.
+
+import type { CoreV1Api, V1Node, V1Taint } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { findCause, InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
+import type { CloudProvider, Instances } from '../../shared/cloud/provider.ts';
+import { mapLimit } from '../../shared/concurrency.ts';
+import type { Change, ObjectReport } from '../../shared/host/function.ts';
+import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
+import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
+import { taintShutdown } from '../../shared/kube/well-known.ts';
+
+/** What the node-lifecycle reconcile works with. */
+export interface NodeLifecycleDeps {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  /** Nodes handled at once by the periodic pass. */
+  readonly concurrency: number;
+}
+
+/** How one reconcile runs. */
+export interface MonitorOptions {
+  readonly dryRun: boolean;
+  readonly log: Logger;
+  readonly signal?: AbortSignal;
+}
+
+const component = 'cloud-node-lifecycle-controller';
+const shutdownTaint: V1Taint = { key: taintShutdown, effect: 'NoSchedule' };
+
+/** The status of the node's Ready condition: True, False, or Unknown (also when absent). */
+export function readyStatus(node: V1Node): string {
+  return node.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? 'Unknown';
+}
+
+function hasShutdownTaint(node: V1Node): boolean {
+  return (node.spec?.taints ?? []).some((t) => t.key === taintShutdown && t.effect === 'NoSchedule');
+}
+
+/** Reconciles the node called `name`. */
+export async function monitorNode(deps: NodeLifecycleDeps, name: string, options: MonitorOptions): Promise<ObjectReport> {
+  return retryOnConflict(async () => {
+    const node = await readNode(deps.core, name);
+    if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
+    return monitorFetched(deps, node, options);
+  }, 5, 100);
+}
+
+async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
+  try {
+    return await core.readNode({ name });
+  } catch (error) {
+    if (apiStatus(error) === 404) return undefined;
+    throw error;
+  }
+}
+
+async function monitorFetched(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
+  const key = `Node/${node.metadata?.name ?? ''}`;
+  if (readyStatus(node) === 'True') {
+    if (!hasShutdownTaint(node)) return { key, result: 'ready', changes: [] };
+    const taints = (node.spec?.taints ?? []).filter((t) => !(t.key === taintShutdown && t.effect === 'NoSchedule'));
+    return { key, result: 'shutdown-taint-removed', changes: [await patchTaints(deps.core, node, taints, options)] };
+  }
+  if (!(await instanceExists(deps.cloud, node, options.signal))) return deleteNode(deps, node, options);
+  if (!(await instanceShutdown(deps.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
+  if (hasShutdownTaint(node)) return { key, result: 'shutdown', changes: [] };
+  const taints = [...(node.spec?.taints ?? []), shutdownTaint];
+  return { key, result: 'shutdown-tainted', changes: [await patchTaints(deps.core, node, taints, options)] };
+}
+
+// The taint list is replaced whole; the resourceVersion makes a concurrent change a 409.
+async function patchTaints(core: CoreV1Api, node: V1Node, taints: V1Taint[], options: MonitorOptions): Promise<Change> {
+  const name = node.metadata?.name ?? '';
+  const body = { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints } };
+  await core.patchNode(options.dryRun ? { name, body, dryRun: 'All' } : { name, body }, mergePatch);
+  return { action: 'patch', target: `Node/${name}`, detail: body };
+}
+
+async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
+  const name = node.metadata?.name ?? '';
+  const key = `Node/${name}`;
+  const deleting = event(node, { type: 'Normal', reason: 'DeletingNode', message: `Deleting node ${name} because it does not exist in the cloud provider` });
+  // The uid precondition keeps a node re-created under the same name from being deleted.
+  const body = { preconditions: { uid: node.metadata?.uid ?? '' } };
+  const changes: Change[] = [
+    { action: 'event', target: key, detail: { type: deleting.type, reason: deleting.reason, message: deleting.message } },
+    { action: 'delete', target: key, detail: body },
+  ];
+  if (options.dryRun) {
+    // With a request body the API server reads every delete option from it, dryRun included.
+    await deps.core.deleteNode({ name, body: { ...body, dryRun: ['All'] } });
+    return { key, result: 'deleted', changes };
+  }
+  await recordEvent(deps.core, deleting).catch((error: unknown) => options.log.warn({ key, err: error }, 'event not recorded'));
+  try {
+    await deps.core.deleteNode({ name, body });
+  } catch (error) {
+    if (apiStatus(error) === 404) return { key, result: 'not-found', changes: changes.slice(0, 1) };
+    const failed = event(node, { type: 'Warning', reason: 'DeletingNodeFailed', message: `Failed deleting node ${name}: ${apiMessage(error)}` });
+    await recordEvent(deps.core, failed).catch(() => undefined);
+    throw error;
+  }
+  return { key, result: 'deleted', changes };
+}
+
+function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typeof eventFor> {
+  const reference = { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
+  return eventFor(reference, { ...spec, component });
+}
+
+async function instanceExists(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<boolean> {
+  const v2 = cloud.instancesV2();
+  if (v2) return v2.instanceExists(node, signal);
+  const legacy = requireInstances(cloud);
+  const providerId = await providerIdOf(cloud, legacy, node, signal);
+  if (providerId === undefined) return false;
+  return legacy.instanceExistsByProviderId(providerId, signal);
+}
+
+async function instanceShutdown(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<boolean> {
+  try {
+    const v2 = cloud.instancesV2();
+    if (v2) return await v2.instanceShutdown(node, signal);
+    const legacy = requireInstances(cloud);
+    const providerId = await providerIdOf(cloud, legacy, node, signal);
+    return providerId !== undefined && (await legacy.instanceShutdownByProviderId(providerId, signal));
+  } catch (error) {
+    if (findCause(error, NotImplementedError)) return false;
+    throw error;
+  }
+}
+
+function requireInstances(cloud: CloudProvider): Instances {
+  const legacy = cloud.instances();
+  if (!legacy) throw new Error('cloud provider does not support instances');
+  return legacy;
+}
+
+// The node's provider ID, or from the cloud by name; undefined when the cloud has no such instance.
+async function providerIdOf(cloud: CloudProvider, legacy: Instances, node: V1Node, signal?: AbortSignal): Promise<string | undefined> {
+  if (node.spec?.providerID) return node.spec.providerID;
+  try {
+    return `${cloud.providerName()}://${await legacy.instanceId(node.metadata?.name ?? '', signal)}`;
+  } catch (error) {
+    if (error instanceof InstanceNotFoundError) return undefined;
+    throw error;
+  }
+}
+
+/** The periodic pass (and a manual "all"): every node, `concurrency` at a time; failures are reported per node. */
+export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorOptions): Promise<ObjectReport[]> {
+  const { items } = await deps.core.listNode();
+  return mapLimit(items, deps.concurrency, async (node) => {
+    const key = `Node/${node.metadata?.name ?? ''}`;
+    try {
+      return await monitorFetched(deps, node, options).catch((error: unknown) => {
+        if (apiStatus(error) === 409) return monitorNode(deps, node.metadata?.name ?? '', options);
+        throw error;
+      });
+    } catch (error) {
+      options.log.warn({ key, err: error }, 'node not reconciled');
+      return { key, result: 'failed', changes: [], error: apiMessage(error) };
+    }
+  });
+}

@@ -1,0 +1,42 @@
+// Small helpers around @kubernetes/client-node's API errors and patch content types.
+
+import { ApiException, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+
+/** The HTTP status of a failed API call, or undefined for errors that are not API responses. */
+export function apiStatus(error: unknown): number | undefined {
+  return error instanceof ApiException ? error.code : undefined;
+}
+
+/** The API server's message for a failed call (its Status `message`), else the error's own. */
+export function apiMessage(error: unknown): string {
+  if (error instanceof ApiException) {
+    const body: unknown = typeof error.body === 'string' ? safeJson(error.body) : error.body;
+    const message = (body as { message?: unknown } | undefined)?.message;
+    if (typeof message === 'string') return `${error.code}: ${message}`;
+    return `HTTP ${error.code}`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Request options that send a body as a JSON merge patch (client-node defaults to JSON patch). */
+export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** Retries `attempt` while it fails with 409 Conflict, at most `tries` times, waiting a jittered `baseMs` between. */
+export async function retryOnConflict<T>(attempt: () => Promise<T>, tries = 20, baseMs = 50): Promise<T> {
+  for (let i = 1; ; i += 1) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (apiStatus(error) !== 409 || i >= tries) throw error;
+      await new Promise((resolve) => setTimeout(resolve, baseMs * (1 + Math.random())));
+    }
+  }
+}

@@ -1,0 +1,147 @@
+// node-lifecycle against the real API server with the recording fake cloud (ccm-behaviour §3).
+
+import assert from 'node:assert/strict';
+import { before, beforeEach, describe, it } from 'node:test';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
+import { NotImplementedError } from '../../shared/cloud/errors.ts';
+import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
+import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
+import { createNode, newNode, ownTaints, setReady, silentLogger, uninitialized, withProviderId, withReady } from '../helpers/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+
+const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
+const shutdownTaint = { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' };
+
+function result(report: Report): string | undefined {
+  return report.objects[0]?.result;
+}
+
+describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
+  let core: CoreV1Api;
+  let cloud: FakeCloud;
+  let fn: FunctionDefinition;
+  before(async () => {
+    core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+  });
+  beforeEach(() => {
+    cloud = new FakeCloud();
+    fn = nodeLifecycleFunction({ core, cloud });
+  });
+
+  async function exists(name: string): Promise<boolean> {
+    return core.readNode({ name }).then(() => true, () => false);
+  }
+
+  async function events(name: string): Promise<string[]> {
+    const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${name}` });
+    return list.items.map((e) => `${e.type ?? ''}/${e.reason ?? ''}/${e.message ?? ''}`);
+  }
+
+  it('deletes a NotReady node whose instance is gone, with a DeletingNode event', async () => {
+    const name = uniqueName('gone');
+    await createNode(core, newNode(name, withReady('False')));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'deleted');
+    assert.equal(await exists(name), false);
+    assert.deepEqual(await events(name), [`Normal/DeletingNode/Deleting node ${name} because it does not exist in the cloud provider`]);
+  });
+
+  it('deletes a node without a Ready condition, even one still waiting for initialization', async () => {
+    const name = uniqueName('gone-init');
+    await createNode(core, newNode(name, uninitialized));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'deleted');
+    assert.equal(await exists(name), false);
+  });
+
+  it('only reports the deletion on a dry run', async () => {
+    const name = uniqueName('gone-dry');
+    await createNode(core, newNode(name, withReady('Unknown')));
+    const report = await fn.reconcileOne({ kind: 'Node', name }, { ...run, dryRun: true });
+    assert.deepEqual(report.objects[0]?.changes.map((c) => c.action), ['event', 'delete']);
+    assert.equal(await exists(name), true);
+    assert.deepEqual(await events(name), []);
+  });
+
+  it('never checks the cloud for a Ready node', async () => {
+    const name = uniqueName('ready');
+    await createNode(core, newNode(name, withReady('True')));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'ready');
+    assert.equal(await exists(name), true);
+    assert.deepEqual(cloud.calls, []);
+  });
+
+  it('taints a NotReady node whose instance is shut down, and untaints it once Ready', async () => {
+    const name = uniqueName('shutdown');
+    cloud.machines.push({ id: name, nodeName: name, shutdown: true });
+    await createNode(core, newNode(name, withReady('False')));
+
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'shutdown-tainted');
+    assert.deepEqual(ownTaints(await core.readNode({ name })), [shutdownTaint]);
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'shutdown');
+
+    cloud.machines[0] = { id: name, nodeName: name, shutdown: false };
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'not-ready', 'the taint stays until the node is Ready');
+    await setReady(core, name, 'True');
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'shutdown-taint-removed');
+    assert.deepEqual(ownTaints(await core.readNode({ name })), []);
+  });
+
+  it('leaves a NotReady node alone while its instance exists and runs', async () => {
+    const name = uniqueName('running');
+    cloud.machines.push({ id: name, nodeName: name });
+    const before = await createNode(core, newNode(name, withReady('False')));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'not-ready');
+    assert.equal((await core.readNode({ name })).metadata?.resourceVersion, before.metadata?.resourceVersion);
+    assert.deepEqual(cloud.methods(), ['instanceExists', 'instanceShutdown']);
+  });
+
+  it('treats a shutdown check the provider does not implement as "not shut down"', async () => {
+    const name = uniqueName('noimpl');
+    cloud.machines.push({ id: name, nodeName: name });
+    cloud.errors.set('instanceShutdown', new NotImplementedError());
+    await createNode(core, newNode(name, withReady('False')));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'not-ready');
+  });
+
+  it('fails, touching nothing, when the provider fails', async () => {
+    const name = uniqueName('cloud-error');
+    cloud.errors.set('instanceExists', new Error('cloud API unavailable'));
+    await createNode(core, newNode(name, withReady('False')));
+    await assert.rejects(fn.reconcileOne({ kind: 'Node', name }, run), { message: 'cloud API unavailable' });
+    assert.equal(await exists(name), true);
+  });
+
+  it('uses the legacy Instances interface by provider ID when InstancesV2 is missing', async () => {
+    const name = uniqueName('legacy');
+    cloud.disabled.add('instancesV2');
+    cloud.machines.push({ id: name, nodeName: name, shutdown: true });
+    await createNode(core, newNode(name, withReady('False'), withProviderId(`fake://${name}`)));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'shutdown-tainted');
+    assert.deepEqual(cloud.methods(), ['instanceExistsByProviderId', 'instanceShutdownByProviderId']);
+
+    const gone = uniqueName('legacy-gone');
+    await createNode(core, newNode(gone, withReady('False')));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name: gone }, run)), 'deleted', 'InstanceNotFound from instanceId means gone');
+  });
+
+  it('checks every node in the periodic pass, one failure not stopping the others', async () => {
+    // Other test files' nodes share the cluster: make them exist in this cloud so they are left alone.
+    for (const node of (await core.listNode()).items) {
+      const existing = node.metadata?.name ?? '';
+      cloud.machines.push({ id: existing, nodeName: existing });
+    }
+    const gone = uniqueName('all-gone');
+    const broken = uniqueName('all-broken');
+    await createNode(core, newNode(gone, withReady('False')));
+    await createNode(core, newNode(broken, withReady('False')));
+    cloud.machines.push({ id: broken, nodeName: broken });
+    cloud.errors.set('instanceShutdown', new Error('flaky'));
+
+    const report = await fn.reconcileAll(run);
+    const byKey = new Map(report.objects.map((o) => [o.key, o]));
+    assert.equal(byKey.get(`Node/${gone}`)?.result, 'deleted');
+    assert.equal(await exists(gone), false);
+    assert.deepEqual(byKey.get(`Node/${broken}`), { key: `Node/${broken}`, result: 'failed', changes: [], error: 'flaky' });
+    assert.equal(await exists(broken), true);
+  });
+});
