@@ -9,16 +9,19 @@
 // Do not name an option so that its variable collides with Kubernetes' service links: a Service
 // called `cirrus` injects CIRRUS_PORT, CIRRUS_SERVICE_HOST, CIRRUS_SERVICE_PORT and CIRRUS_PORT_*.
 
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
 interface OptionSpec<S extends z.ZodType = z.ZodType> {
-  /** Every option so far takes a value; boolean flags come with the first option that needs one. */
-  readonly kind: 'string';
+  /** A boolean option is a flag without a value (`--dry-run`); its variable takes true/false/1/0. */
+  readonly kind: 'string' | 'boolean';
   readonly help: string;
   readonly schema: S;
   /** Shown in help as the value's placeholder. */
   readonly value?: string;
+  /** The environment variable, where a platform convention fixes it (Knative's PORT). */
+  readonly env?: string;
 }
 
 function option<S extends z.ZodType>(kind: OptionSpec['kind'], help: string, schema: S, value?: string): OptionSpec<S> {
@@ -26,6 +29,11 @@ function option<S extends z.ZodType>(kind: OptionSpec['kind'], help: string, sch
 }
 
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
+
+/** A whole number from a flag or variable, within [min, max]. */
+function integer(min: number, max: number): z.ZodPipe<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>, z.ZodNumber> {
+  return z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
+}
 
 /** Every option cirrus knows. */
 export const options = {
@@ -49,6 +57,24 @@ export const options = {
     nonEmpty.optional(),
     'path',
   ),
+  providerModule: option(
+    'string',
+    'A module (file path or package name) to import before start-up; it registers an out-of-tree provider with registerCloudProvider().',
+    nonEmpty.optional(),
+    'module',
+  ),
+  bindAddress: option('string', 'The address to listen on.', z.string().refine((v) => isIP(v) !== 0, 'must be an IP address').default('0.0.0.0'), 'ip'),
+  port: { ...option('string', 'The port to listen on (Knative sets PORT).', integer(0, 65535).default(8080), 'port'), env: 'PORT' },
+  concurrentNodeSyncs: option(
+    'string',
+    'Nodes reconciled at once by a periodic pass over all nodes (the Go CCM handles 1 at a time).',
+    integer(1, 1000).default(10),
+    'n',
+  ),
+  logLevel: option('string', 'Log level.', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'level'),
+  url: option('string', 'The URL of the function to call.', z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'), 'url'),
+  all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
+  dryRun: option('boolean', 'Report the changes without making them.', z.boolean().default(false)),
 } as const satisfies Record<string, OptionSpec>;
 
 /** The name of an option. */
@@ -67,9 +93,10 @@ export function flagName(name: OptionName): string {
   return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 }
 
-/** `clusterName` → `CIRRUS_CLUSTER_NAME`. */
+/** `clusterName` → `CIRRUS_CLUSTER_NAME` (or the platform's variable where one is fixed, `port` → `PORT`). */
 export function envName(name: OptionName): string {
-  return `CIRRUS_${flagName(name).replaceAll('-', '_').toUpperCase()}`;
+  const spec: OptionSpec = options[name];
+  return spec.env ?? `CIRRUS_${flagName(name).replaceAll('-', '_').toUpperCase()}`;
 }
 
 /** The option table entry for `name`. */
@@ -77,10 +104,19 @@ export function optionSpec(name: OptionName): OptionSpec {
   return options[name];
 }
 
-/** What a command takes: its options, and which of them must be set. */
+/** What a command takes: its options, which of them must be set, and its positional arguments. */
 export interface CommandOptions<K extends OptionName> {
   readonly options: readonly K[];
   readonly required?: readonly K[];
+  /** Names of positional arguments, in order; those after `minPositionals` are optional. */
+  readonly positionals?: readonly string[];
+  readonly minPositionals?: number;
+}
+
+/** A parsed command line: the validated configuration and the positional arguments. */
+export interface CommandLine<K extends OptionName> {
+  readonly config: Config<K>;
+  readonly positionals: readonly string[];
 }
 
 /**
@@ -88,8 +124,8 @@ export interface CommandOptions<K extends OptionName> {
  * result with the options' schemas and returns it frozen. Throws ConfigError naming the first
  * problem's flag, where its value came from, and what is wrong.
  */
-export function parseConfig<K extends OptionName>(command: CommandOptions<K>, args: readonly string[], env: NodeJS.ProcessEnv): Config<K> {
-  const flags = parseFlags(command.options, args);
+export function parseCommandLine<K extends OptionName>(command: CommandOptions<K>, args: readonly string[], env: NodeJS.ProcessEnv): CommandLine<K> {
+  const { flags, positionals } = parseFlags(command, args);
   const raw: Record<string, unknown> = {};
   const sources = new Map<string, string>();
   for (const name of command.options) {
@@ -104,7 +140,12 @@ export function parseConfig<K extends OptionName>(command: CommandOptions<K>, ar
   const shape = Object.fromEntries(command.options.map((name) => [name, options[name].schema]));
   const result = z.strictObject(shape).safeParse(raw);
   if (!result.success) throw configError(result.error, sources);
-  return Object.freeze(result.data) as Config<K>;
+  return { config: Object.freeze(result.data) as Config<K>, positionals };
+}
+
+/** parseCommandLine() for a command without positional arguments: the configuration alone. */
+export function parseConfig<K extends OptionName>(command: CommandOptions<K>, args: readonly string[], env: NodeJS.ProcessEnv): Config<K> {
+  return parseCommandLine(command, args, env).config;
 }
 
 function configError(error: z.ZodError, sources: Map<string, string>): ConfigError {
@@ -118,17 +159,32 @@ function lookUp(name: OptionName, flags: Record<string, unknown>, env: NodeJS.Pr
   if (flags[name] !== undefined) return { value: flags[name], source: `--${flagName(name)}` };
   const fromEnv = env[envName(name)];
   if (fromEnv === undefined) return undefined;
-  return { value: fromEnv, source: `--${flagName(name)} (from ${envName(name)})` };
+  const source = `--${flagName(name)} (from ${envName(name)})`;
+  if (options[name].kind === 'string') return { value: fromEnv, source };
+  if (/^(true|1)$/i.test(fromEnv)) return { value: true, source };
+  if (/^(false|0)$/i.test(fromEnv)) return { value: false, source };
+  throw new ConfigError(`${source}: '${fromEnv}' is not a boolean (true, false, 1 or 0)`);
 }
 
-function parseFlags(names: readonly OptionName[], args: readonly string[]): Record<string, string | undefined> {
+function parseFlags<K extends OptionName>(
+  command: CommandOptions<K>,
+  args: readonly string[],
+): { flags: Record<string, string | boolean | undefined>; positionals: string[] } {
+  const names = command.options;
   const config = Object.fromEntries(names.map((name) => [flagName(name), { type: options[name].kind }]));
+  const allowed = command.positionals ?? [];
   let parsed;
   try {
-    parsed = parseArgs({ args: [...args], options: config, strict: true, allowPositionals: false });
+    parsed = parseArgs({ args: [...args], options: config, strict: true, allowPositionals: allowed.length > 0 });
   } catch (error) {
     throw new ConfigError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), { cause: error });
   }
-  const values = parsed.values as Record<string, string | undefined>;
-  return Object.fromEntries(names.map((name) => [name, values[flagName(name)]]));
+  const positionals = parsed.positionals;
+  if (positionals.length > allowed.length) throw new ConfigError(`Unexpected argument '${positionals[allowed.length] ?? ''}'`);
+  const missing = allowed[positionals.length];
+  if (positionals.length < (command.minPositionals ?? allowed.length) && missing !== undefined) {
+    throw new ConfigError(`missing argument <${missing}>`);
+  }
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  return { flags: Object.fromEntries(names.map((name) => [name, values[flagName(name)]])), positionals };
 }

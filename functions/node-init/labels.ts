@@ -55,14 +55,7 @@ export interface NodePatch {
  * the provided-node-ip annotation does not match the cloud's addresses.
  */
 export function initializationPatch(node: V1Node, metadata: InstanceMetadata): NodePatch {
-  const annotation = node.metadata?.annotations?.[annotationProvidedNodeIp];
-  if (annotation !== undefined) {
-    try {
-      addressesForNodeIp(annotation, metadata.nodeAddresses);
-    } catch (error) {
-      throw new Error(`failed to get node modifiers from cloud provider: provided node ip for node "${node.metadata?.name ?? ''}" is not valid: ${(error as Error).message}`, { cause: error });
-    }
-  }
+  checkProvidedNodeIp(node, metadata);
   const spec: NonNullable<NodePatch['spec']> = {
     taints: (node.spec?.taints ?? []).filter((t) => t.key !== taintUninitialized).map((t) => ({ ...t })),
   };
@@ -70,6 +63,21 @@ export function initializationPatch(node: V1Node, metadata: InstanceMetadata): N
   const patch: NodePatch = { metadata: { labels: initializationLabels(node, metadata) }, spec };
   if (node.metadata?.resourceVersion !== undefined) patch.metadata.resourceVersion = node.metadata.resourceVersion;
   return patch;
+}
+
+// The annotation must match the cloud's addresses before anything is written (no write here).
+function checkProvidedNodeIp(node: V1Node, metadata: InstanceMetadata): void {
+  const annotation = node.metadata?.annotations?.[annotationProvidedNodeIp];
+  if (annotation === undefined) return;
+  try {
+    addressesForNodeIp(annotation, metadata.nodeAddresses);
+  } catch (error) {
+    const name = node.metadata?.name ?? '';
+    throw new Error(
+      `failed to get node modifiers from cloud provider: provided node ip for node "${name}" is not valid: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
 }
 
 /** `node` as it will be after `patch` (for computing the status write that follows). */

@@ -58,17 +58,21 @@ async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefin
 }
 
 async function monitorFetched(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
-  const key = `Node/${node.metadata?.name ?? ''}`;
-  if (readyStatus(node) === 'True') {
-    if (!hasShutdownTaint(node)) return { key, result: 'ready', changes: [] };
-    const taints = (node.spec?.taints ?? []).filter((t) => !(t.key === taintShutdown && t.effect === 'NoSchedule'));
-    return { key, result: 'shutdown-taint-removed', changes: [await patchTaints(deps.core, node, taints, options)] };
-  }
+  if (readyStatus(node) === 'True') return untaintReady(deps, node, options);
   if (!(await instanceExists(deps.cloud, node, options.signal))) return deleteNode(deps, node, options);
+  const key = `Node/${node.metadata?.name ?? ''}`;
   if (!(await instanceShutdown(deps.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
   if (hasShutdownTaint(node)) return { key, result: 'shutdown', changes: [] };
   const taints = [...(node.spec?.taints ?? []), shutdownTaint];
   return { key, result: 'shutdown-tainted', changes: [await patchTaints(deps.core, node, taints, options)] };
+}
+
+// A Ready node is never checked against the cloud; it only loses the shutdown taint.
+async function untaintReady(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
+  const key = `Node/${node.metadata?.name ?? ''}`;
+  if (!hasShutdownTaint(node)) return { key, result: 'ready', changes: [] };
+  const taints = (node.spec?.taints ?? []).filter((t) => !(t.key === taintShutdown && t.effect === 'NoSchedule'));
+  return { key, result: 'shutdown-taint-removed', changes: [await patchTaints(deps.core, node, taints, options)] };
 }
 
 // The taint list is replaced whole; the resourceVersion makes a concurrent change a 409.
@@ -94,7 +98,9 @@ async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: Monito
     await deps.core.deleteNode({ name, body: { ...body, dryRun: ['All'] } });
     return { key, result: 'deleted', changes };
   }
-  await recordEvent(deps.core, deleting).catch((error: unknown) => options.log.warn({ key, err: error }, 'event not recorded'));
+  await recordEvent(deps.core, deleting).catch((error: unknown) => {
+    options.log.warn({ key, err: error }, 'event not recorded');
+  });
   try {
     await deps.core.deleteNode({ name, body });
   } catch (error) {

@@ -3,7 +3,9 @@
 // bad flag answer at once.
 
 import { readFileSync } from 'node:fs';
-import { ConfigError, envName, flagName, optionSpec, parseConfig, type CommandOptions, type Config, type OptionName } from '../config.ts';
+import {
+  ConfigError, envName, flagName, optionSpec, parseCommandLine, type CommandLine, type CommandOptions, type OptionName,
+} from '../config.ts';
 
 /** Where a command writes, what environment it reads, and the signal that asks it to stop. */
 export interface Io {
@@ -17,7 +19,7 @@ export interface Io {
 interface Command<K extends OptionName> extends CommandOptions<K> {
   readonly summary: string;
   readonly description: string;
-  run(config: Config<K>, io: Io): Promise<number>;
+  run(line: CommandLine<K>, io: Io): Promise<number>;
 }
 
 function command<K extends OptionName>(definition: Command<K>): Command<K> {
@@ -32,7 +34,27 @@ const commands = {
       'them from KUBEBUILDER_ASSETS), prints KUBECONFIG=<path> for an admin kubeconfig, and stops both\n' +
       'on Ctrl-C or SIGTERM.',
     options: ['clusterName', 'dataDir'],
-    run: async (config, io) => (await import('./cluster.ts')).runCluster(config, io),
+    run: async ({ config }, io) => (await import('./cluster.ts')).runCluster(config, io),
+  }),
+  serve: command({
+    summary: 'Serve one function over HTTP (what a container or Knative Service runs).',
+    description:
+      'Serves <function> (node-init or node-lifecycle) on --bind-address:--port: CloudEvents on POST /,\n' +
+      'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
+    options: ['cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port', 'concurrentNodeSyncs', 'logLevel'],
+    required: ['cloudProvider'],
+    positionals: ['function'],
+    run: async (line, io) => (await import('./serve.ts')).runServe(line, io),
+  }),
+  reconcile: command({
+    summary: 'Ask a served function to reconcile one object, or all of them.',
+    description:
+      'POSTs to <url>/reconcile and prints the report: what was changed, or with --dry-run what would be.\n' +
+      '<function> is node-init (alias: node) or node-lifecycle; name the object, or pass --all.',
+    options: ['url', 'all', 'dryRun'],
+    positionals: ['function', 'name'],
+    minPositionals: 1,
+    run: async (line, io) => (await import('./reconcile.ts')).runReconcile(line, io),
   }),
 };
 
@@ -59,14 +81,15 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
     io.stdout.write(commandHelp(first));
     return 0;
   }
-  let config: Config;
+  // A ConfigError is a usage error, whether the parser or the command found it; any other error
+  // stops the command with its message (start-up failures: unknown provider, bad cloud-config).
   try {
-    config = parseConfig(cmd, rest, io.env);
+    return await cmd.run(parseCommandLine(cmd, rest, io.env), io);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    return usageError(error.message, io, first);
+    if (error instanceof ConfigError) return usageError(error.message, io, first);
+    io.stderr.write(`cirrus ${first}: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
   }
-  return cmd.run(config, io);
 }
 
 function isCommand(name: string): name is CommandName {
@@ -111,13 +134,14 @@ export function commandHelp(name: CommandName): string {
   const cmd: Command<OptionName> = commands[name];
   const flags = cmd.options.map((option) => {
     const spec = optionSpec(option);
-    const value = ` <${spec.value ?? 'value'}>`;
+    const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
     const required = cmd.required?.includes(option) ? ' (required)' : '';
     const fallback = spec.schema.safeParse(undefined);
     const shown = fallback.success && fallback.data !== undefined ? ` Default: ${JSON.stringify(fallback.data)}.` : '';
     return `  --${flagName(option)}${value}${required}\n      ${spec.help}${shown}\n      Env: ${envName(option)}`;
   });
-  return [`Usage: cirrus ${name} [flags]`, '', cmd.description, '', 'Flags:', ...flags, ''].join('\n');
+  const args = (cmd.positionals ?? []).map((arg, i) => (i < (cmd.minPositionals ?? Infinity) ? ` <${arg}>` : ` [<${arg}>]`)).join('');
+  return [`Usage: cirrus ${name}${args} [flags]`, '', cmd.description, '', 'Flags:', ...flags, ''].join('\n');
 }
 
 function packageVersion(): string {

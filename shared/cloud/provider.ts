@@ -19,7 +19,7 @@ export interface CloudProvider {
   instances(): Instances | undefined;
   /** Node-based instances interface; when present, zones() is never consulted for nodes. */
   instancesV2(): InstancesV2 | undefined;
-  /** @deprecated Zones are read through instancesV2().instanceMetadata(). */
+  /** Deprecated upstream: with InstancesV2, zones come from instanceMetadata(). Used only on the legacy path. */
   zones(): Zones | undefined;
   clusters(): Clusters | undefined;
   routes(): Routes | undefined;
@@ -69,7 +69,7 @@ export interface Zone {
   readonly region: string;
 }
 
-/** @deprecated Zone lookup for the legacy Instances path. */
+/** Zone lookup for the legacy Instances path (deprecated upstream). */
 export interface Zones {
   getZoneByProviderId(providerId: string, signal?: AbortSignal): Promise<Zone>;
   getZoneByNodeName(nodeName: string, signal?: AbortSignal): Promise<Zone>;

@@ -83,7 +83,7 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
 
     assert.equal(report.dryRun, true);
     assert.deepEqual(report.objects[0]?.changes.map((c) => c.action), ['patch', 'patch-status', 'event']);
-    const patch = report.objects[0]?.changes[0]?.detail as { spec: { providerID: string; taints: { key: string }[] } };
+    const patch = report.objects[0].changes[0]?.detail as { spec: { providerID: string; taints: { key: string }[] } };
     assert.equal(patch.spec.providerID, `fake://id-${name}`);
     assert.deepEqual(patch.spec.taints.filter((t) => t.key === uninitializedTaint.key), []);
     const after = await core.readNode({ name });
@@ -192,7 +192,7 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     const node = await core.readNode({ name });
     assert.equal(node.spec?.providerID, `fake://id-${name}`);
     assert.equal(node.metadata?.labels?.['topology.kubernetes.io/zone'], 'zone-a');
-    assert.equal(node.metadata?.labels?.['node.kubernetes.io/instance-type'], 'm1.large');
+    assert.equal(node.metadata.labels['node.kubernetes.io/instance-type'], 'm1.large');
     assert.deepEqual(cloud.methods(), ['instanceId', 'nodeAddressesByProviderId', 'instanceTypeByProviderId', 'getZoneByProviderId']);
   });
 
@@ -229,8 +229,8 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     const node = await core.readNode({ name });
     assert.equal(node.spec?.taints?.some((t) => t.key === uninitializedTaint.key) ?? false, false);
     assert.equal(node.metadata?.labels?.['example.com/writer-1'], 'yes');
-    assert.equal(node.metadata?.labels?.['example.com/writer-2'], 'yes');
-    assert.equal(node.metadata?.labels?.['topology.kubernetes.io/zone'], 'zone-a');
+    assert.equal(node.metadata.labels['example.com/writer-2'], 'yes');
+    assert.equal(node.metadata.labels['topology.kubernetes.io/zone'], 'zone-a');
   });
 
   it('refreshes the addresses of initialized nodes in the periodic pass, writing only what changed', async () => {

@@ -23,7 +23,9 @@ describe('cirrus', () => {
       assert.equal(code, 0);
       assert.equal(stderr, '');
       assert.match(stdout, /^Usage: cirrus <command> \[flags\]$/m);
-      assert.match(stdout, /^ {2}cluster {2}Run a local kube-apiserver and etcd/m);
+      assert.match(stdout, /^ {2}cluster {4}Run a local kube-apiserver and etcd/m);
+      assert.match(stdout, /^ {2}serve {6}Serve one function over HTTP/m);
+      assert.match(stdout, /^ {2}reconcile {2}Ask a served function to reconcile/m);
     });
   }
 
@@ -37,6 +39,20 @@ describe('cirrus', () => {
     });
   }
 
+  it("'cirrus serve --help' shows its argument, the required provider and Knative's PORT", async () => {
+    const { code, stdout } = await run(['serve', '--help']);
+    assert.equal(code, 0);
+    assert.match(stdout, /^Usage: cirrus serve <function> \[flags\]$/m);
+    assert.match(stdout, /^ {2}--cloud-provider <name> \(required\)$/m);
+    assert.match(stdout, /^ {2}--port <port>\n.*Default: 8080\.\n {6}Env: PORT$/m);
+  });
+
+  it("'cirrus reconcile --help' shows the optional name and the boolean flags", async () => {
+    const { stdout } = await run(['reconcile', '--help']);
+    assert.match(stdout, /^Usage: cirrus reconcile <function> \[<name>\] \[flags\]$/m);
+    assert.match(stdout, /^ {2}--dry-run$/m);
+  });
+
   it('prints the package version', async () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
     assert.deepEqual(await run(['--version']), { code: 0, stdout: `cirrus ${pkg.version}\n`, stderr: '' });
@@ -47,6 +63,16 @@ describe('cirrus', () => {
     { argv: ['--frobnicate'], message: "cirrus: unknown flag '--frobnicate'\nRun 'cirrus --help' for usage.\n" },
     { argv: ['help', 'frobnicate'], message: "cirrus: unknown command 'frobnicate'\nRun 'cirrus --help' for usage.\n" },
     { argv: ['cluster', '--cloud-provider', 'fake'], message: "cirrus cluster: Unknown option '--cloud-provider'\nRun 'cirrus cluster --help' for usage.\n" },
+    { argv: ['serve', 'node-init'], message: "cirrus serve: --cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)\nRun 'cirrus serve --help' for usage.\n" },
+    { argv: ['serve'], message: "cirrus serve: missing argument <function>\nRun 'cirrus serve --help' for usage.\n" },
+    {
+      argv: ['serve', 'route', '--cloud-provider', 'fake'],
+      message: "cirrus serve: unknown function 'route' (known: node-init, cloud-node-controller, cloud-node, node-lifecycle, " +
+        "cloud-node-lifecycle-controller, cloud-node-lifecycle)\nRun 'cirrus serve --help' for usage.\n",
+    },
+    { argv: ['reconcile', 'node'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
+    { argv: ['reconcile', 'node', 'w1', '--all'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
+    { argv: ['reconcile', 'routes', 'x'], message: "cirrus reconcile: unknown function 'routes'\nRun 'cirrus reconcile --help' for usage.\n" },
     {
       argv: ['cluster'],
       env: { CIRRUS_CLUSTER_NAME: 'bad name' },

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, envName, flagName, options, parseConfig, type OptionName } from '../../shared/config.ts';
+import { ConfigError, envName, flagName, options, parseCommandLine, parseConfig, type OptionName } from '../../shared/config.ts';
 
 describe('option names', () => {
   const cases: { option: OptionName; flag: string; env: string }[] = [
@@ -9,6 +9,14 @@ describe('option names', () => {
     { option: 'clusterName', flag: 'cluster-name', env: 'CIRRUS_CLUSTER_NAME' },
     { option: 'kubeconfig', flag: 'kubeconfig', env: 'CIRRUS_KUBECONFIG' },
     { option: 'dataDir', flag: 'data-dir', env: 'CIRRUS_DATA_DIR' },
+    { option: 'providerModule', flag: 'provider-module', env: 'CIRRUS_PROVIDER_MODULE' },
+    { option: 'bindAddress', flag: 'bind-address', env: 'CIRRUS_BIND_ADDRESS' },
+    { option: 'port', flag: 'port', env: 'PORT' },
+    { option: 'concurrentNodeSyncs', flag: 'concurrent-node-syncs', env: 'CIRRUS_CONCURRENT_NODE_SYNCS' },
+    { option: 'logLevel', flag: 'log-level', env: 'CIRRUS_LOG_LEVEL' },
+    { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
+    { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
+    { option: 'dryRun', flag: 'dry-run', env: 'CIRRUS_DRY_RUN' },
   ];
   for (const { option, flag, env } of cases) {
     it(`${option} is --${flag} and ${env}`, () => {
@@ -80,5 +88,52 @@ describe('parseConfig', () => {
   it('accepts a required option set only through the environment', () => {
     const config = parseConfig({ ...command, required: ['cloudProvider'] }, [], { CIRRUS_CLOUD_PROVIDER: 'fake' });
     assert.equal(config.cloudProvider, 'fake');
+  });
+});
+
+describe('typed options', () => {
+  const command = { options: ['port', 'concurrentNodeSyncs', 'dryRun', 'bindAddress', 'url'] as const };
+
+  it('has the defaults of a served function', () => {
+    assert.deepEqual(parseConfig(command, [], {}), { port: 8080, concurrentNodeSyncs: 10, dryRun: false, bindAddress: '0.0.0.0', url: 'http://127.0.0.1:8080' });
+  });
+
+  it("takes the port from Knative's PORT, and a flag over it", () => {
+    assert.equal(parseConfig(command, [], { PORT: '9000' }).port, 9000);
+    assert.equal(parseConfig(command, ['--port', '9001'], { PORT: '9000' }).port, 9001);
+  });
+
+  it('reads a boolean flag without a value, and true/false/1/0 from its variable', () => {
+    assert.equal(parseConfig(command, ['--dry-run'], {}).dryRun, true);
+    assert.equal(parseConfig(command, [], { CIRRUS_DRY_RUN: '1' }).dryRun, true);
+    assert.equal(parseConfig(command, [], { CIRRUS_DRY_RUN: 'FALSE' }).dryRun, false);
+  });
+
+  const invalid: { args: string[]; env?: Record<string, string>; message: string }[] = [
+    { args: ['--port', '80a'], message: '--port: must be a whole number' },
+    { args: [], env: { PORT: '70000' }, message: '--port (from PORT): Too big: expected number to be <=65535' },
+    { args: ['--concurrent-node-syncs', '0'], message: '--concurrent-node-syncs: Too small: expected number to be >=1' },
+    { args: [], env: { CIRRUS_DRY_RUN: 'yes' }, message: "--dry-run (from CIRRUS_DRY_RUN): 'yes' is not a boolean (true, false, 1 or 0)" },
+    { args: ['--bind-address', 'localhost'], message: '--bind-address: must be an IP address' },
+    { args: ['--url', 'ftp://x'], message: '--url: must be an http(s) URL' },
+  ];
+  for (const { args, env, message } of invalid) {
+    it(`refuses ${args.join(' ') || JSON.stringify(env)}`, () => {
+      assert.throws(() => parseConfig(command, args, env ?? {}), { name: 'ConfigError', message });
+    });
+  }
+});
+
+describe('positional arguments', () => {
+  const command = { options: ['url'] as const, positionals: ['function', 'name'], minPositionals: 1 };
+
+  it('returns them in order, the optional one may be left out', () => {
+    assert.deepEqual(parseCommandLine(command, ['node-init', 'w1'], {}).positionals, ['node-init', 'w1']);
+    assert.deepEqual(parseCommandLine(command, ['node-init'], {}).positionals, ['node-init']);
+  });
+
+  it('names a missing required one, and refuses one too many', () => {
+    assert.throws(() => parseCommandLine(command, [], {}), { name: 'ConfigError', message: 'missing argument <function>' });
+    assert.throws(() => parseCommandLine(command, ['a', 'b', 'c'], {}), { name: 'ConfigError', message: "Unexpected argument 'c'" });
   });
 });

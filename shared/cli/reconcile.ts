@@ -1,0 +1,31 @@
+// `cirrus reconcile <function> <name>|--all [--dry-run] [--url]`: a manual reconcile through a
+// served function's POST /reconcile, printing its report.
+
+import { ConfigError, type CommandLine } from '../config.ts';
+import { canonicalFunction } from '../names.ts';
+import type { Io } from './main.ts';
+
+/** Calls the function and prints the report; exit status 0 when it answered 2xx. */
+export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, io: Io): Promise<number> {
+  const [fn = '', name] = line.positionals;
+  const canonical = canonicalFunction(fn === 'node' ? 'node-init' : fn);
+  if (canonical === undefined) throw new ConfigError(`unknown function '${fn}'`);
+  if ((name === undefined) === !line.config.all) throw new ConfigError('name one object, or pass --all (not both)');
+  const url = new URL('reconcile', line.config.url.endsWith('/') ? line.config.url : `${line.config.url}/`);
+  url.searchParams.set('dryRun', String(line.config.dryRun));
+  const body = name === undefined ? { all: true } : { name };
+  let response: Response;
+  try {
+    response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: io.signal });
+  } catch (error) {
+    io.stderr.write(`cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const text = await response.text();
+  if (response.ok) {
+    io.stdout.write(`${text}\n`);
+    return 0;
+  }
+  io.stderr.write(`cirrus reconcile: ${canonical} answered ${response.status}: ${text}\n`);
+  return 1;
+}

@@ -1,0 +1,58 @@
+// `cirrus serve <function>`: one function over HTTP, as a container or Knative Service runs it.
+
+import { pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { initCloudProvider } from '../cloud/registry.ts';
+import type { CloudProvider } from '../cloud/provider.ts';
+import { ConfigError, type CommandLine } from '../config.ts';
+import type { FunctionDefinition } from '../host/function.ts';
+import { loadKubeConfig } from '../kube/client.ts';
+import { createLogger } from '../log.ts';
+import { canonicalFunction, knownFunctionNames } from '../names.ts';
+import type { Io } from './main.ts';
+
+type ServeOptions = 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port' | 'concurrentNodeSyncs' | 'logLevel';
+
+/** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
+export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise<number> {
+  const { config } = line;
+  const name = canonicalFunction(line.positionals[0] ?? '');
+  if (name === undefined) {
+    throw new ConfigError(`unknown function '${line.positionals[0] ?? ''}' (known: ${knownFunctionNames().join(', ')})`);
+  }
+  const log = createLogger({ name, level: config.logLevel });
+  if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
+  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, { signal: io.signal, log });
+  const core = loadKubeConfig(config.kubeconfig).makeApiClient(CoreV1Api);
+  const definition = await functionFor(name, { core, cloud, concurrency: config.concurrentNodeSyncs });
+  const { buildApp, serve } = await import('../host/index.ts');
+  const app = await buildApp(definition, { logger: log });
+  const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
+  log.info({ address: server.address, provider: cloud.providerName() }, `${name} serving`);
+  await server.closed;
+  return 0;
+}
+
+async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudProvider; concurrency: number }): Promise<FunctionDefinition> {
+  switch (name) {
+    case 'node-init':
+      return (await import('../../functions/node-init/index.ts')).nodeInitFunction(deps);
+    case 'node-lifecycle':
+      return (await import('../../functions/node-lifecycle/index.ts')).nodeLifecycleFunction(deps);
+    default:
+      throw new ConfigError(`unknown function '${name}'`);
+  }
+}
+
+/** Imports `specifier` — a file path (relative to the working directory) or a package name — for its side effects. */
+export async function importProviderModule(specifier: string): Promise<void> {
+  const path = resolve(specifier);
+  const target = specifier.startsWith('.') || specifier.startsWith('/') || existsSync(path) ? pathToFileURL(path).href : specifier;
+  try {
+    await import(target);
+  } catch (error) {
+    throw new Error(`--provider-module ${specifier}: ${(error as Error).message}`, { cause: error });
+  }
+}

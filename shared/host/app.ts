@@ -1,0 +1,391 @@
+// The function host: one Fastify app per FunctionDefinition. It turns HTTP requests (CloudEvents
+// from the relay or an ApiServerSource, the periodic trigger, manual reconciles) into calls of the
+// definition, and their results and errors into the replies of the event contract (DESIGN.md):
+// 2xx once the work is done, 400 for a request that cannot succeed, 503 + Retry-After for "later",
+// 500 for a failure. The app never listens; ./serve.ts does.
+
+import { randomUUID } from 'node:crypto';
+import underPressure from '@fastify/under-pressure';
+import fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyPluginAsync,
+  type FastifyPluginOptions,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyTypeProviderDefault,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { acceptedEventTypes, eventMode, eventObjectKey, formatIssue, readCloudEvent } from './cloudevents.ts';
+import { errorReply, InvalidRequestError, type ErrorReply } from './errors.ts';
+import { formatKey, type FunctionDefinition, type ObjectKey, type ReconcileOptions, type Report } from './function.ts';
+import { createHostMetrics, type HostMetrics } from './metrics.ts';
+
+/** Load shedding on the reconcile routes (@fastify/under-pressure); a limit of 0 is off. */
+export interface PressureOptions {
+  /** Mean event-loop delay over a sample, in ms. */
+  readonly maxEventLoopDelay?: number;
+  /** Event-loop utilization over a sample, 0 to 1. */
+  readonly maxEventLoopUtilization?: number;
+  readonly maxHeapUsedBytes?: number;
+  readonly maxRssBytes?: number;
+  /** How often the limits are sampled, in ms. */
+  readonly sampleInterval?: number;
+  /** Seconds sent as `Retry-After` with the 503. */
+  readonly retryAfter?: number;
+}
+
+/**
+ * The defaults: shed load when the event loop lags by a second on average (reconciles are I/O
+ * bound, so a loop that late means the process is saturated, and new work would only time out),
+ * and ask to come back in 5 s, a few sample intervals later. Memory limits are off because only
+ * the deployment knows the container's limit.
+ */
+export const defaultPressure = {
+  maxEventLoopDelay: 1000,
+  maxEventLoopUtilization: 0,
+  maxHeapUsedBytes: 0,
+  maxRssBytes: 0,
+  sampleInterval: 1000,
+  retryAfter: 5,
+} as const satisfies Required<PressureOptions>;
+
+/** Resource-mode events carry the whole object; 8 MiB leaves room for large Nodes and Services. */
+export const defaultBodyLimit = 8 * 1024 * 1024;
+
+/** How to build a function's app. */
+export interface AppOptions {
+  /** Where the app logs; it should carry the `fn` field (shared/log.ts `createLogger` sets it). */
+  readonly logger: Logger;
+  /** Overrides of {@link defaultPressure}, or false for no load shedding. */
+  readonly pressure?: PressureOptions | false;
+  /** Largest request body in bytes; default {@link defaultBodyLimit}. */
+  readonly bodyLimit?: number;
+  /** Also export prom-client's process metrics (default true; see createHostMetrics). */
+  readonly processMetrics?: boolean;
+}
+
+/** The app buildApp returns: a Fastify instance logging through a pino Logger. */
+export type FunctionApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
+
+type Scope = FastifyPluginAsync<FastifyPluginOptions, RawServerDefault, FastifyTypeProviderDefault, Logger>;
+
+// What the reconcile routes need to know about the app they belong to.
+interface Host {
+  readonly definition: FunctionDefinition;
+  readonly defaultKind: string;
+  readonly metrics: HostMetrics;
+  readonly logger: Logger;
+  readonly retryAfter: number;
+}
+
+/**
+ * Builds the ready, not listening, app serving `definition`:
+ *
+ * - `POST /`: one CloudEvent, binary or structured mode. Kubernetes events
+ *   (`dev.knative.apiserver.{resource,ref}.{add,update,delete}`) call `reconcileOne` with the key
+ *   they name; `dev.cirrus-ccm.reconcile.all` calls `reconcileAll`. 202 with the Report.
+ * - `POST /reconcile`: `{ name, namespace?, kind? }` (kind defaults to the first of
+ *   `definition.kinds`) or `{ all: true }`. 200 with the Report.
+ *   Both take `?dryRun=true|false` (default false).
+ * - `GET /healthz` (200 while serving), `GET /readyz` (200; 503 once closing), `GET /metrics`,
+ *   `OPTIONS /` (204, `Allow: POST`).
+ *
+ * Errors, on both reconcile routes: a malformed request or an InvalidRequestError → 400
+ * `{ error, problems }`; a RetryError (also as a cause) → 503 with `Retry-After`; overload → 503
+ * with `Retry-After`; anything else → 500 `{ error }`. Throws TypeError when `definition.kinds` is empty.
+ */
+export async function buildApp(definition: FunctionDefinition, options: AppOptions): Promise<FunctionApp> {
+  const [defaultKind] = definition.kinds;
+  if (defaultKind === undefined) throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
+  const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true });
+  definition.registerMetrics?.(metrics.registry);
+  const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
+  const app = fastify({
+    loggerInstance: options.logger,
+    logController: new QuietLogController(),
+    // Our own id, not the `ce-id` header (or X-Request-Id): the sender controls those, retries of
+    // one event share its id, and structured mode has no such header. The event id is logged
+    // as `ceId` next to this one.
+    genReqId: () => randomUUID(),
+    bodyLimit: options.bodyLimit ?? defaultBodyLimit,
+    return503OnClosing: true,
+    // The routes validate with zod and have no JSON schemas. Left to itself, Fastify loads Ajv and
+    // fast-json-stringify at construction anyway: 35-85 ms and 8 MB of a cold start (measured).
+    schemaController: { compilersFactory: { buildValidator: noSchemas, buildSerializer: noSchemas } },
+  });
+  addClosingHooks(app);
+  addProbeRoutes(app, metrics);
+  const host: Host = { definition, defaultKind, metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0 };
+  await app.register(reconcileRoutes(host, pressure));
+  await app.ready();
+  return app;
+}
+
+function noSchemas(): never {
+  throw new Error('cirrus host: routes validate with zod, JSON schemas are not compiled');
+}
+
+// One line per reconcile (runReconcile) instead of Fastify's two per request: probes and scrapes
+// would otherwise fill the log, and per-request logging costs a quarter of the throughput
+// (reference/performance.md). Fastify's other lines (404s, errors outside the reconcile routes) stay.
+class QuietLogController extends LogController {
+  override incomingRequest(): void {
+    // not logged
+  }
+
+  override requestCompleted(): void {
+    // not logged
+  }
+}
+
+// Fastify answers requests that arrive once close() has begun with 503 (return503OnClosing), and
+// Node closes the connections that are idle then. A keep-alive connection whose request was in
+// flight would stay open until its keep-alive timeout (72 s), holding close() that long; it is
+// closed as soon as it goes idle. (Not by answering `Connection: close`: a request pipelined
+// behind it would then get no answer at all instead of the 503.)
+function addClosingHooks(app: FunctionApp): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onResponse', (_request, _reply, done) => {
+    // On the next turn: Node marks the connection idle after this response's listeners have run.
+    if (closing) setImmediate(() => { app.server.closeIdleConnections(); });
+    done();
+  });
+}
+
+function addProbeRoutes(app: FunctionApp, metrics: HostMetrics): void {
+  app.get('/healthz', () => ({ status: 'ok' }));
+  // Readiness only has to fail while closing, and Fastify already answers 503 then, before any handler.
+  app.get('/readyz', () => ({ status: 'ready' }));
+  app.get('/metrics', async (_request, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(text);
+  });
+  // Knative senders may probe with OPTIONS (CloudEvents Web Hook spec): allow any origin to POST.
+  app.options('/', (request, reply) => {
+    const origin = request.headers['webhook-request-origin'];
+    if (typeof origin === 'string') reply.header('webhook-allowed-origin', origin);
+    return reply.code(204).header('allow', 'POST').send();
+  });
+}
+
+// The reconcile routes live in their own encapsulated context so that load shedding, the error
+// mapping and the body parsers apply to them and not to the probes and /metrics.
+function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false): Scope {
+  return async (scope) => {
+    const triggers = new WeakMap<FastifyRequest, string>();
+    scope.addHook('onRequest', (request, reply, done) => {
+      reply.header('x-request-id', request.id);
+      done();
+    });
+    if (pressure) await scope.register(underPressure, pressure);
+    addBodyParsers(scope);
+    scope.setErrorHandler((error, request, reply) => send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter })));
+    scope.addHook('onResponse', (request, reply, done) => {
+      const trigger = request.routeOptions.url === '/reconcile' ? 'manual' : (triggers.get(request) ?? 'unknown');
+      host.metrics.requests.inc({ function: host.definition.name, trigger, code: String(reply.statusCode) });
+      done();
+    });
+    scope.post('/', (request, reply) => handleEvent(host, request, reply, triggers));
+    scope.post('/reconcile', (request, reply) => handleManual(host, request, reply));
+  };
+}
+
+// JSON (binary-mode data, structured events, manual bodies) with an empty body meaning no data:
+// a binary-mode reconcile.all may come without any. Any other content type is read as text, so
+// that a binary-mode event whose key is in its extensions does not fail on a data format we
+// never look at.
+function addBodyParsers(scope: FunctionApp): void {
+  const json = scope.getDefaultJsonParser('error', 'error');
+  scope.removeAllContentTypeParsers();
+  scope.addContentTypeParser(['application/json', 'application/cloudevents+json'], { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') {
+      done(null, undefined);
+      return;
+    }
+    void json(request, text, done); // callback style: it calls done and returns nothing
+  });
+  scope.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    done(null, body === '' ? undefined : body);
+  });
+}
+
+// What one reconcile request asks for.
+interface Job {
+  readonly trigger: string;
+  readonly target: ObjectKey | 'all';
+  readonly dryRun: boolean;
+  readonly success: 200 | 202;
+  readonly eventId?: string;
+}
+
+async function handleEvent(host: Host, request: FastifyRequest, reply: FastifyReply, triggers: WeakMap<FastifyRequest, string>): Promise<FastifyReply> {
+  const event = readCloudEvent(request.headers, request.body);
+  const mode = eventMode(event.type);
+  if (mode === undefined) {
+    throw new InvalidRequestError(`event type "${event.type}" is not accepted; accepted types: ${acceptedEventTypes.join(', ')}`, [
+      `type: must be one of ${acceptedEventTypes.join(', ')}`,
+    ]);
+  }
+  triggers.set(request, event.type);
+  const dryRun = readDryRun(request.query);
+  const target = mode === 'all' ? 'all' : acceptKind(host.definition, eventObjectKey(event, mode));
+  return runReconcile(host, request, reply, { trigger: event.type, target, dryRun, success: 202, eventId: event.id });
+}
+
+async function handleManual(host: Host, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const dryRun = readDryRun(request.query);
+  const target = readManualTarget(host, request.body);
+  return runReconcile(host, request, reply, { trigger: 'manual', target, dryRun, success: 200 });
+}
+
+const dryRunQuery = z.object({ dryRun: z.enum(['true', 'false'], { error: 'must be true or false' }).optional() });
+
+function readDryRun(query: unknown): boolean {
+  const parsed = dryRunQuery.safeParse(query);
+  if (!parsed.success) throw new InvalidRequestError('invalid query', parsed.error.issues.map(formatIssue));
+  return parsed.data.dryRun === 'true';
+}
+
+const manualBodyHint = 'the body must be a JSON object: {"name": "...", "namespace"?: "...", "kind"?: "..."} or {"all": true}';
+const nonEmpty = z.string({ error: 'must be a string' }).min(1, 'must not be empty');
+
+const manualBody = z
+  .strictObject(
+    {
+      name: nonEmpty.optional(),
+      namespace: z.string({ error: 'must be a string' }).min(1, 'must not be empty (leave it out for a cluster-scoped object)').optional(),
+      kind: nonEmpty.optional(),
+      all: z.boolean({ error: 'must be true or false' }).optional(),
+    },
+    { error: (issue) => (issue.code === 'invalid_type' ? manualBodyHint : undefined) },
+  )
+  .superRefine((body, context) => {
+    const named = body.name !== undefined || body.namespace !== undefined || body.kind !== undefined;
+    if (body.all === true && named) context.addIssue({ code: 'custom', message: '"all": true takes no name, namespace or kind' });
+    if (body.all !== true && body.name === undefined) context.addIssue({ code: 'custom', path: ['name'], message: 'is required (or send {"all": true})' });
+  });
+
+function readManualTarget(host: Host, body: unknown): ObjectKey | 'all' {
+  const parsed = manualBody.safeParse(body);
+  if (!parsed.success) throw new InvalidRequestError('invalid reconcile request', parsed.error.issues.map(formatIssue));
+  const { all, name, namespace, kind = host.defaultKind } = parsed.data;
+  if (all === true || name === undefined) return 'all'; // name is set unless all is true (refined above)
+  return acceptKind(host.definition, namespace === undefined ? { kind, name } : { kind, name, namespace });
+}
+
+function acceptKind(definition: FunctionDefinition, key: ObjectKey): ObjectKey {
+  if (definition.kinds.includes(key.kind)) return key;
+  const kinds = definition.kinds.join(', ');
+  throw new InvalidRequestError(`${definition.name} does not handle kind "${key.kind}"; it accepts ${kinds}`, [`kind: must be one of ${kinds}, not "${key.kind}"`]);
+}
+
+// Calls the definition and answers. Nothing is sent before the reconcile has finished, so a 2xx
+// always means the work is done (the data-plane contract's "do not accept until handled").
+async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyReply, job: Job): Promise<FastifyReply> {
+  const key = job.target === 'all' ? '*' : formatKey(job.target);
+  const log = host.logger.child({ reqId: request.id, key, trigger: job.trigger, dryRun: job.dryRun, ...(job.eventId === undefined ? {} : { ceId: job.eventId }) });
+  const options: ReconcileOptions = { dryRun: job.dryRun, signal: abandonSignal(reply), log };
+  const started = performance.now();
+  const outcome = await invoke(host.definition, job.target, options).then(
+    (report): Outcome => {
+      log.info({ outcome: 'done', code: job.success, durationMs: since(started), ...summarize(report) }, 'reconciled');
+      return { status: job.success, body: report };
+    },
+    (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
+  );
+  host.metrics.duration.observe({ function: host.definition.name, trigger: job.trigger }, since(started) / 1000);
+  return send(reply, outcome);
+}
+
+// async, so that a definition that throws before returning its promise is handled the same way.
+async function invoke(definition: FunctionDefinition, target: ObjectKey | 'all', options: ReconcileOptions): Promise<Report> {
+  return target === 'all' ? definition.reconcileAll(options) : definition.reconcileOne(target, options);
+}
+
+// Aborted when the connection closes before the reply is written: the client gave up, or serve()
+// cut the connection at the end of the shutdown grace period. Fastify's request.signal is no use
+// here: it aborts on the request stream's close, which Node emits as soon as the body is read.
+function abandonSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableEnded) controller.abort(new Error('the connection closed before the reply was sent'));
+  });
+  return controller.signal;
+}
+
+function since(started: number): number {
+  return Math.round((performance.now() - started) * 1000) / 1000;
+}
+
+// Counts, not contents: a report may hold whole patches, and logs must not carry objects.
+function summarize(report: Report): { objects: number; changes: number; results: Record<string, number> } {
+  const results: Record<string, number> = {};
+  let changes = 0;
+  for (const object of report.objects) {
+    results[object.result] = (results[object.result] ?? 0) + 1;
+    changes += object.changes.length;
+  }
+  return { objects: report.objects.length, changes, results };
+}
+
+// A reply to send: a report, or an error body.
+interface Outcome {
+  readonly status: number;
+  readonly body: unknown;
+  readonly retryAfterSeconds?: number | undefined;
+}
+
+function send(reply: FastifyReply, outcome: Outcome): FastifyReply {
+  if (outcome.retryAfterSeconds !== undefined) reply.header('retry-after', String(outcome.retryAfterSeconds));
+  return reply.code(outcome.status).send(outcome.body);
+}
+
+interface ErrorContext {
+  readonly log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+  readonly retryAfter: number;
+  readonly durationMs?: number;
+}
+
+const outcomes = { 400: 'rejected', 500: 'failed', 503: 'retry' } as const;
+
+// The one place an error becomes a reply, and its log line: for errors from the definition and
+// from the host's own checks, body parsers and load shedding alike.
+function failure(error: unknown, context: ErrorContext): ErrorReply {
+  const mapped = fastifyErrorReply(error, context.retryAfter) ?? errorReply(error);
+  const fields = {
+    outcome: outcomes[mapped.status],
+    code: mapped.status,
+    ...(context.durationMs === undefined ? {} : { durationMs: context.durationMs }),
+    ...(mapped.retryAfterSeconds === undefined ? {} : { retryAfter: mapped.retryAfterSeconds }),
+  };
+  if (mapped.level === 'error') context.log.error({ ...fields, err: error }, 'reconcile failed');
+  else context.log[mapped.level]({ ...fields, error: mapped.body.error, problems: mapped.body.problems }, `reconcile ${fields.outcome}`);
+  return mapped;
+}
+
+// Fastify's own errors: under-pressure's 503, and client errors of the body parsers (415, 413,
+// malformed JSON) which become 400 — the event itself is unusable, and a Knative sender would
+// retry a 413 or 415 forever.
+function fastifyErrorReply(error: unknown, retryAfter: number): ErrorReply | undefined {
+  if (!isFastifyError(error)) return undefined;
+  if (error.code === 'FST_UNDER_PRESSURE') return { status: 503, body: { error: 'overloaded: try again later' }, retryAfterSeconds: retryAfter, level: 'warn' };
+  if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+    return { status: 400, body: { error: error.message, problems: [error.message] }, level: 'warn' };
+  }
+  return undefined;
+}
+
+function isFastifyError(error: unknown): error is Error & { code: string; statusCode?: number } {
+  return error instanceof Error && 'code' in error && typeof error.code === 'string' && error.code.startsWith('FST_');
+}

@@ -1,0 +1,42 @@
+// The host's own metrics, in a registry per app: several functions can share a process (and a
+// test can build many apps) without their series colliding in prom-client's global registry.
+
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+
+/** Buckets of `cirrus_reconcile_duration_seconds`: 5 ms (a no-op reconcile) to 60 s (a slow cloud call). */
+export const durationBuckets: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** The registry of one app and the series the host writes to it. */
+export interface HostMetrics {
+  readonly registry: Registry;
+  /** Every request to a reconcile route, by its reply's status code (rejected and overloaded ones too). */
+  readonly requests: Counter<'function' | 'trigger' | 'code'>;
+  /** The time a function's reconcile took, success or failure; requests rejected before it ran are not observed. */
+  readonly duration: Histogram<'function' | 'trigger'>;
+}
+
+/**
+ * Creates a fresh registry with `cirrus_reconcile_requests_total{function,trigger,code}` and
+ * `cirrus_reconcile_duration_seconds{function,trigger}`, plus prom-client's process metrics
+ * (`process_*`, `nodejs_*`) when `processMetrics` is true. Those cost about 1.5 ms and 1 MB at
+ * start (measured on Node 24), but each registry that collects them adds its own GC observer
+ * and event-loop monitor, so a process serving several functions should enable them once.
+ */
+export function createHostMetrics(options: { readonly processMetrics: boolean }): HostMetrics {
+  const registry = new Registry();
+  if (options.processMetrics) collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'cirrus_reconcile_requests_total',
+    help: 'Requests to the reconcile routes (events and manual reconciles), by reply status code.',
+    labelNames: ['function', 'trigger', 'code'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'cirrus_reconcile_duration_seconds',
+    help: "Time spent in a function's reconcile, successful or not.",
+    labelNames: ['function', 'trigger'] as const,
+    buckets: [...durationBuckets],
+    registers: [registry],
+  });
+  return { registry, requests, duration };
+}

@@ -1,0 +1,174 @@
+// `cirrus serve` and `cirrus reconcile` as an operator runs them, against the real API server:
+// node-init with the static provider initializes a tainted Node after one CloudEvent or one manual
+// reconcile, and a dry run reports the same changes without making them; node-lifecycle runs an
+// out-of-tree provider loaded with --provider-module.
+
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, before, describe, it } from 'node:test';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { createNode, newNode, uninitialized, uninitializedTaint, withReady } from '../helpers/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../helpers/cluster.ts';
+
+const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
+
+interface Served {
+  child: ChildProcess;
+  url: string;
+  logs: string[];
+}
+
+// Starts `cirrus serve …` on a free port and resolves once it logs where it listens.
+async function startServe(args: string[]): Promise<Served> {
+  const command = ['setpriv', '--pdeathsig', 'SIGTERM', '--', process.execPath, cli, 'serve', ...args, '--port', '0', '--bind-address', '127.0.0.1'];
+  const child = spawn(command[0] as string, command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const lines = createInterface({ input: child.stdout });
+  const exited = once(child, 'exit').then(() => { throw new Error(`cirrus serve exited early:\n${stderr}\n${logs.join('\n')}`); });
+  const listening = (async () => {
+    for await (const line of lines) {
+      logs.push(line);
+      const entry = JSON.parse(line) as { msg?: string; address?: string };
+      if (entry.msg?.endsWith(' serving') && entry.address) return entry.address;
+    }
+    return '';
+  })();
+  const url = await Promise.race([listening, exited]);
+  return { child, url, logs };
+}
+
+async function stop(served: Served): Promise<number | null> {
+  const exited = once(served.child, 'exit') as Promise<[number | null]>;
+  served.child.kill('SIGTERM');
+  return (await exited)[0];
+}
+
+function isTainted(node: { spec?: { taints?: { key: string }[] } }): boolean {
+  return (node.spec?.taints ?? []).some((t) => t.key === uninitializedTaint.key);
+}
+
+describe('cirrus serve', { skip: controlPlaneSkip }, () => {
+  let cluster: TestCluster;
+  let core: CoreV1Api;
+  let dir: string;
+  before(async () => {
+    cluster = await testCluster();
+    core = cluster.admin.makeApiClient(CoreV1Api);
+    dir = await mkdtemp(join(tmpdir(), 'cirrus-serve-test-'));
+  });
+
+  describe('node-init with the static provider', () => {
+    const [viaEvent, viaReconcile, viaCli] = [uniqueName('ev'), uniqueName('rc'), uniqueName('cli')];
+    let served: Served;
+    before(async () => {
+      const inventory = join(dir, 'inventory.yaml');
+      const machines = [viaEvent, viaReconcile, viaCli].map((name, i) =>
+        `  - { name: ${name}, instanceType: m1.small, zone: rack-a, region: dc-1, addresses: [{ type: InternalIP, address: 10.9.0.${i + 1} }] }`);
+      await writeFile(inventory, `instances:\n${machines.join('\n')}\n`);
+      served = await startServe(['node-init', '--cloud-provider', 'static', '--cloud-config', inventory, '--kubeconfig', cluster.info.adminKubeconfig]);
+    });
+    after(async () => {
+      assert.equal(await stop(served), 0, 'a clean stop on SIGTERM');
+    });
+
+    it('initializes a node after one CloudEvent (ApiServerSource binary mode)', async () => {
+      const node = await createNode(core, newNode(viaEvent, uninitialized));
+      const response = await fetch(served.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'ce-specversion': '1.0',
+          'ce-id': 'test-1',
+          'ce-source': cluster.info.server,
+          'ce-type': 'dev.knative.apiserver.resource.add',
+          'ce-subject': `/apis/v1/namespaces//nodes/${viaEvent}`,
+          'ce-kind': 'Node',
+          'ce-name': viaEvent,
+          'ce-apiversion': 'v1',
+        },
+        body: JSON.stringify(node),
+      });
+      assert.equal(response.status, 202, await response.clone().text());
+      const initialized = await core.readNode({ name: viaEvent });
+      assert.equal(isTainted(initialized), false);
+      assert.equal(initialized.spec?.providerID, `static://${viaEvent}`);
+      assert.equal(initialized.metadata?.labels?.['topology.kubernetes.io/zone'], 'rack-a');
+    });
+
+    it('shows the changes on a dry run, makes them on POST /reconcile', async () => {
+      await createNode(core, newNode(viaReconcile, uninitialized));
+      const dry = await fetch(`${served.url}/reconcile?dryRun=true`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: viaReconcile }),
+      });
+      assert.equal(dry.status, 200);
+      const planned = await dry.json() as { dryRun: boolean; objects: { result: string; changes: { action: string }[] }[] };
+      assert.equal(planned.dryRun, true);
+      assert.deepEqual(planned.objects[0]?.changes.map((c) => c.action), ['patch', 'patch-status', 'event']);
+      assert.equal(isTainted(await core.readNode({ name: viaReconcile })), true, 'the dry run changed nothing');
+
+      const real = await fetch(`${served.url}/reconcile`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: viaReconcile }),
+      });
+      const done = await real.json() as typeof planned;
+      assert.equal(real.status, 200);
+      assert.deepEqual(done.objects[0]?.changes.map((c) => c.action), ['patch', 'patch-status', 'event']);
+      assert.equal(isTainted(await core.readNode({ name: viaReconcile })), false);
+    });
+
+    it('is driven by `cirrus reconcile node <name>`', async () => {
+      await createNode(core, newNode(viaCli, uninitialized));
+      const result = spawnSync(process.execPath, [cli, 'reconcile', 'node', viaCli, '--url', served.url], { encoding: 'utf8' });
+      assert.equal(result.status, 0, result.stderr);
+      assert.equal((JSON.parse(result.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'initialized');
+      assert.equal(isTainted(await core.readNode({ name: viaCli })), false);
+    });
+
+    it('answers 400 naming the problem for a malformed event, and changes nothing', async () => {
+      const response = await fetch(served.url, { method: 'POST', headers: { 'content-type': 'application/json', 'ce-specversion': '1.0' }, body: '{}' });
+      assert.equal(response.status, 400);
+      assert.match(await response.text(), /type|id|source/);
+    });
+  });
+
+  it('runs an out-of-tree provider given with --provider-module', async () => {
+    const gone = uniqueName('gone');
+    await createNode(core, newNode(gone, withReady('False')));
+    const served = await startServe([
+      'node-lifecycle',
+      '--provider-module', 'examples/out-of-tree-provider/naming-provider.ts',
+      '--cloud-provider', 'naming',
+      '--cloud-config', 'examples/out-of-tree-provider/naming.yaml',
+      '--kubeconfig', cluster.info.adminKubeconfig,
+    ]);
+    try {
+      const response = await fetch(`${served.url}/reconcile`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: gone }),
+      });
+      assert.equal(response.status, 200, await response.clone().text());
+      assert.equal(((await response.json()) as { objects: { result: string }[] }).objects[0]?.result, 'deleted');
+    } finally {
+      assert.equal(await stop(served), 0);
+    }
+  });
+
+  it('refuses to start with an unknown provider, listing the registered ones', () => {
+    const result = spawnSync(process.execPath, [cli, 'serve', 'node-init', '--cloud-provider', 'nimbus', '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /unknown cloud provider "nimbus"; registered: fake, static/);
+  });
+
+  it('refuses to start with an invalid cloud-config, naming the file and the field', async () => {
+    const bad = join(dir, 'bad.yaml');
+    await writeFile(bad, 'instances:\n  - { name: w1, state: sleeping }\n');
+    const result = spawnSync(process.execPath, [cli, 'serve', 'node-init', '--cloud-provider', 'static', '--cloud-config', bad, '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, new RegExp(`${bad.replaceAll('.', '\\.')}: instances\\[0\\]\\.state: `));
+  });
+});

@@ -1,0 +1,818 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Counter, type Registry } from 'prom-client';
+import { RetryError } from '../../shared/cloud/errors.ts';
+import { buildApp, type AppOptions, type FunctionApp } from '../../shared/host/app.ts';
+import { InvalidRequestError } from '../../shared/host/errors.ts';
+import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { serve } from '../../shared/host/serve.ts';
+import { createLogger, redactedPaths } from '../../shared/log.ts';
+
+// A function that records what the host asks of it: the boundary the host serves, written here
+// so that each test decides what the reconcile does.
+interface Call {
+  readonly method: 'reconcileOne' | 'reconcileAll';
+  readonly key?: ObjectKey;
+  readonly options: ReconcileOptions;
+}
+
+type One = (key: ObjectKey, options: ReconcileOptions) => Promise<Report>;
+
+interface Recording extends FunctionDefinition {
+  readonly calls: Call[];
+}
+
+function report(options: ReconcileOptions, objects: Report['objects'] = []): Report {
+  return { function: 'node-init', dryRun: options.dryRun, objects };
+}
+
+function recording(settings: { kinds?: string[]; one?: One; all?: (options: ReconcileOptions) => Promise<Report> } = {}): Recording {
+  const calls: Call[] = [];
+  return {
+    name: 'node-init',
+    kinds: settings.kinds ?? ['Node'],
+    calls,
+    reconcileOne: async (key, options) => {
+      calls.push({ method: 'reconcileOne', key, options });
+      return settings.one ? settings.one(key, options) : report(options, [{ key: `${key.kind}/${key.name}`, result: 'unchanged', changes: [] }]);
+    },
+    reconcileAll: async (options) => {
+      calls.push({ method: 'reconcileAll', options });
+      return settings.all ? settings.all(options) : report(options, [{ key: 'Node/a', result: 'initialized', changes: [{ action: 'patch', target: 'Node/a' }] }]);
+    },
+  };
+}
+
+interface Harness {
+  readonly app: FunctionApp;
+  readonly definition: Recording;
+  /** Every line logged, parsed. */
+  readonly logs: Record<string, unknown>[];
+}
+
+async function build(t: TestContext, definition: Recording = recording(), options: Partial<AppOptions> = {}): Promise<Harness> {
+  const logs: Record<string, unknown>[] = [];
+  const logger = createLogger({ name: definition.name, level: 'debug', destination: { write: (line: string) => logs.push(JSON.parse(line) as Record<string, unknown>) } });
+  const app = await buildApp(definition, { logger, processMetrics: false, ...options });
+  t.after(() => app.close());
+  return { app, definition, logs };
+}
+
+const nodeObject = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'worker-1', annotations: { note: 'do-not-log-me' } } };
+
+// Binary mode as ApiServerSource sends it: ce-* headers, the extensions, JSON data.
+function binaryHeaders(type: string, extensions: Record<string, string> = { kind: 'Node', name: 'worker-1', namespace: '' }): Record<string, string> {
+  const headers: Record<string, string> = {
+    'ce-specversion': '1.0',
+    'ce-id': 'event-1',
+    'ce-source': 'https://10.96.0.1:443',
+    'ce-type': type,
+    'content-type': 'application/json',
+  };
+  for (const [name, value] of Object.entries(extensions)) headers[`ce-${name}`] = value;
+  return headers;
+}
+
+function structuredEvent(type: string, extensions: Record<string, string>, data: unknown): Record<string, unknown> {
+  return { specversion: '1.0', id: 'event-1', source: 'https://10.96.0.1:443', type, datacontenttype: 'application/json', ...extensions, data };
+}
+
+const structured = { 'content-type': 'application/cloudevents+json' };
+
+function omit(headers: Record<string, string>, name: string): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).filter(([key]) => key !== name));
+}
+
+function json(body: string): Record<string, unknown> {
+  return JSON.parse(body) as Record<string, unknown>;
+}
+
+describe('POST / with a Kubernetes event', () => {
+  const extensions = { kind: 'Node', name: 'worker-1', namespace: '' };
+  const refData = { apiVersion: 'v1', kind: 'Node', name: 'worker-1', namespace: '' };
+  for (const mode of ['resource', 'ref'] as const) {
+    for (const action of ['add', 'update', 'delete'] as const) {
+      const type = `dev.knative.apiserver.${mode}.${action}`;
+      const data = mode === 'resource' ? nodeObject : refData;
+      const requests = {
+        binary: { headers: binaryHeaders(type, extensions), payload: data },
+        structured: { headers: structured, payload: structuredEvent(type, extensions, data) },
+      };
+      for (const [content, request] of Object.entries(requests)) {
+        it(`${type} in ${content} mode reconciles the object and answers 202 with the report`, async (t) => {
+          const { app, definition } = await build(t);
+          const response = await app.inject({ method: 'POST', url: '/', ...request });
+          assert.equal(response.statusCode, 202);
+          assert.deepEqual(definition.calls.map((c) => [c.method, c.key, c.options.dryRun]), [['reconcileOne', { kind: 'Node', name: 'worker-1' }, false]]);
+          assert.deepEqual(json(response.body), { function: 'node-init', dryRun: false, objects: [{ key: 'Node/worker-1', result: 'unchanged', changes: [] }] });
+          assert.match(String(response.headers['content-type']), /^application\/json/);
+          assert.deepEqual(Object.keys(response.headers).filter((h) => h.startsWith('ce-')), [], 'a reply must not look like a CloudEvent');
+        });
+      }
+    }
+  }
+
+  const keys: { name: string; kinds?: string[]; headers: Record<string, string>; payload?: object; key: ObjectKey }[] = [
+    {
+      name: 'takes the key from the extensions over data',
+      headers: binaryHeaders('dev.knative.apiserver.resource.update', { kind: 'Node', name: 'from-extension', namespace: '' }),
+      payload: nodeObject,
+      key: { kind: 'Node', name: 'from-extension' },
+    },
+    {
+      name: 'takes the key from resource data without extensions',
+      headers: binaryHeaders('dev.knative.apiserver.resource.update', {}),
+      payload: nodeObject,
+      key: { kind: 'Node', name: 'worker-1' },
+    },
+    {
+      name: 'takes a namespaced key from the extensions',
+      kinds: ['Service'],
+      headers: binaryHeaders('dev.knative.apiserver.ref.add', { kind: 'Service', name: 'web', namespace: 'default' }),
+      key: { kind: 'Service', name: 'web', namespace: 'default' },
+    },
+    {
+      name: 'takes a namespaced key from ref data',
+      kinds: ['Service'],
+      headers: binaryHeaders('dev.knative.apiserver.ref.delete', {}),
+      payload: { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' },
+      key: { kind: 'Service', name: 'web', namespace: 'default' },
+    },
+  ];
+  for (const { name, kinds, headers, payload, key } of keys) {
+    it(name, async (t) => {
+      const { app, definition } = await build(t, recording(kinds ? { kinds } : {}));
+      const response = await app.inject({ method: 'POST', url: '/', headers, ...(payload === undefined ? {} : { payload }) });
+      assert.equal(response.statusCode, 202, response.body);
+      assert.deepEqual(definition.calls[0]?.key, key);
+    });
+  }
+
+  it('passes ?dryRun=true through, and says so in the report', async (t) => {
+    const { app, definition } = await build(t);
+    const response = await app.inject({ method: 'POST', url: '/?dryRun=true', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    assert.equal(response.statusCode, 202);
+    assert.equal(definition.calls[0]?.options.dryRun, true);
+    assert.equal(json(response.body)['dryRun'], true);
+  });
+});
+
+describe('POST / with dev.cirrus-ccm.reconcile.all', () => {
+  it('reconciles everything, in binary mode without a body', async (t) => {
+    const { app, definition } = await build(t);
+    const headers = omit(binaryHeaders('dev.cirrus-ccm.reconcile.all', {}), 'content-type');
+    const response = await app.inject({ method: 'POST', url: '/', headers });
+    assert.equal(response.statusCode, 202, response.body);
+    assert.deepEqual(definition.calls.map((c) => c.method), ['reconcileAll']);
+    assert.deepEqual(json(response.body)['objects'], [{ key: 'Node/a', result: 'initialized', changes: [{ action: 'patch', target: 'Node/a' }] }]);
+  });
+
+  it('reconciles everything, in binary mode with an empty JSON body', async (t) => {
+    const { app, definition } = await build(t);
+    const response = await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.cirrus-ccm.reconcile.all', {}), payload: '' });
+    assert.equal(response.statusCode, 202, response.body);
+    assert.deepEqual(definition.calls.map((c) => c.method), ['reconcileAll']);
+  });
+
+  it('reconciles everything, in structured mode, as a dry run when asked', async (t) => {
+    const { app, definition } = await build(t);
+    const event = { specversion: '1.0', id: 'tick-1', source: '/cirrus/periodic', type: 'dev.cirrus-ccm.reconcile.all' };
+    const response = await app.inject({ method: 'POST', url: '/?dryRun=true', headers: structured, payload: event });
+    assert.equal(response.statusCode, 202, response.body);
+    assert.deepEqual(definition.calls.map((c) => [c.method, c.options.dryRun]), [['reconcileAll', true]]);
+  });
+});
+
+describe('POST / rejects an event that cannot succeed with 400', () => {
+  const allTypes =
+    'dev.knative.apiserver.resource.add, dev.knative.apiserver.resource.update, dev.knative.apiserver.resource.delete, ' +
+    'dev.knative.apiserver.ref.add, dev.knative.apiserver.ref.update, dev.knative.apiserver.ref.delete, dev.cirrus-ccm.reconcile.all';
+  const node = 'dev.knative.apiserver.resource.update';
+  const cases: { name: string; headers: Record<string, string>; payload?: unknown; url?: string; error: string | RegExp; problems?: string[] }[] = [
+    {
+      name: 'a malformed event, listing every problem',
+      headers: structured,
+      payload: { specversion: '1.0', id: '', source: 7, Kind: 'Node' },
+      error: 'not a valid CloudEvent (structured mode: the whole event in the body)',
+      problems: ['id: must not be empty', 'source: must be a string', 'type: is required', 'Kind: extension names must be lower-case letters a-z and digits only'],
+    },
+    {
+      name: 'a missing ce-type',
+      headers: omit(binaryHeaders(node), 'ce-type'),
+      payload: nodeObject,
+      error: 'not a valid CloudEvent (binary mode: attributes in ce-* headers)',
+      problems: ['type: is required'],
+    },
+    {
+      name: 'a specversion other than 1.0',
+      headers: { ...binaryHeaders(node), 'ce-specversion': '0.3' },
+      payload: nodeObject,
+      error: 'not a valid CloudEvent (binary mode: attributes in ce-* headers)',
+      problems: ['specversion: must be "1.0", not "0.3"'],
+    },
+    {
+      name: 'plain JSON that is no CloudEvent',
+      headers: { 'content-type': 'application/json' },
+      payload: { name: 'worker-1' },
+      error: 'not a valid CloudEvent (binary mode: attributes in ce-* headers)',
+      problems: ['specversion: is required', 'id: is required', 'source: is required', 'type: is required'],
+    },
+    {
+      name: 'a kind the function does not handle, naming the kinds it does',
+      headers: binaryHeaders(node, { kind: 'Pod', name: 'web-0', namespace: 'default' }),
+      error: 'node-init does not handle kind "Pod"; it accepts Node',
+      problems: ['kind: must be one of Node, not "Pod"'],
+    },
+    {
+      name: 'an unknown type, listing the accepted types',
+      headers: binaryHeaders('dev.knative.sources.ping'),
+      error: `event type "dev.knative.sources.ping" is not accepted; accepted types: ${allTypes}`,
+      problems: [`type: must be one of ${allTypes}`],
+    },
+    {
+      name: 'a resource event without a name',
+      headers: binaryHeaders(node, { kind: 'Node' }),
+      payload: { kind: 'Node', metadata: {} },
+      error: 'the event does not name an object',
+      problems: ['name: no "name" extension and no data.metadata.name'],
+    },
+    {
+      name: 'a ref event without a name',
+      headers: binaryHeaders('dev.knative.apiserver.ref.add', {}),
+      payload: { apiVersion: 'v1', kind: 'Node' },
+      error: 'the event does not name an object',
+      problems: ['name: no "name" extension and no data.name'],
+    },
+    {
+      name: 'a dryRun that is not true or false',
+      url: '/?dryRun=yes',
+      headers: binaryHeaders(node),
+      payload: nodeObject,
+      error: 'invalid query',
+      problems: ['dryRun: must be true or false'],
+    },
+    {
+      name: 'batched mode',
+      headers: { 'content-type': 'application/cloudevents-batch+json' },
+      payload: [structuredEvent(node, {}, nodeObject)],
+      error: 'batched CloudEvents are not supported: send one event per request',
+    },
+    {
+      name: 'a body that is not JSON',
+      headers: binaryHeaders(node),
+      payload: '{"kind":',
+      error: /JSON/,
+    },
+  ];
+  for (const { name, headers, payload, url, error, problems } of cases) {
+    it(`rejects ${name}`, async (t) => {
+      const { app, definition } = await build(t);
+      const response = await app.inject({ method: 'POST', url: url ?? '/', headers, ...(payload === undefined ? {} : { payload: payload as object }) });
+      assert.equal(response.statusCode, 400, response.body);
+      const body = json(response.body);
+      if (typeof error === 'string') assert.equal(body['error'], error);
+      else assert.match(String(body['error']), error);
+      assert.deepEqual(body['problems'], problems ?? [body['error']]);
+      assert.deepEqual(definition.calls, [], 'nothing is reconciled');
+    });
+  }
+
+  it('rejects a body over bodyLimit with 400, not 413 (which Knative senders retry)', async (t) => {
+    const { app } = await build(t, recording(), { bodyLimit: 100 });
+    const response = await app.inject({ method: 'POST', url: '/', headers: binaryHeaders(node), payload: { ...nodeObject, padding: 'x'.repeat(200) } });
+    assert.equal(response.statusCode, 400);
+    assert.match(String(json(response.body)['error']), /too large/);
+  });
+
+  it('logs a rejection at warn with its problems', async (t) => {
+    const { app, logs } = await build(t);
+    await app.inject({ method: 'POST', url: '/', headers: { ...binaryHeaders(node), 'ce-specversion': '0.3' }, payload: nodeObject });
+    const line = logs.find((l) => l['msg'] === 'reconcile rejected');
+    assert.equal(line?.['level'], 'warn');
+    assert.equal(line['code'], 400);
+    assert.deepEqual(line['problems'], ['specversion: must be "1.0", not "0.3"']);
+  });
+});
+
+describe('POST /reconcile', () => {
+  it('reconciles one object by name, of the first kind by default, and answers 200', async (t) => {
+    const { app, definition } = await build(t, recording({ kinds: ['Node', 'Service'] }));
+    const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(definition.calls.map((c) => [c.method, c.key, c.options.dryRun]), [['reconcileOne', { kind: 'Node', name: 'worker-1' }, false]]);
+    assert.deepEqual(json(response.body), { function: 'node-init', dryRun: false, objects: [{ key: 'Node/worker-1', result: 'unchanged', changes: [] }] });
+  });
+
+  it('takes a kind and a namespace', async (t) => {
+    const { app, definition } = await build(t, recording({ kinds: ['Node', 'Service'] }));
+    const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { kind: 'Service', name: 'web', namespace: 'default' } });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(definition.calls[0]?.key, { kind: 'Service', name: 'web', namespace: 'default' });
+  });
+
+  it('reconciles everything for {"all": true}', async (t) => {
+    const { app, definition } = await build(t);
+    const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(definition.calls.map((c) => c.method), ['reconcileAll']);
+  });
+
+  for (const [query, dryRun] of [['?dryRun=true', true], ['?dryRun=false', false], ['', false]] as const) {
+    it(`passes dryRun=${dryRun} for "${query}"`, async (t) => {
+      const { app, definition } = await build(t);
+      const response = await app.inject({ method: 'POST', url: `/reconcile${query}`, payload: { all: true } });
+      assert.equal(response.statusCode, 200);
+      assert.equal(definition.calls[0]?.options.dryRun, dryRun);
+      assert.equal(json(response.body)['dryRun'], dryRun);
+    });
+  }
+
+  const hint = 'the body must be a JSON object: {"name": "...", "namespace"?: "...", "kind"?: "..."} or {"all": true}';
+  const bad: { name: string; payload?: string; contentType?: string; error?: string; problems: string[] }[] = [
+    { name: 'no body', problems: [hint] },
+    { name: 'a JSON array', payload: '["worker-1"]', problems: [hint] },
+    { name: 'a text body', payload: 'worker-1', contentType: 'text/plain', problems: [hint] },
+    { name: 'an empty object', payload: '{}', problems: ['name: is required (or send {"all": true})'] },
+    { name: 'a misspelt field', payload: '{"nmae":"worker-1"}', problems: ['Unrecognized key: "nmae"', 'name: is required (or send {"all": true})'] },
+    { name: 'an empty name', payload: '{"name":""}', problems: ['name: must not be empty'] },
+    { name: 'a name that is not a string', payload: '{"name":5}', problems: ['name: must be a string'] },
+    { name: 'an empty namespace', payload: '{"name":"web","namespace":""}', problems: ['namespace: must not be empty (leave it out for a cluster-scoped object)'] },
+    { name: 'all with a name', payload: '{"all":true,"name":"worker-1"}', problems: ['"all": true takes no name, namespace or kind'] },
+    { name: 'all that is not a boolean', payload: '{"all":"yes"}', problems: ['all: must be true or false'] },
+    {
+      name: 'a kind the function does not handle',
+      payload: '{"name":"web","kind":"Service"}',
+      error: 'node-init does not handle kind "Service"; it accepts Node',
+      problems: ['kind: must be one of Node, not "Service"'],
+    },
+  ];
+  for (const { name, payload, contentType, error, problems } of bad) {
+    it(`rejects ${name} with 400 and the problems`, async (t) => {
+      const { app, definition } = await build(t);
+      const headers = payload === undefined ? {} : { 'content-type': contentType ?? 'application/json' };
+      const response = await app.inject({ method: 'POST', url: '/reconcile', headers, ...(payload === undefined ? {} : { payload }) });
+      assert.equal(response.statusCode, 400, response.body);
+      assert.deepEqual(json(response.body), { error: error ?? 'invalid reconcile request', problems });
+      assert.deepEqual(definition.calls, []);
+    });
+  }
+});
+
+describe('errors from the reconcile', () => {
+  const routes = [
+    { route: 'POST /', request: { method: 'POST' as const, url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.update'), payload: nodeObject } },
+    { route: 'POST /reconcile', request: { method: 'POST' as const, url: '/reconcile', payload: { name: 'worker-1' } } },
+  ];
+  for (const { route, request } of routes) {
+    for (const [ms, seconds] of [[1500, '2'], [1001, '2'], [3000, '3'], [0, '1'], [10, '1']] as const) {
+      it(`${route}: a RetryError of ${ms} ms in the cause chain → 503, Retry-After: ${seconds}`, async (t) => {
+        const one: One = () => Promise.reject(new Error('ensure load balancer', { cause: new Error('provider', { cause: new RetryError('rate limited', ms) }) }));
+        const { app } = await build(t, recording({ one }));
+        const response = await app.inject(request);
+        assert.equal(response.statusCode, 503);
+        assert.equal(response.headers['retry-after'], seconds);
+        assert.deepEqual(json(response.body), { error: 'ensure load balancer' });
+      });
+    }
+
+    it(`${route}: an InvalidRequestError → 400 with its problems`, async (t) => {
+      const one: One = () => Promise.reject(new InvalidRequestError('invalid node name "Worker_1"', ['name: must be a DNS subdomain']));
+      const { app } = await build(t, recording({ one }));
+      const response = await app.inject(request);
+      assert.equal(response.statusCode, 400);
+      assert.deepEqual(json(response.body), { error: 'invalid node name "Worker_1"', problems: ['name: must be a DNS subdomain'] });
+    });
+
+    it(`${route}: an InvalidRequestError as a cause → 400`, async (t) => {
+      const one: One = () => Promise.reject(new Error('cannot reconcile', { cause: new InvalidRequestError('bad name') }));
+      const { app } = await build(t, recording({ one }));
+      const response = await app.inject(request);
+      assert.equal(response.statusCode, 400);
+      assert.deepEqual(json(response.body), { error: 'cannot reconcile', problems: ['bad name'] });
+    });
+
+    it(`${route}: any other error → 500 { error }, logged at error with its stack`, async (t) => {
+      const one: One = () => Promise.reject(new Error('the API server said no'));
+      const { app, logs } = await build(t, recording({ one }));
+      const response = await app.inject(request);
+      assert.equal(response.statusCode, 500);
+      assert.deepEqual(json(response.body), { error: 'the API server said no' });
+      const line = logs.find((l) => l['msg'] === 'reconcile failed');
+      assert.equal(line?.['level'], 'error');
+      assert.equal(line['key'], 'Node/worker-1');
+      assert.match(String((line['err'] as Record<string, unknown>)['stack']), /Error: the API server said no\n\s+at /);
+    });
+  }
+
+  it('a definition that throws before returning a promise → 500', async (t) => {
+    const definition = recording();
+    const throwing: FunctionDefinition = {
+      ...definition,
+      reconcileOne: () => {
+        throw new Error('synchronous');
+      },
+    };
+    const { app } = await build(t, { ...throwing, calls: [] });
+    const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
+    assert.equal(response.statusCode, 500);
+    assert.deepEqual(json(response.body), { error: 'synchronous' });
+  });
+
+  it('does not answer before the reconcile has finished', async (t) => {
+    let finish: (report: Report) => void = () => undefined;
+    const one: One = () => new Promise((resolve) => (finish = resolve));
+    const { app, definition } = await build(t, recording({ one }));
+    let answered = false;
+    const pending = app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } }).then((response) => {
+      answered = true;
+      return response;
+    });
+    while (definition.calls.length === 0) await sleep(1);
+    await sleep(20);
+    assert.equal(answered, false);
+    const options = definition.calls[0]?.options;
+    assert.ok(options);
+    finish(report(options));
+    assert.equal((await pending).statusCode, 200);
+  });
+});
+
+describe('logging', () => {
+  it('gives the reconcile a logger with the request id, key and trigger, and logs one line with outcome and duration', async (t) => {
+    const one: One = (key, options) => {
+      options.log.info('inside');
+      return Promise.resolve(report(options, [{ key: 'Node/worker-1', result: 'initialized', changes: [{ action: 'patch', target: 'Node/worker-1' }] }]));
+    };
+    const { app, logs } = await build(t, recording({ one }));
+    const response = await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    const requestId = response.headers['x-request-id'];
+    assert.match(String(requestId), /^[0-9a-f-]{36}$/);
+    const inside = logs.find((l) => l['msg'] === 'inside');
+    assert.deepEqual(
+      { fn: inside?.['fn'], reqId: inside?.['reqId'], key: inside?.['key'], trigger: inside?.['trigger'], ceId: inside?.['ceId'] },
+      { fn: 'node-init', reqId: requestId, key: 'Node/worker-1', trigger: 'dev.knative.apiserver.resource.add', ceId: 'event-1' },
+    );
+    const done = logs.filter((l) => l['msg'] === 'reconciled');
+    assert.equal(done.length, 1);
+    assert.equal(done[0]?.['level'], 'info');
+    assert.equal(done[0]['outcome'], 'done');
+    assert.equal(done[0]['code'], 202);
+    assert.equal(typeof done[0]['durationMs'], 'number');
+    assert.deepEqual(done[0]['results'], { initialized: 1 });
+    assert.equal(logs.length, 2, 'no other lines: Fastify request logging is off');
+  });
+
+  it('uses its own request id, not the event id, and a new one per request', async (t) => {
+    const { app } = await build(t);
+    const request = { method: 'POST' as const, url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject };
+    const first = await app.inject(request);
+    const second = await app.inject(request);
+    assert.notEqual(first.headers['x-request-id'], 'event-1');
+    assert.notEqual(first.headers['x-request-id'], second.headers['x-request-id']);
+  });
+
+  it('tags a manual reconcile as trigger "manual" and reconcile-all as key "*"', async (t) => {
+    const { app, logs } = await build(t);
+    await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
+    const line = logs.find((l) => l['msg'] === 'reconciled');
+    assert.equal(line?.['trigger'], 'manual');
+    assert.equal(line['key'], '*');
+  });
+
+  it('never logs the event data', async (t) => {
+    const { app, logs } = await build(t);
+    await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    await app.inject({ method: 'POST', url: '/', headers: { ...binaryHeaders('dev.knative.apiserver.resource.add'), 'ce-specversion': '2' }, payload: nodeObject });
+    assert.ok(logs.length >= 2);
+    assert.doesNotMatch(JSON.stringify(logs), /do-not-log-me/);
+  });
+});
+
+describe('metrics', () => {
+  it('counts reconcile requests by function, trigger and code, and times the reconciles', async (t) => {
+    const { app } = await build(t);
+    await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
+    await app.inject({ method: 'POST', url: '/reconcile', payload: {} });
+    await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('made.up.type'), payload: nodeObject });
+    const response = await app.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(response.statusCode, 200);
+    assert.match(String(response.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+    const lines = response.body.split('\n');
+    for (const expected of [
+      'cirrus_reconcile_requests_total{function="node-init",trigger="dev.knative.apiserver.resource.add",code="202"} 1',
+      'cirrus_reconcile_requests_total{function="node-init",trigger="manual",code="200"} 1',
+      'cirrus_reconcile_requests_total{function="node-init",trigger="manual",code="400"} 1',
+      'cirrus_reconcile_requests_total{function="node-init",trigger="unknown",code="400"} 1',
+      'cirrus_reconcile_duration_seconds_count{function="node-init",trigger="dev.knative.apiserver.resource.add"} 1',
+      'cirrus_reconcile_duration_seconds_count{function="node-init",trigger="manual"} 1',
+      'cirrus_reconcile_duration_seconds_bucket{le="0.005",function="node-init",trigger="manual"} 1',
+      'cirrus_reconcile_duration_seconds_bucket{le="60",function="node-init",trigger="manual"} 1',
+    ]) {
+      assert.ok(lines.includes(expected), `missing: ${expected}`);
+    }
+  });
+
+  it("registers the function's own metrics in the app's registry, not the global one", async (t) => {
+    let registered: Registry | undefined;
+    const definition: Recording = {
+      ...recording(),
+      registerMetrics: (registry) => {
+        registered = registry;
+        new Counter({ name: 'node_init_things_total', help: 'things', registers: [registry] }).inc(3);
+      },
+    };
+    const { app } = await build(t, definition);
+    const body = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    assert.match(body, /^node_init_things_total 3$/m);
+    // A second app of the same function must not collide with the first (a global registry would throw).
+    const second = await build(t, definition);
+    assert.notEqual(registered, undefined);
+    assert.match((await second.app.inject({ method: 'GET', url: '/metrics' })).body, /^node_init_things_total 3$/m);
+  });
+
+  it('exports the process metrics only when asked', async (t) => {
+    const withProcess = await build(t, recording(), { processMetrics: true });
+    const without = await build(t, recording(), { processMetrics: false });
+    assert.match((await withProcess.app.inject({ method: 'GET', url: '/metrics' })).body, /^process_cpu_user_seconds_total /m);
+    assert.doesNotMatch((await without.app.inject({ method: 'GET', url: '/metrics' })).body, /process_cpu_user_seconds_total/);
+  });
+});
+
+describe('probes and OPTIONS', () => {
+  it('answers /healthz and /readyz with 200', async (t) => {
+    const { app } = await build(t);
+    assert.deepEqual(json((await app.inject({ method: 'GET', url: '/healthz' })).body), { status: 'ok' });
+    const ready = await app.inject({ method: 'GET', url: '/readyz' });
+    assert.equal(ready.statusCode, 200);
+    assert.deepEqual(json(ready.body), { status: 'ready' });
+  });
+
+  it('answers OPTIONS / with 204 and Allow: POST, echoing a webhook origin', async (t) => {
+    const { app } = await build(t);
+    const response = await app.inject({ method: 'OPTIONS', url: '/', headers: { 'webhook-request-origin': 'eventing.knative.dev' } });
+    assert.equal(response.statusCode, 204);
+    assert.equal(response.headers['allow'], 'POST');
+    assert.equal(response.headers['webhook-allowed-origin'], 'eventing.knative.dev');
+  });
+
+  it('refuses to build a function without kinds', async () => {
+    await assert.rejects(
+      buildApp({ ...recording(), kinds: [] }, { logger: createLogger({ name: 'x', level: 'silent' }) }),
+      { name: 'TypeError', message: 'function node-init: kinds must name at least one kind' },
+    );
+  });
+});
+
+describe('load shedding', () => {
+  // A heap limit of 1 byte is exceeded at the first sample, 10 ms after start.
+  async function overloaded(t: TestContext, retryAfter?: number): Promise<Harness> {
+    const harness = await build(t, recording(), { pressure: { maxHeapUsedBytes: 1, sampleInterval: 10, ...(retryAfter === undefined ? {} : { retryAfter }) } });
+    for (let i = 0; i < 200; i += 1) {
+      const response = await harness.app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
+      if (response.statusCode === 503) return harness;
+      await sleep(10);
+    }
+    assert.fail('never overloaded');
+  }
+
+  it('answers the reconcile routes 503 with Retry-After (5 s by default) and does not reconcile', async (t) => {
+    const { app, definition } = await overloaded(t);
+    const calls = definition.calls.length;
+    for (const request of [
+      { method: 'POST' as const, url: '/reconcile', payload: { all: true } },
+      { method: 'POST' as const, url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject },
+    ]) {
+      const response = await app.inject(request);
+      assert.equal(response.statusCode, 503);
+      assert.equal(response.headers['retry-after'], '5');
+      assert.deepEqual(json(response.body), { error: 'overloaded: try again later' });
+    }
+    assert.equal(definition.calls.length, calls);
+  });
+
+  it('sends the configured Retry-After', async (t) => {
+    const { app } = await overloaded(t, 12);
+    assert.equal((await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } })).headers['retry-after'], '12');
+  });
+
+  it('keeps the probes and /metrics answering', async (t) => {
+    const { app } = await overloaded(t);
+    for (const url of ['/healthz', '/readyz', '/metrics']) assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url);
+    assert.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /cirrus_reconcile_requests_total\{function="node-init",trigger="manual",code="503"\} \d/);
+  });
+
+  it('can be turned off', async (t) => {
+    const { app } = await build(t, recording(), { pressure: false });
+    await sleep(30);
+    assert.equal((await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } })).statusCode, 200);
+  });
+});
+
+// Whether `signal` aborts within a second (the abort follows the socket's close event).
+async function aborted(signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return true;
+  const abort = new Promise<boolean>((resolve) => {
+    signal.addEventListener('abort', () => {
+      resolve(true);
+    });
+  });
+  return Promise.race([abort, sleep(1000).then(() => false)]);
+}
+
+// Timeouts: a close that waits for a keep-alive connection would otherwise hang the run for 72 s.
+describe('serve', { timeout: 10_000 }, () => {
+  const logger = createLogger({ name: 'node-init', level: 'silent' });
+
+  // A reconcile that waits until the test lets it go.
+  function gated(): { definition: Recording; entered: Promise<ReconcileOptions>; release: () => void } {
+    let release: () => void = () => undefined;
+    let enter: (options: ReconcileOptions) => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const entered = new Promise<ReconcileOptions>((resolve) => (enter = resolve));
+    const one: One = async (_key, options) => {
+      enter(options);
+      await gate;
+      return report(options);
+    };
+    return { definition: recording({ one }), entered, release };
+  }
+
+  it('listens on the given port and host and resolves with the bound address', async (t) => {
+    const app = await buildApp(recording(), { logger, processMetrics: false });
+    const stop = new AbortController();
+    t.after(() => {
+      stop.abort();
+    });
+    const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
+    assert.ok(server.port > 0);
+    assert.equal(server.address, `http://127.0.0.1:${server.port}`);
+    const response = await fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"worker-1"}' });
+    assert.equal(response.status, 200);
+    assert.equal(((await response.json()) as Report).function, 'node-init');
+    stop.abort();
+    await server.closed;
+    await assert.rejects(fetch(`${server.address}/healthz`), 'no longer listening');
+  });
+
+  it('on abort, lets the request in flight finish, then closes without waiting for the keep-alive timeout', async () => {
+    const { definition, entered, release } = gated();
+    const app = await buildApp(definition, { logger, processMetrics: false });
+    const stop = new AbortController();
+    const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
+    let closed = false;
+    void server.closed.then(() => (closed = true));
+    const response = fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"worker-1"}' });
+    await entered;
+    stop.abort();
+    await sleep(50);
+    assert.equal(closed, false, 'closed while a request was in flight');
+    release();
+    assert.equal((await response).status, 200);
+    await server.closed; // within the suite's timeout, far below the 72 s keep-alive
+  });
+
+  it('on abort, lets the request in flight finish, answers a request behind it 503, then closes', async () => {
+    const { definition, entered, release } = gated();
+    const app = await buildApp(definition, { logger, processMetrics: false });
+    const stop = new AbortController();
+    const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
+    let closed = false;
+    void server.closed.then(() => (closed = true));
+    // One keep-alive connection: the reconcile, then a readiness probe pipelined behind it once close has begun.
+    const socket = connect(server.port, '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+    const socketClosed = new Promise((resolve) => socket.on('close', resolve));
+    const body = '{"name":"worker-1"}';
+    socket.write(`POST /reconcile HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    await entered;
+    stop.abort();
+    socket.write('GET /readyz HTTP/1.1\r\nHost: test\r\n\r\n');
+    await sleep(50);
+    assert.equal(closed, false, 'closed while a request was in flight');
+    await assert.rejects(fetch(`${server.address}/healthz`), 'accepted a new connection while closing');
+    release();
+    await server.closed;
+    await socketClosed;
+    // The second response follows the first body directly, not on a line of its own.
+    const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]);
+    assert.deepEqual(statuses, ['200', '503']);
+    assert.match(received, /"function":"node-init"/);
+  });
+
+  it('cuts requests still running at the end of the grace period, aborting their signal', async () => {
+    let signal: AbortSignal | undefined;
+    const one: One = async (_key, options) => {
+      signal = options.signal;
+      await new Promise((resolve) => {
+        options.signal.addEventListener('abort', resolve);
+      });
+      return report(options);
+    };
+    const app = await buildApp(recording({ one }), { logger, processMetrics: false });
+    const stop = new AbortController();
+    const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 50 });
+    const outcome = fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"worker-1"}' })
+      .then((response) => `answered ${response.status}`, () => 'connection cut');
+    while (signal === undefined) await sleep(1);
+    stop.abort();
+    await server.closed;
+    assert.equal(await outcome, 'connection cut');
+    assert.equal(await aborted(signal), true);
+  });
+
+  it('aborts the reconcile signal when the client gives up, and not otherwise', async (t) => {
+    const { definition, entered, release } = gated();
+    const app = await buildApp(definition, { logger, processMetrics: false });
+    const stop = new AbortController();
+    t.after(() => {
+      stop.abort();
+    });
+    const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
+    const client = new AbortController();
+    const request = fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"a"}', signal: client.signal });
+    const options = await entered;
+    await sleep(20);
+    assert.equal(options.signal.aborted, false, 'aborted while the client was still waiting');
+    client.abort();
+    await assert.rejects(request);
+    assert.equal(await aborted(options.signal), true);
+    release();
+    stop.abort();
+    await server.closed;
+  });
+
+  it('closes at once when the signal was aborted before listening', async () => {
+    const app = await buildApp(recording(), { logger, processMetrics: false });
+    const server = await serve(app, { port: 0, host: '127.0.0.1', signal: AbortSignal.abort() });
+    await server.closed;
+    await assert.rejects(fetch(`${server.address}/healthz`));
+  });
+
+  it('rejects when the port is taken', async (t) => {
+    const first = await buildApp(recording(), { logger, processMetrics: false });
+    const stop = new AbortController();
+    t.after(() => {
+      stop.abort();
+    });
+    const server = await serve(first, { port: 0, host: '127.0.0.1', signal: stop.signal });
+    const second = await buildApp(recording(), { logger, processMetrics: false });
+    t.after(() => second.close());
+    await assert.rejects(serve(second, { port: server.port, host: '127.0.0.1' }), { code: 'EADDRINUSE' });
+  });
+});
+
+describe('createLogger', () => {
+  function capture(level?: 'warn'): { log: ReturnType<typeof createLogger>; lines: Record<string, unknown>[] } {
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger({ name: 'node-init', level, destination: { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) } });
+    return { log, lines };
+  }
+
+  it('writes JSON lines with fn and the level by name', () => {
+    const { log, lines } = capture();
+    log.info({ key: 'Node/a' }, 'hello');
+    assert.equal(lines.length, 1);
+    assert.equal(lines[0]?.['fn'], 'node-init');
+    assert.equal(lines[0]['level'], 'info');
+    assert.equal(lines[0]['msg'], 'hello');
+    assert.equal(lines[0]['key'], 'Node/a');
+  });
+
+  it('honours the level', () => {
+    const { log, lines } = capture('warn');
+    log.info('dropped');
+    log.warn('kept');
+    assert.deepEqual(lines.map((l) => l['msg']), ['kept']);
+  });
+
+  it('redacts secret-like fields at the top level and two levels down', () => {
+    const { log, lines } = capture();
+    log.info({
+      token: 't',
+      password: 'p',
+      user: { clientSecret: 's', name: 'admin' },
+      req: { headers: { authorization: 'Bearer x', 'set-cookie': 'c', 'x-api-key': 'k', accept: 'application/json' } },
+    });
+    log.child({ secret: 'from a child' }).info('child');
+    assert.deepEqual(lines[0], {
+      level: 'info',
+      time: lines[0]?.['time'],
+      fn: 'node-init',
+      token: '[redacted]',
+      password: '[redacted]',
+      user: { clientSecret: '[redacted]', name: 'admin' },
+      req: { headers: { authorization: '[redacted]', 'set-cookie': '[redacted]', 'x-api-key': '[redacted]', accept: 'application/json' } },
+    });
+    assert.equal(lines[1]?.['secret'], '[redacted]');
+  });
+
+  it('has three redaction paths per field', () => {
+    assert.ok(redactedPaths.includes('authorization'));
+    assert.ok(redactedPaths.includes('*.*.authorization'));
+    assert.ok(redactedPaths.includes('*.*["set-cookie"]'));
+  });
+});
