@@ -24,8 +24,9 @@ export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise
   }
   const log = createLogger({ name, level: config.logLevel });
   if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
-  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, { signal: io.signal, log });
-  const core = loadKubeConfig(config.kubeconfig).makeApiClient(CoreV1Api);
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, { signal: io.signal, log, kubeConfig });
+  const core = kubeConfig.makeApiClient(CoreV1Api);
   const definition = await functionFor(name, { core, cloud, concurrency: config.concurrentNodeSyncs });
   const { buildApp, serve } = await import('../host/index.ts');
   const app = await buildApp(definition, { logger: log });

@@ -5,6 +5,7 @@
 // function that runs one provider never loads the others.
 
 import { readFile } from 'node:fs/promises';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { CloudProvider } from './provider.ts';
 
@@ -17,6 +18,11 @@ export interface ProviderContext {
   /** Aborted when the process shuts down: stop watchers and timers. */
   readonly signal: AbortSignal;
   readonly log: Logger;
+  /**
+   * The cluster's client configuration (as Go's Initialize() gets a client builder), for providers
+   * that keep state in the cluster; undefined where none was given.
+   */
+  readonly kubeConfig: KubeConfig | undefined;
 }
 
 /** Builds a provider; throws CloudConfigError for a config it cannot use. */
@@ -47,6 +53,7 @@ export function registeredCloudProviders(): string[] {
 export interface InitOptions {
   readonly signal: AbortSignal;
   readonly log: Logger;
+  readonly kubeConfig?: KubeConfig;
 }
 
 /**
@@ -68,7 +75,8 @@ export async function initCloudProvider(name: string, configPath: string | undef
     }
   }
   try {
-    return await factory({ config, configPath, signal: options.signal, log: options.log.child({ provider: name }) });
+    const log = options.log.child({ provider: name });
+    return await factory({ config, configPath, signal: options.signal, log, kubeConfig: options.kubeConfig });
   } catch (error) {
     throw new Error(`could not init cloud provider "${name}": ${(error as Error).message}`, { cause: error });
   }

@@ -21,7 +21,7 @@ import fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { acceptedEventTypes, eventMode, eventObjectKey, formatIssue, readCloudEvent } from './cloudevents.ts';
+import { acceptedEventTypes, eventMode, eventObjectKey, eventTypes, formatIssue, readCloudEvent } from './cloudevents.ts';
 import { errorReply, InvalidRequestError, type ErrorReply } from './errors.ts';
 import { formatKey, type FunctionDefinition, type ObjectKey, type ReconcileOptions, type Report } from './function.ts';
 import { createHostMetrics, type HostMetrics } from './metrics.ts';
@@ -227,6 +227,7 @@ interface Job {
   readonly dryRun: boolean;
   readonly success: 200 | 202;
   readonly eventId?: string;
+  readonly lastKnown?: unknown;
 }
 
 async function handleEvent(host: Host, request: FastifyRequest, reply: FastifyReply, triggers: WeakMap<FastifyRequest, string>): Promise<FastifyReply> {
@@ -240,7 +241,8 @@ async function handleEvent(host: Host, request: FastifyRequest, reply: FastifyRe
   triggers.set(request, event.type);
   const dryRun = readDryRun(request.query);
   const target = mode === 'all' ? 'all' : acceptKind(host.definition, eventObjectKey(event, mode));
-  return runReconcile(host, request, reply, { trigger: event.type, target, dryRun, success: 202, eventId: event.id });
+  const lastKnown = event.type === eventTypes.resourceDelete ? event.data : undefined;
+  return runReconcile(host, request, reply, { trigger: event.type, target, dryRun, success: 202, eventId: event.id, lastKnown });
 }
 
 async function handleManual(host: Host, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -295,7 +297,9 @@ function acceptKind(definition: FunctionDefinition, key: ObjectKey): ObjectKey {
 async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyReply, job: Job): Promise<FastifyReply> {
   const key = job.target === 'all' ? '*' : formatKey(job.target);
   const log = host.logger.child({ reqId: request.id, key, trigger: job.trigger, dryRun: job.dryRun, ...(job.eventId === undefined ? {} : { ceId: job.eventId }) });
-  const options: ReconcileOptions = { dryRun: job.dryRun, signal: abandonSignal(reply), log };
+  const options: ReconcileOptions = {
+    dryRun: job.dryRun, signal: abandonSignal(reply), log, ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
+  };
   const started = performance.now();
   const outcome = await invoke(host.definition, job.target, options).then(
     (report): Outcome => {

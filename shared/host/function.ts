@@ -20,6 +20,12 @@ export interface ReconcileOptions {
   readonly signal: AbortSignal;
   /** The request's logger, carrying its id and the object's key. */
   readonly log: Logger;
+  /**
+   * For a Resource-mode delete event: the object as last seen (the event's data). Lets a function
+   * clean up after an object that is gone without a finalizer; never required (Reference mode and
+   * manual reconciles do not have it).
+   */
+  readonly lastKnown?: unknown;
 }
 
 /** One change a reconcile made (or, in a dry run, would make). */

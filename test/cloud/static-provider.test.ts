@@ -34,7 +34,7 @@ function node(name: string, providerID?: string): V1Node {
 }
 
 async function fromYaml(yaml: string): Promise<InstancesV2> {
-  return instancesOf(await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent }));
+  return instancesOf(await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }));
 }
 
 function instancesOf(provider: CloudProvider): InstancesV2 {
@@ -219,7 +219,7 @@ describe('examples/static', () => {
 
 describe('createStaticProvider', () => {
   it('needs a cloud-config', async () => {
-    await assert.rejects(createStaticProvider({ config: undefined, configPath: undefined, signal: never, log: silent }), (error) => {
+    await assert.rejects(createStaticProvider({ config: undefined, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }), (error) => {
       assert.ok(error instanceof CloudConfigError);
       assert.equal(error.field, '');
       assert.match(error.problem, /^the static provider needs --cloud-config with an inventory file$/);
@@ -244,7 +244,7 @@ describe('createStaticProvider', () => {
   });
 
   it('supports instancesV2 only', async () => {
-    const provider = await createStaticProvider({ config: FULL, configPath: undefined, signal: never, log: silent });
+    const provider = await createStaticProvider({ config: FULL, configPath: undefined, signal: never, log: silent, kubeConfig: undefined });
     assert.equal(provider.providerName(), 'static');
     assert.equal(provider.hasClusterId(), true);
     assert.ok(provider.instancesV2());
@@ -363,7 +363,7 @@ describe('static inventory reload', () => {
   async function start(file: string, options: StaticProviderOptions, log: Logger = silent) {
     const controller = new AbortController();
     const config = await readFile(file, 'utf8');
-    const provider = await createStaticProvider({ config, configPath: file, signal: controller.signal, log }, options);
+    const provider = await createStaticProvider({ config, configPath: file, signal: controller.signal, log, kubeConfig: undefined }, options);
     return { instances: instancesOf(provider), controller };
   }
 
