@@ -1,0 +1,40 @@
+// The service-lb function: the service controller as an HTTP function. A Service event (or a
+// manual reconcile) ensures, updates or deletes that Service's load balancer; the "all" trigger —
+// sent periodically and when nodes change — goes over every load-balanced Service and calls the
+// cloud only for those whose spec or node set changed.
+
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { InvalidRequestError } from '../../shared/host/errors.ts';
+import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { invalidLabelName } from '../../shared/kube/names.ts';
+import { syncAllServices, syncService, type ServiceLbDeps } from './sync.ts';
+
+/** What service-lb needs. */
+export interface ServiceLbOptions {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  /** --cluster-name, handed to every load balancer call. */
+  readonly clusterName: string;
+  /** Services handled at once by a pass over all of them (default 10). */
+  readonly concurrency?: number;
+}
+
+/** The service-lb function; throws when the provider has no load balancers. */
+export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition {
+  const loadBalancer = options.cloud.loadBalancer();
+  if (!loadBalancer) throw new Error(`service-lb: cloud provider "${options.cloud.providerName()}" does not support load balancers`);
+  const deps: ServiceLbDeps = { core: options.core, loadBalancer, clusterName: options.clusterName, concurrency: options.concurrency ?? 10 };
+  const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'service-lb', dryRun, objects });
+  return {
+    name: 'service-lb',
+    kinds: ['Service'],
+    reconcileOne: async (key: ObjectKey, run: ReconcileOptions) => {
+      if (key.namespace === undefined || key.namespace === '') throw new InvalidRequestError(`Service ${key.name}: a namespace is required`);
+      const problem = invalidLabelName('namespace', key.namespace) ?? invalidLabelName('service', key.name);
+      if (problem !== undefined) throw new InvalidRequestError(problem);
+      return report(run.dryRun, [await syncService(deps, key.namespace, key.name, run)]);
+    },
+    reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await syncAllServices(deps, run)),
+  };
+}

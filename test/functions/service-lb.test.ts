@@ -1,0 +1,236 @@
+// service-lb against the real API server with the recording fake cloud (ccm-behaviour §4).
+
+import assert from 'node:assert/strict';
+import { before, beforeEach, describe, it } from 'node:test';
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Service } from '@kubernetes/client-node';
+import { serviceLbFunction } from '../../functions/service-lb/index.ts';
+import { finalizer, syncedAnnotation } from '../../functions/service-lb/predicates.ts';
+import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/cloud/errors.ts';
+import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
+import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
+import { mergePatch } from '../../shared/kube/api.ts';
+import { createNode, newNode, plain, silentLogger, withLabels } from '../helpers/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+
+const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
+const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+
+function result(report: Report): string | undefined {
+  return report.objects[0]?.result;
+}
+
+describe('service-lb', { skip: controlPlaneSkip }, () => {
+  let core: CoreV1Api;
+  let cloud: FakeCloud;
+  let fn: FunctionDefinition;
+  const namespace = uniqueName('lb');
+  before(async () => {
+    core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    // At least one node for the load balancers (with none, every sync warns UnAvailableLoadBalancer).
+    await createNode(core, newNode(uniqueName('lb-node')));
+  });
+  beforeEach(() => {
+    cloud = new FakeCloud();
+    fn = serviceLbFunction({ core, cloud, clusterName: 'kubernetes' });
+  });
+
+  async function createService(name: string, spec: Partial<NonNullable<V1Service['spec']>> = {}, extra: Partial<V1Service['metadata']> = {}): Promise<V1Service> {
+    return core.createNamespacedService({
+      namespace,
+      body: { metadata: { name, ...extra }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }], ...spec } },
+    });
+  }
+  const read = (name: string): Promise<V1Service> => core.readNamespacedService({ namespace, name });
+  const sync = (name: string, options = run): Promise<Report> => fn.reconcileOne({ kind: 'Service', namespace, name }, options);
+  async function events(name: string): Promise<string[]> {
+    const list = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` });
+    return list.items.map((e) => `${e.type ?? ''}/${e.reason ?? ''}`).sort();
+  }
+
+  it('creates the load balancer: finalizer first, then the cloud, then status and Events', async () => {
+    const name = uniqueName('web');
+    await createService(name, {}, { finalizers: ['example.com/keep'] });
+
+    assert.equal(result(await sync(name)), 'ensured');
+
+    const service = await read(name);
+    assert.deepEqual(service.metadata?.finalizers?.sort(), ['example.com/keep', finalizer].sort());
+    assert.deepEqual(plain(service.status?.loadBalancer?.ingress), [{ ip: cloud.loadBalancerIp, ipMode: 'VIP' }]);
+    assert.ok(service.metadata.annotations?.[syncedAnnotation]);
+    assert.deepEqual(cloud.methods(), ['ensureLoadBalancer']);
+    assert.deepEqual(await events(name), ['Normal/EnsuredLoadBalancer', 'Normal/EnsuringLoadBalancer']);
+  });
+
+  it('does nothing, not even a cloud call, when neither the spec nor the node set changed', async () => {
+    const name = uniqueName('steady');
+    await createService(name);
+    await sync(name);
+    const settled = await read(name);
+    cloud.calls.length = 0;
+
+    assert.equal(result(await sync(name)), 'unchanged');
+    assert.deepEqual(cloud.calls, []);
+    assert.equal((await read(name)).metadata?.resourceVersion, settled.metadata?.resourceVersion);
+
+    await core.patchNamespacedService({ namespace, name, body: { metadata: { labels: { team: 'a' } } } }, mergePatch);
+    assert.equal(result(await sync(name)), 'unchanged', 'labels do not matter');
+    await core.patchNamespacedService({ namespace, name, body: { metadata: { annotations: { 'example.com/tier': 'gold' } } } }, mergePatch);
+    assert.equal(result(await sync(name)), 'ensured', 'annotations do');
+    await core.patchNamespacedService({ namespace, name, body: { spec: { loadBalancerSourceRanges: ['10.0.0.0/8'] } } }, mergePatch);
+    assert.equal(result(await sync(name)), 'ensured', 'so does the spec');
+    assert.deepEqual(cloud.methods(), ['ensureLoadBalancer', 'ensureLoadBalancer']);
+  });
+
+  it('updates only the load balancers whose node set changed, on the "all" trigger', async () => {
+    const name = uniqueName('nodes');
+    await createService(name);
+    await sync(name);
+    cloud.calls.length = 0;
+
+    await createNode(core, newNode(uniqueName('excluded'), withLabels({ 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' })));
+    let all = await fn.reconcileAll(run);
+    assert.equal(all.objects.find((o) => o.key === `Service/${namespace}/${name}`)?.result, 'unchanged', 'an excluded node changes nothing');
+    assert.equal(cloud.calls.filter((c) => c.args[1] === `${namespace}/${name}`).length, 0);
+
+    const added = uniqueName('added');
+    await createNode(core, newNode(added));
+    all = await fn.reconcileAll(run);
+    assert.equal(all.objects.find((o) => o.key === `Service/${namespace}/${name}`)?.result, 'hosts-updated');
+    const update = cloud.calls.find((c) => c.method === 'updateLoadBalancer' && c.args[1] === `${namespace}/${name}`);
+    assert.ok((update?.args[2] as string[]).includes(added));
+    assert.ok((await events(name)).includes('Normal/UpdatedLoadBalancer'));
+  });
+
+  it('falls back to a full ensure when updating the hosts fails', async () => {
+    const name = uniqueName('update-fails');
+    await createService(name);
+    await sync(name);
+    cloud.errors.set('updateLoadBalancer', new Error('hosts API down'));
+    await createNode(core, newNode(uniqueName('more')));
+
+    assert.equal(result(await sync(name)), 'ensured');
+    assert.deepEqual(cloud.methods().slice(-3), ['updateLoadBalancer', 'getLoadBalancer', 'ensureLoadBalancer']);
+    assert.ok((await events(name)).includes('Warning/UpdateLoadBalancerFailed'));
+  });
+
+  it('deletes the load balancer when the type changes, and clears finalizer, status and record', async () => {
+    const name = uniqueName('retype');
+    await createService(name);
+    await sync(name);
+    await core.patchNamespacedService({ namespace, name, body: { spec: { type: 'ClusterIP' } } }, strategic);
+
+    assert.equal(result(await sync(name)), 'deleted');
+
+    const service = await read(name);
+    assert.equal(service.metadata?.finalizers?.includes(finalizer) ?? false, false);
+    assert.equal(service.metadata?.annotations?.[syncedAnnotation], undefined);
+    assert.deepEqual(plain(service.status?.loadBalancer), {});
+    assert.deepEqual(cloud.methods().slice(-2), ['getLoadBalancer', 'ensureLoadBalancerDeleted']);
+    assert.ok((await events(name)).includes('Normal/DeletedLoadBalancer'));
+  });
+
+  it('deletes through the finalizer: the Service stays until its load balancer is gone', async () => {
+    const name = uniqueName('delete');
+    await createService(name);
+    await sync(name);
+    await core.deleteNamespacedService({ namespace, name });
+    assert.ok((await read(name)).metadata?.deletionTimestamp, 'held by the finalizer');
+
+    assert.equal(result(await sync(name)), 'deleted');
+    await assert.rejects(read(name), { code: 404 });
+    assert.equal(cloud.loadBalancers.size, 0);
+  });
+
+  it('keeps the finalizer and the Service when the cloud deletion fails', async () => {
+    const name = uniqueName('delete-fails');
+    await createService(name);
+    await sync(name);
+    await core.deleteNamespacedService({ namespace, name });
+    cloud.errors.set('ensureLoadBalancerDeleted', new Error('cloud API down'));
+
+    await assert.rejects(sync(name), { message: 'failed to delete load balancer: cloud API down' });
+    assert.ok((await read(name)).metadata?.finalizers?.includes(finalizer));
+    assert.ok((await events(name)).includes('Warning/SyncLoadBalancerFailed'));
+  });
+
+  it('cleans up after a Service deleted without its finalizer, from the delete event', async () => {
+    const name = uniqueName('vanished');
+    await createService(name);
+    await sync(name);
+    const last = await read(name);
+    await core.patchNamespacedServiceStatus({ namespace, name, body: { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } } }, strategic);
+    await core.deleteNamespacedService({ namespace, name });
+
+    const report = await sync(name, { ...run, lastKnown: { ...plain(last), kind: 'Service', apiVersion: 'v1' } } as typeof run);
+    assert.equal(result(report), 'deleted');
+    assert.equal(cloud.loadBalancers.size, 0);
+    assert.ok((await events(name)).includes('Normal/DeletedLoadBalancer'));
+    assert.equal(result(await sync(name)), 'not-found', 'without the last known object there is nothing to do');
+  });
+
+  it('asks for the provider\'s delay on RetryError, with the finalizer in place and no status', async () => {
+    const name = uniqueName('retry');
+    await createService(name);
+    cloud.errors.set('ensureLoadBalancer', new RetryError('quota', 30_000));
+
+    await assert.rejects(sync(name), (error: unknown) => findCause(error, RetryError)?.retryAfterMs === 30_000);
+    const service = await read(name);
+    assert.ok(service.metadata?.finalizers?.includes(finalizer));
+    assert.deepEqual(plain(service.status?.loadBalancer), {});
+    assert.ok((await events(name)).includes('Warning/SyncLoadBalancerFailed'));
+  });
+
+  it('leaves status to another controller on ImplementedElsewhere, keeping its finalizer', async () => {
+    const name = uniqueName('elsewhere');
+    await createService(name);
+    cloud.errors.set('ensureLoadBalancer', new ImplementedElsewhereError());
+
+    assert.equal(result(await sync(name)), 'implemented-elsewhere');
+    const service = await read(name);
+    assert.ok(service.metadata?.finalizers?.includes(finalizer));
+    assert.deepEqual(plain(service.status?.loadBalancer), {});
+    assert.deepEqual(await events(name), ['Normal/EnsuringLoadBalancer']);
+  });
+
+  it('ignores Services of another load balancer class, and ClusterIP Services', async () => {
+    const classed = uniqueName('classed');
+    await createService(classed, { loadBalancerClass: 'example.com/other' });
+    const plainService = uniqueName('clusterip');
+    await createService(plainService, { type: 'ClusterIP' });
+    assert.equal(result(await sync(classed)), 'ignored');
+    assert.equal(result(await sync(plainService)), 'ignored');
+    assert.deepEqual(cloud.calls, []);
+  });
+
+  it('makes no change on a dry run, and reports the cloud call, patches and Events', async () => {
+    const name = uniqueName('dry');
+    const before = await createService(name);
+    const report = await sync(name, { ...run, dryRun: true });
+    assert.deepEqual(report.objects[0]?.changes.map((c) => c.action), ['event', 'patch-status', 'cloud']);
+    assert.deepEqual(cloud.calls, []);
+    const after = await read(name);
+    assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
+    assert.deepEqual(await events(name), []);
+  });
+
+  it('converges when requests for one Service race', async () => {
+    const name = uniqueName('race');
+    await createService(name, {}, { finalizers: ['example.com/keep'] });
+    cloud.latencyMs.set('ensureLoadBalancer', 30);
+    const results = await Promise.allSettled(Array.from({ length: 5 }, () => sync(name)));
+    assert.ok(results.every((r) => r.status === 'fulfilled'), JSON.stringify(results.filter((r) => r.status === 'rejected')));
+    const service = await read(name);
+    assert.deepEqual(service.metadata?.finalizers?.sort(), ['example.com/keep', finalizer].sort());
+    assert.deepEqual(plain(service.status?.loadBalancer?.ingress), [{ ip: cloud.loadBalancerIp, ipMode: 'VIP' }]);
+    assert.equal(result(await sync(name)), 'unchanged');
+  });
+
+  it('refuses a key without a namespace or with an invalid name, and a provider without load balancers', async () => {
+    await assert.rejects(fn.reconcileOne({ kind: 'Service', name: 'web' }, run), { name: 'InvalidRequestError' });
+    await assert.rejects(fn.reconcileOne({ kind: 'Service', namespace, name: 'Web_1' }, run), { name: 'InvalidRequestError' });
+    const bare = new FakeCloud();
+    bare.disabled.add('loadBalancer');
+    assert.throws(() => serviceLbFunction({ core, cloud: bare, clusterName: 'kubernetes' }), { message: 'service-lb: cloud provider "fake" does not support load balancers' });
+  });
+});
