@@ -71,6 +71,12 @@ export const options = {
     integer(1, 1000).default(10),
     'n',
   ),
+  concurrentServiceSyncs: option(
+    'string',
+    'Services reconciled at once by a pass over all load-balanced Services (the Go CCM handles 1 at a time).',
+    integer(1, 1000).default(10),
+    'n',
+  ),
   logLevel: option('string', 'Log level.', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'level'),
   url: option('string', 'The URL of the function to call.', z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'), 'url'),
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),

@@ -9,6 +9,9 @@ const aliases: Readonly<Record<string, string>> = {
   'node-lifecycle': 'node-lifecycle',
   'cloud-node-lifecycle-controller': 'node-lifecycle',
   'cloud-node-lifecycle': 'node-lifecycle',
+  'service-lb': 'service-lb',
+  'service-lb-controller': 'service-lb',
+  service: 'service-lb',
 };
 
 /** The canonical name for a function name or alias, or undefined when none matches. */

@@ -39,9 +39,12 @@ const commands = {
   serve: command({
     summary: 'Serve one function over HTTP (what a container or Knative Service runs).',
     description:
-      'Serves <function> (node-init or node-lifecycle) on --bind-address:--port: CloudEvents on POST /,\n' +
+      'Serves <function> (node-init, node-lifecycle or service-lb) on --bind-address:--port: CloudEvents on POST /,\n' +
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
-    options: ['cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port', 'concurrentNodeSyncs', 'logLevel'],
+    options: [
+      'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port',
+      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'logLevel',
+    ],
     required: ['cloudProvider'],
     positionals: ['function'],
     run: async (line, io) => (await import('./serve.ts')).runServe(line, io),
@@ -50,7 +53,8 @@ const commands = {
     summary: 'Ask a served function to reconcile one object, or all of them.',
     description:
       'POSTs to <url>/reconcile and prints the report: what was changed, or with --dry-run what would be.\n' +
-      '<function> is node-init (alias: node) or node-lifecycle; name the object, or pass --all.',
+      '<function> is node-init (alias: node), node-lifecycle or service-lb (alias: service); name the object\n' +
+      '(a Service as <namespace>/<name>), or pass --all.',
     options: ['url', 'all', 'dryRun'],
     positionals: ['function', 'name'],
     minPositionals: 1,

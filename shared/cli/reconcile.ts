@@ -11,9 +11,9 @@ export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, 
   const canonical = canonicalFunction(fn === 'node' ? 'node-init' : fn);
   if (canonical === undefined) throw new ConfigError(`unknown function '${fn}'`);
   if ((name === undefined) === !line.config.all) throw new ConfigError('name one object, or pass --all (not both)');
+  const body = name === undefined ? { all: true } : objectName(canonical, name);
   const url = new URL('reconcile', line.config.url.endsWith('/') ? line.config.url : `${line.config.url}/`);
   url.searchParams.set('dryRun', String(line.config.dryRun));
-  const body = name === undefined ? { all: true } : { name };
   let response: Response;
   try {
     response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: io.signal });
@@ -28,4 +28,12 @@ export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, 
   }
   io.stderr.write(`cirrus reconcile: ${canonical} answered ${response.status}: ${text}\n`);
   return 1;
+}
+
+// Services are namespaced: `<namespace>/<name>`. Nodes are not.
+function objectName(fn: string, name: string): { name: string; namespace?: string } {
+  if (fn !== 'service-lb') return { name };
+  const [namespace, serviceName, ...rest] = name.split('/');
+  if (!namespace || !serviceName || rest.length > 0) throw new ConfigError(`name a Service as <namespace>/<name>, not '${name}'`);
+  return { namespace, name: serviceName };
 }

@@ -6,14 +6,16 @@ import { existsSync } from 'node:fs';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { initCloudProvider } from '../cloud/registry.ts';
 import type { CloudProvider } from '../cloud/provider.ts';
-import { ConfigError, type CommandLine } from '../config.ts';
+import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { FunctionDefinition } from '../host/function.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
 import { canonicalFunction, knownFunctionNames } from '../names.ts';
 import type { Io } from './main.ts';
 
-type ServeOptions = 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port' | 'concurrentNodeSyncs' | 'logLevel';
+type ServeOptions =
+  | 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port'
+  | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'logLevel';
 
 /** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise<number> {
@@ -27,7 +29,7 @@ export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, { signal: io.signal, log, kubeConfig });
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const definition = await functionFor(name, { core, cloud, concurrency: config.concurrentNodeSyncs });
+  const definition = await functionFor(name, { core, cloud, config });
   const { buildApp, serve } = await import('../host/index.ts');
   const app = await buildApp(definition, { logger: log });
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
@@ -36,12 +38,18 @@ export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise
   return 0;
 }
 
-async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudProvider; concurrency: number }): Promise<FunctionDefinition> {
+// Each function module is imported only by the process that serves it.
+async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudProvider; config: Config<ServeOptions> }): Promise<FunctionDefinition> {
+  const { core, cloud, config } = deps;
   switch (name) {
     case 'node-init':
-      return (await import('../../functions/node-init/index.ts')).nodeInitFunction(deps);
+      return (await import('../../functions/node-init/index.ts')).nodeInitFunction({ core, cloud, concurrency: config.concurrentNodeSyncs });
     case 'node-lifecycle':
-      return (await import('../../functions/node-lifecycle/index.ts')).nodeLifecycleFunction(deps);
+      return (await import('../../functions/node-lifecycle/index.ts')).nodeLifecycleFunction({ core, cloud, concurrency: config.concurrentNodeSyncs });
+    case 'service-lb':
+      return (await import('../../functions/service-lb/index.ts')).serviceLbFunction({
+        core, cloud, clusterName: config.clusterName, concurrency: config.concurrentServiceSyncs,
+      });
     default:
       throw new ConfigError(`unknown function '${name}'`);
   }

@@ -68,10 +68,11 @@ describe('cirrus', () => {
     {
       argv: ['serve', 'route', '--cloud-provider', 'fake'],
       message: "cirrus serve: unknown function 'route' (known: node-init, cloud-node-controller, cloud-node, node-lifecycle, " +
-        "cloud-node-lifecycle-controller, cloud-node-lifecycle)\nRun 'cirrus serve --help' for usage.\n",
+        "cloud-node-lifecycle-controller, cloud-node-lifecycle, service-lb, service-lb-controller, service)\nRun 'cirrus serve --help' for usage.\n",
     },
     { argv: ['reconcile', 'node'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
     { argv: ['reconcile', 'node', 'w1', '--all'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
+    { argv: ['reconcile', 'service', 'web'], message: "cirrus reconcile: name a Service as <namespace>/<name>, not 'web'\nRun 'cirrus reconcile --help' for usage.\n" },
     { argv: ['reconcile', 'routes', 'x'], message: "cirrus reconcile: unknown function 'routes'\nRun 'cirrus reconcile --help' for usage.\n" },
     {
       argv: ['cluster'],

@@ -13,6 +13,7 @@ describe('option names', () => {
     { option: 'bindAddress', flag: 'bind-address', env: 'CIRRUS_BIND_ADDRESS' },
     { option: 'port', flag: 'port', env: 'PORT' },
     { option: 'concurrentNodeSyncs', flag: 'concurrent-node-syncs', env: 'CIRRUS_CONCURRENT_NODE_SYNCS' },
+    { option: 'concurrentServiceSyncs', flag: 'concurrent-service-syncs', env: 'CIRRUS_CONCURRENT_SERVICE_SYNCS' },
     { option: 'logLevel', flag: 'log-level', env: 'CIRRUS_LOG_LEVEL' },
     { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
     { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
