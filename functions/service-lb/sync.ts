@@ -51,7 +51,8 @@ interface Run {
 export async function syncService(deps: ServiceLbDeps, namespace: string, name: string, options: ServiceSyncOptions): Promise<ObjectReport> {
   const service = await readService(deps.core, namespace, name);
   if (service === undefined) return vanished(deps, `Service/${namespace}/${name}`, options);
-  return syncFetched(deps, service, await stableNodes(deps.core), options);
+  // The node set is listed only when the load balancer is ensured, not for a cleanup.
+  return syncFetched(deps, service, () => stableNodes(deps.core), options);
 }
 
 /**
@@ -64,7 +65,7 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
   const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
   return mapLimit(relevant, deps.concurrency, async (service) => {
     try {
-      return await syncFetched(deps, service, nodes, options);
+      return await syncFetched(deps, service, () => Promise.resolve(nodes), options);
     } catch (error) {
       const key = serviceKey(service);
       options.log.warn({ key, err: error }, 'service not reconciled');
@@ -90,12 +91,17 @@ async function stableNodes(core: CoreV1Api): Promise<V1Node[]> {
   return (await core.listNode()).items.filter(inLoadBalancers);
 }
 
-async function syncFetched(deps: ServiceLbDeps, service: V1Service, nodes: V1Node[], options: ServiceSyncOptions): Promise<ObjectReport> {
+async function syncFetched(
+  deps: ServiceLbDeps,
+  service: V1Service,
+  nodes: () => Promise<V1Node[]>,
+  options: ServiceSyncOptions,
+): Promise<ObjectReport> {
   const run: Run = { deps, options, service, key: serviceKey(service), changes: [] };
   const cleanup = needsCleanup(service);
   if (!cleanup && !wantsLoadBalancer(service)) return { key: run.key, result: 'ignored', changes: [] };
   try {
-    const result = cleanup ? await deleteBranch(run) : await ensureBranch(run, nodes);
+    const result = cleanup ? await deleteBranch(run) : await ensureBranch(run, await nodes());
     return { key: run.key, result, changes: run.changes };
   } catch (error) {
     await event(run, { type: 'Warning', reason: 'SyncLoadBalancerFailed', message: `Error syncing load balancer: ${(error as Error).message}` });
