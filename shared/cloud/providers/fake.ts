@@ -48,6 +48,16 @@ export class FakeCloud implements CloudProvider {
   readonly errors = new Map<string, Error>();
   /** Latency of a method in milliseconds, by method name; `*` applies to every method. */
   readonly latencyMs = new Map<string, number>();
+  /**
+   * Errors thrown by createRoute and deleteRoute for one route, by its destination CIDR (after
+   * latency and `errors`; the route table is then left as it was): one failing route among many.
+   */
+  readonly routeErrors = new Map<string, Error>();
+  /**
+   * Whether routes created from now on opt in to node addresses (`enableNodeAddresses`), like a
+   * provider that programs routes to the node's addresses and wants them compared.
+   */
+  routesEnableNodeAddresses = false;
   /** The ingress IP ensureLoadBalancer hands out. */
   loadBalancerIp = '192.0.2.100';
   clusterNames: string[] = ['kubernetes'];
@@ -99,6 +109,11 @@ export class FakeCloud implements CloudProvider {
     const latency = this.latencyMs.get(method) ?? this.latencyMs.get('*') ?? 0;
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     const error = this.errors.get(method);
+    if (error) throw error;
+  }
+
+  #routeError(route: Route): void {
+    const error = this.routeErrors.get(route.destinationCidr);
     if (error) throw error;
   }
 
@@ -197,11 +212,15 @@ export class FakeCloud implements CloudProvider {
     },
     createRoute: async (clusterName, nameHint, route) => {
       await this.#call('createRoute', clusterName, nameHint, route);
-      this.routeTable.push({ ...route, name: `${clusterName}-${nameHint}` });
+      this.#routeError(route);
+      const enableNodeAddresses = route.enableNodeAddresses || this.routesEnableNodeAddresses;
+      this.routeTable.push({ ...route, name: `${clusterName}-${nameHint}`, enableNodeAddresses });
     },
     deleteRoute: async (clusterName, route) => {
       await this.#call('deleteRoute', clusterName, route);
-      const index = this.routeTable.findIndex((r) => r.name === route.name);
+      this.#routeError(route);
+      // By name and destination: a dual-stack node's two routes share the name made from its UID.
+      const index = this.routeTable.findIndex((r) => r.name === route.name && r.destinationCidr === route.destinationCidr);
       if (index >= 0) this.routeTable.splice(index, 1);
     },
   };

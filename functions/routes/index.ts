@@ -1,0 +1,93 @@
+// The routes function: the route controller as an HTTP function. Routes are cluster-wide, so a
+// Node event, a manual reconcile of one node and the periodic trigger (upstream every 10 s) all
+// run the same whole-cluster pass; requests that arrive while one runs share the next pass
+// (./coalesce.ts) instead of piling up.
+
+import type { CoreV1Api } from '@kubernetes/client-node';
+import { Counter, type Registry } from 'prom-client';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { InvalidRequestError } from '../../shared/host/errors.ts';
+import type { FunctionDefinition, ObjectKey, ObjectReport, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { invalidNodeName } from '../../shared/kube/names.ts';
+import { Coalescer } from './coalesce.ts';
+import { parseClusterCidrs } from './plan.ts';
+import { reconcileRoutes, type RoutesDeps, type SyncOptions } from './sync.ts';
+
+/** What routes needs. */
+export interface RoutesOptions {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  /** `--cluster-name`, handed to every route call. */
+  readonly clusterName: string;
+  /**
+   * `--cluster-cidr`, split on commas and trimmed: one CIDR, or two of different IP families.
+   * Only routes inside them are ever deleted.
+   */
+  readonly clusterCidrs: readonly string[];
+  /** `--configure-cloud-routes` (default true); false means routes are disabled and the function refuses to start. */
+  readonly configureCloudRoutes?: boolean;
+  /** Provider route calls in flight at once, and node status writes at once (default 10). */
+  readonly concurrency?: number;
+}
+
+// The start-up checks of upstream's startRouteController, in its order, plus our own option.
+function startup(options: RoutesOptions): Pick<RoutesDeps, 'routes' | 'clusterCidrs' | 'concurrency'> {
+  if (options.configureCloudRoutes === false) {
+    throw new Error('routes: cloud routes are disabled (configure-cloud-routes is false); this function has nothing to do');
+  }
+  const routes = options.cloud.routes();
+  if (!routes) throw new Error(`routes: cloud provider "${options.cloud.providerName()}" does not support routes`);
+  const concurrency = options.concurrency ?? defaultRouteConcurrency;
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`routes: concurrency must be a positive integer, got ${concurrency}`);
+  try {
+    return { routes, clusterCidrs: parseClusterCidrs(options.clusterCidrs), concurrency };
+  } catch (error) {
+    throw new Error(`routes: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** The default bound on route calls in flight: gentle on cloud API rate limits (upstream: 200). */
+export const defaultRouteConcurrency = 10;
+
+/**
+ * The routes function. Every request reconciles the whole cluster (the key of a Node event or a
+ * manual reconcile is only checked to be a valid node name) and answers 2xx with a report of every
+ * node and every deleted route; failed creations, deletions and condition writes are reported on
+ * their objects with `result: 'failed'` and retried by the next pass. Only a failure to list routes
+ * or nodes fails the request (500, or 503 when the provider throws RetryError).
+ *
+ * Concurrent requests coalesce within the process: a request joins the pass queued behind the
+ * running one (at most one runs and one waits), so its report reflects state at least as new as
+ * its arrival. Dry runs coalesce among themselves only. Replicas do not coalesce with each other
+ * (harmless, but duplicate cloud calls): deploy routes as a single instance.
+ *
+ * Throws at start-up, saying which, when routes are disabled (`configureCloudRoutes: false`), the
+ * provider has no Routes, a cluster CIDR is missing or invalid, or `concurrency` is not a positive integer.
+ */
+export function routesFunction(options: RoutesOptions): FunctionDefinition {
+  const deps: { -readonly [K in keyof RoutesDeps]: RoutesDeps[K] } = { core: options.core, clusterName: options.clusterName, ...startup(options) };
+  const pass = async (run: SyncOptions, signal: AbortSignal): Promise<ObjectReport[]> => reconcileRoutes(deps, { ...run, signal });
+  // Separate queues: a dry run must not answer with a real pass's report, nor a real request with a dry one's.
+  const passes = { real: new Coalescer(pass), dry: new Coalescer(pass) };
+  const reconcile = async (run: ReconcileOptions): Promise<Report> => {
+    const objects = await (run.dryRun ? passes.dry : passes.real).join({ dryRun: run.dryRun, log: run.log }, run.signal);
+    return { function: 'routes', dryRun: run.dryRun, objects };
+  };
+  return {
+    name: 'routes',
+    kinds: ['Node'],
+    reconcileOne: async (key: ObjectKey, run: ReconcileOptions) => {
+      const problem = invalidNodeName(key.name);
+      if (problem !== undefined) throw new InvalidRequestError(problem);
+      return reconcile(run);
+    },
+    reconcileAll: reconcile,
+    registerMetrics: (registry: Registry) => {
+      deps.syncs = new Counter({
+        name: 'route_controller_route_sync_total',
+        help: 'Passes of the route controller over the whole cluster (coalesced requests share one).',
+        registers: [registry],
+      });
+    },
+  };
+}
