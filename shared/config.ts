@@ -77,6 +77,14 @@ export const options = {
     integer(1, 1000).default(10),
     'n',
   ),
+  configureCloudRoutes: option('boolean', 'Whether the routes function programs pod routes in the cloud (--configure-cloud-routes=false turns it off).', z.boolean().default(true)),
+  clusterCidr: option(
+    'string',
+    'The CIDR(s) of pods in the cluster, comma-separated (one per IP family); routes outside them are left alone.',
+    z.string().transform((v) => v.split(',').map((c) => c.trim()).filter((c) => c !== '')).default([]),
+    'cidrs',
+  ),
+  concurrentRouteOperations: option('string', 'Route creations and deletions in flight at once.', integer(1, 1000).default(10), 'n'),
   logLevel: option('string', 'Log level.', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'level'),
   url: option('string', 'The URL of the function to call.', z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'), 'url'),
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
@@ -181,7 +189,8 @@ function parseFlags<K extends OptionName>(
   const allowed = command.positionals ?? [];
   let parsed;
   try {
-    parsed = parseArgs({ args: [...args], options: config, strict: true, allowPositionals: allowed.length > 0 });
+    const goStyle = args.map((arg) => booleanAssignment(arg, names));
+    parsed = parseArgs({ args: goStyle, options: config, strict: true, allowPositionals: allowed.length > 0, allowNegative: true });
   } catch (error) {
     throw new ConfigError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), { cause: error });
   }
@@ -193,4 +202,13 @@ function parseFlags<K extends OptionName>(
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
   return { flags: Object.fromEntries(names.map((name) => [name, values[flagName(name)]])), positionals };
+}
+
+// Go's flag package takes `--flag=false` for a boolean; parseArgs spells it `--no-flag`.
+function booleanAssignment(arg: string, names: readonly OptionName[]): string {
+  const match = /^--([a-z-]+)=(true|false)$/.exec(arg);
+  if (!match) return arg;
+  const name = names.find((n) => flagName(n) === match[1]);
+  if (name === undefined || options[name].kind !== 'boolean') return arg;
+  return match[2] === 'true' ? `--${match[1]}` : `--no-${match[1]}`;
 }

@@ -12,6 +12,9 @@ const aliases: Readonly<Record<string, string>> = {
   'service-lb': 'service-lb',
   'service-lb-controller': 'service-lb',
   service: 'service-lb',
+  routes: 'routes',
+  'node-route-controller': 'routes',
+  route: 'routes',
 };
 
 /** The canonical name for a function name or alias, or undefined when none matches. */

@@ -39,11 +39,11 @@ const commands = {
   serve: command({
     summary: 'Serve one function over HTTP (what a container or Knative Service runs).',
     description:
-      'Serves <function> (node-init, node-lifecycle or service-lb) on --bind-address:--port: CloudEvents on POST /,\n' +
+      'Serves <function> (node-init, node-lifecycle, service-lb or routes) on --bind-address:--port: CloudEvents on POST /,\n' +
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
     options: [
       'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port',
-      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'logLevel',
+      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations', 'logLevel',
     ],
     required: ['cloudProvider'],
     positionals: ['function'],
@@ -53,8 +53,8 @@ const commands = {
     summary: 'Ask a served function to reconcile one object, or all of them.',
     description:
       'POSTs to <url>/reconcile and prints the report: what was changed, or with --dry-run what would be.\n' +
-      '<function> is node-init (alias: node), node-lifecycle or service-lb (alias: service); name the object\n' +
-      '(a Service as <namespace>/<name>), or pass --all.',
+      '<function> is node-init (alias: node), node-lifecycle, service-lb (alias: service) or routes; name the\n' +
+      'object (a Service as <namespace>/<name>), or pass --all. routes always reconciles the whole cluster.',
     options: ['url', 'all', 'dryRun'],
     positionals: ['function', 'name'],
     minPositionals: 1,

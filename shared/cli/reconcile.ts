@@ -7,11 +7,7 @@ import type { Io } from './main.ts';
 
 /** Calls the function and prints the report; exit status 0 when it answered 2xx. */
 export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, io: Io): Promise<number> {
-  const [fn = '', name] = line.positionals;
-  const canonical = canonicalFunction(fn === 'node' ? 'node-init' : fn);
-  if (canonical === undefined) throw new ConfigError(`unknown function '${fn}'`);
-  if ((name === undefined) === !line.config.all) throw new ConfigError('name one object, or pass --all (not both)');
-  const body = name === undefined ? { all: true } : objectName(canonical, name);
+  const { canonical, body } = request(line);
   const url = new URL('reconcile', line.config.url.endsWith('/') ? line.config.url : `${line.config.url}/`);
   url.searchParams.set('dryRun', String(line.config.dryRun));
   let response: Response;
@@ -28,6 +24,17 @@ export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, 
   }
   io.stderr.write(`cirrus reconcile: ${canonical} answered ${response.status}: ${text}\n`);
   return 1;
+}
+
+// The function and the body of its /reconcile request; throws ConfigError for a bad command line.
+function request(line: CommandLine<'url' | 'all' | 'dryRun'>): { canonical: string; body: object } {
+  const [fn = '', name] = line.positionals;
+  const canonical = canonicalFunction(fn === 'node' ? 'node-init' : fn);
+  if (canonical === undefined) throw new ConfigError(`unknown function '${fn}'`);
+  // routes has one object, the cluster's route table: it always reconciles all of it.
+  const all = line.config.all || (canonical === 'routes' && name === undefined);
+  if ((name === undefined) === !all) throw new ConfigError('name one object, or pass --all (not both)');
+  return { canonical, body: name === undefined ? { all: true } : objectName(canonical, name) };
 }
 
 // Services are namespaced: `<namespace>/<name>`. Nodes are not.

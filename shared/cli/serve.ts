@@ -15,7 +15,7 @@ import type { Io } from './main.ts';
 
 type ServeOptions =
   | 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port'
-  | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'logLevel';
+  | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'configureCloudRoutes' | 'clusterCidr' | 'concurrentRouteOperations' | 'logLevel';
 
 /** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise<number> {
@@ -49,6 +49,15 @@ async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudPr
     case 'service-lb':
       return (await import('../../functions/service-lb/index.ts')).serviceLbFunction({
         core, cloud, clusterName: config.clusterName, concurrency: config.concurrentServiceSyncs,
+      });
+    case 'routes':
+      return (await import('../../functions/routes/index.ts')).routesFunction({
+        core,
+        cloud,
+        clusterName: config.clusterName,
+        clusterCidrs: config.clusterCidr,
+        configureCloudRoutes: config.configureCloudRoutes,
+        concurrency: config.concurrentRouteOperations,
       });
     default:
       throw new ConfigError(`unknown function '${name}'`);

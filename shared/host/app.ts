@@ -5,6 +5,7 @@
 // 500 for a failure. The app never listens; ./serve.ts does.
 
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import underPressure from '@fastify/under-pressure';
 import fastify, {
   LogController,
@@ -21,6 +22,7 @@ import fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { readVerifiedBody, UnauthorizedError, type AuthOptions } from './auth.ts';
 import { acceptedEventTypes, eventMode, eventObjectKey, eventTypes, formatIssue, readCloudEvent } from './cloudevents.ts';
 import { errorReply, InvalidRequestError, type ErrorReply } from './errors.ts';
 import { formatKey, type FunctionDefinition, type ObjectKey, type ReconcileOptions, type Report } from './function.ts';
@@ -68,6 +70,12 @@ export interface AppOptions {
   readonly bodyLimit?: number;
   /** Also export prom-client's process metrics (default true; see createHostMetrics). */
   readonly processMetrics?: boolean;
+  /**
+   * Verify the relay's request signatures (./auth.ts): a request to a reconcile route without a
+   * valid `X-Cirrus-Signature` is answered 401 before its body is parsed. Probes and /metrics stay
+   * open. Default: no verification.
+   */
+  readonly auth?: AuthOptions;
 }
 
 /** The app buildApp returns: a Fastify instance logging through a pino Logger. */
@@ -82,6 +90,8 @@ interface Host {
   readonly metrics: HostMetrics;
   readonly logger: Logger;
   readonly retryAfter: number;
+  readonly auth?: AuthOptions | undefined;
+  readonly bodyLimit: number;
 }
 
 /**
@@ -98,7 +108,9 @@ interface Host {
  *
  * Errors, on both reconcile routes: a malformed request or an InvalidRequestError → 400
  * `{ error, problems }`; a RetryError (also as a cause) → 503 with `Retry-After`; overload → 503
- * with `Retry-After`; anything else → 500 `{ error }`. Throws TypeError when `definition.kinds` is empty.
+ * with `Retry-After`; anything else → 500 `{ error }`. With `options.auth`, a request whose signature
+ * is missing, stale or wrong → 401 `{ error }`, before anything else is read. Throws TypeError when
+ * `definition.kinds` is empty.
  */
 export async function buildApp(definition: FunctionDefinition, options: AppOptions): Promise<FunctionApp> {
   const [defaultKind] = definition.kinds;
@@ -121,7 +133,10 @@ export async function buildApp(definition: FunctionDefinition, options: AppOptio
   });
   addClosingHooks(app);
   addProbeRoutes(app, metrics);
-  const host: Host = { definition, defaultKind, metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0 };
+  const host: Host = {
+    definition, defaultKind, metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0,
+    auth: options.auth, bodyLimit: options.bodyLimit ?? defaultBodyLimit,
+  };
   await app.register(reconcileRoutes(host, pressure));
   await app.ready();
   return app;
@@ -188,8 +203,12 @@ function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false
       done();
     });
     if (pressure) await scope.register(underPressure, pressure);
+    if (host.auth) addSignatureCheck(scope, host.auth, host.bodyLimit);
     addBodyParsers(scope);
-    scope.setErrorHandler((error, request, reply) => send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter })));
+    scope.setErrorHandler((error, request, reply) => {
+      if (error instanceof UnauthorizedError) return send(reply, unauthorized(error, request.log));
+      return send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter }));
+    });
     scope.addHook('onResponse', (request, reply, done) => {
       const trigger = request.routeOptions.url === '/reconcile' ? 'manual' : (triggers.get(request) ?? 'unknown');
       host.metrics.requests.inc({ function: host.definition.name, trigger, code: String(reply.statusCode) });
@@ -198,6 +217,21 @@ function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false
     scope.post('/', (request, reply) => handleEvent(host, request, reply, triggers));
     scope.post('/reconcile', (request, reply) => handleManual(host, request, reply));
   };
+}
+
+// The signature covers the raw body, so it is checked before any parser runs; the parsers then
+// read the verified bytes as if from the socket.
+function addSignatureCheck(scope: FunctionApp, auth: AuthOptions, limit: number): void {
+  scope.addHook('preParsing', async (request, _reply, payload) => {
+    const tooLarge = (): Error => new InvalidRequestError(`the body is larger than ${limit} bytes`);
+    const body = await readVerifiedBody(payload, request.headers, { ...auth, limit, tooLarge });
+    return Readable.from([body], { objectMode: false });
+  });
+}
+
+function unauthorized(error: UnauthorizedError, log: Pick<FastifyBaseLogger, 'warn'>): Outcome {
+  log.warn({ outcome: 'unauthorized', code: 401, error: error.message }, 'reconcile unauthorized');
+  return { status: 401, body: { error: `unauthorized: ${error.message}` } };
 }
 
 // JSON (binary-mode data, structured events, manual bodies) with an empty body meaning no data:

@@ -137,6 +137,39 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     });
   });
 
+  it('routes: programs a route for a node with a pod CIDR and sets NetworkUnavailable; a dry run lists the same', async () => {
+    const name = uniqueName('pods');
+    await createNode(core, { ...newNode(name), spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } });
+    const served = await startServe(['routes', '--cloud-provider', 'fake', '--cluster-cidr', '10.244.0.0/16', '--kubeconfig', cluster.info.adminKubeconfig]);
+    try {
+      const post = async (query: string): Promise<{ objects: { key: string; result: string; changes: { action: string }[] }[] }> => {
+        const response = await fetch(`${served.url}/reconcile${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"all":true}' });
+        assert.equal(response.status, 200, await response.clone().text());
+        return response.json() as Promise<{ objects: { key: string; result: string; changes: { action: string }[] }[] }>;
+      };
+      const actions = (report: Awaited<ReturnType<typeof post>>): string[] =>
+        report.objects.find((o) => o.key === `Node/${name}`)?.changes.map((c) => c.action) ?? [];
+      const dry = await post('?dryRun=true');
+      assert.deepEqual(actions(dry), ['create-route', 'patch-status']);
+      const unavailable = (await core.readNode({ name })).status?.conditions?.find((c) => c.type === 'NetworkUnavailable');
+      assert.equal(unavailable, undefined, 'the dry run set no condition');
+
+      assert.deepEqual(actions(await post('')), ['create-route', 'patch-status']);
+      const condition = (await core.readNode({ name })).status?.conditions?.find((c) => c.type === 'NetworkUnavailable');
+      assert.equal(condition?.status, 'False');
+      assert.equal(condition.reason, 'RouteCreated');
+      assert.deepEqual(actions(await post('')), [], 'the route exists now');
+    } finally {
+      assert.equal(await stop(served), 0);
+    }
+  });
+
+  it('routes: refuses to start without a cluster CIDR, saying so', () => {
+    const result = spawnSync(process.execPath, [cli, 'serve', 'routes', '--cloud-provider', 'fake', '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /routes: no cluster CIDR is set/);
+  });
+
   it('runs an out-of-tree provider given with --provider-module', async () => {
     const gone = uniqueName('gone');
     await createNode(core, newNode(gone, withReady('False')));

@@ -66,14 +66,15 @@ describe('cirrus', () => {
     { argv: ['serve', 'node-init'], message: "cirrus serve: --cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)\nRun 'cirrus serve --help' for usage.\n" },
     { argv: ['serve'], message: "cirrus serve: missing argument <function>\nRun 'cirrus serve --help' for usage.\n" },
     {
-      argv: ['serve', 'route', '--cloud-provider', 'fake'],
-      message: "cirrus serve: unknown function 'route' (known: node-init, cloud-node-controller, cloud-node, node-lifecycle, " +
-        "cloud-node-lifecycle-controller, cloud-node-lifecycle, service-lb, service-lb-controller, service)\nRun 'cirrus serve --help' for usage.\n",
+      argv: ['serve', 'routing', '--cloud-provider', 'fake'],
+      message: "cirrus serve: unknown function 'routing' (known: node-init, cloud-node-controller, cloud-node, node-lifecycle, " +
+        "cloud-node-lifecycle-controller, cloud-node-lifecycle, service-lb, service-lb-controller, service, routes, " +
+        "node-route-controller, route)\nRun 'cirrus serve --help' for usage.\n",
     },
     { argv: ['reconcile', 'node'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
     { argv: ['reconcile', 'node', 'w1', '--all'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
     { argv: ['reconcile', 'service', 'web'], message: "cirrus reconcile: name a Service as <namespace>/<name>, not 'web'\nRun 'cirrus reconcile --help' for usage.\n" },
-    { argv: ['reconcile', 'routes', 'x'], message: "cirrus reconcile: unknown function 'routes'\nRun 'cirrus reconcile --help' for usage.\n" },
+    { argv: ['reconcile', 'relay', 'x'], message: "cirrus reconcile: unknown function 'relay'\nRun 'cirrus reconcile --help' for usage.\n" },
     {
       argv: ['cluster'],
       env: { CIRRUS_CLUSTER_NAME: 'bad name' },

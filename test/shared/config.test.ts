@@ -14,6 +14,9 @@ describe('option names', () => {
     { option: 'port', flag: 'port', env: 'PORT' },
     { option: 'concurrentNodeSyncs', flag: 'concurrent-node-syncs', env: 'CIRRUS_CONCURRENT_NODE_SYNCS' },
     { option: 'concurrentServiceSyncs', flag: 'concurrent-service-syncs', env: 'CIRRUS_CONCURRENT_SERVICE_SYNCS' },
+    { option: 'configureCloudRoutes', flag: 'configure-cloud-routes', env: 'CIRRUS_CONFIGURE_CLOUD_ROUTES' },
+    { option: 'clusterCidr', flag: 'cluster-cidr', env: 'CIRRUS_CLUSTER_CIDR' },
+    { option: 'concurrentRouteOperations', flag: 'concurrent-route-operations', env: 'CIRRUS_CONCURRENT_ROUTE_OPERATIONS' },
     { option: 'logLevel', flag: 'log-level', env: 'CIRRUS_LOG_LEVEL' },
     { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
     { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
@@ -136,5 +139,21 @@ describe('positional arguments', () => {
   it('names a missing required one, and refuses one too many', () => {
     assert.throws(() => parseCommandLine(command, [], {}), { name: 'ConfigError', message: 'missing argument <function>' });
     assert.throws(() => parseCommandLine(command, ['a', 'b', 'c'], {}), { name: 'ConfigError', message: "Unexpected argument 'c'" });
+  });
+});
+
+describe('route options', () => {
+  const command = { options: ['configureCloudRoutes', 'clusterCidr'] as const };
+
+  it('splits and trims --cluster-cidr, and defaults to none', () => {
+    assert.deepEqual(parseConfig(command, ['--cluster-cidr', ' 10.244.0.0/16, fd00:10:244::/56 '], {}).clusterCidr, ['10.244.0.0/16', 'fd00:10:244::/56']);
+    assert.deepEqual(parseConfig(command, [], {}).clusterCidr, []);
+  });
+
+  it('takes Go-style --configure-cloud-routes=false, --no-configure-cloud-routes, and defaults to true', () => {
+    assert.equal(parseConfig(command, [], {}).configureCloudRoutes, true);
+    assert.equal(parseConfig(command, ['--configure-cloud-routes=false'], {}).configureCloudRoutes, false);
+    assert.equal(parseConfig(command, ['--no-configure-cloud-routes'], {}).configureCloudRoutes, false);
+    assert.equal(parseConfig(command, ['--configure-cloud-routes=true'], { CIRRUS_CONFIGURE_CLOUD_ROUTES: 'false' }).configureCloudRoutes, true);
   });
 });

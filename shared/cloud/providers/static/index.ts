@@ -1,18 +1,26 @@
 // The `static` provider: for clusters with no cloud API (bare metal, edge, home labs). The
 // "cloud" is a YAML inventory of machines, the cloud-config file, re-read when it changes so that
-// adding a machine needs no restart. Format and behaviour for users: docs/providers/static.md.
+// adding a machine needs no restart; optionally, pools of addresses for Services of type
+// LoadBalancer. Format and behaviour for users: docs/providers/static.md.
 //
 // Requests only ever read an immutable inventory snapshot; a reload builds and validates a new one
 // and swaps it in whole, so concurrent calls see either the old file or the new one, never a mix.
+// Load balancer allocations are not in the snapshot: they live in a ConfigMap (allocations.ts).
 
+import { CoreV1Api } from '@kubernetes/client-node';
 import { CloudConfigError } from '../../errors.ts';
-import type { CloudProvider, InstancesV2 } from '../../provider.ts';
+import type { CloudProvider, InstancesV2, LoadBalancer } from '../../provider.ts';
 import type { ProviderContext } from '../../registry.ts';
+import { AllocationStore } from './allocations.ts';
 import { StaticInstances } from './instances.ts';
 import { parseInventory, type Inventory } from './inventory.ts';
+import { StaticLoadBalancer } from './load-balancer.ts';
+import { reloadProblem, type LoadBalancerConfig } from './pools.ts';
 import { watchFile } from './watch.ts';
 
 export { parseInventory, type Inventory, type StaticInstance } from './inventory.ts';
+export { ADDRESSES_ANNOTATION, AllocationError, POOL_ANNOTATION, type Allocation } from './ipam.ts';
+export type { LoadBalancerConfig, Pool } from './pools.ts';
 
 /** Tuning of the reload; the defaults suit production, tests shorten them. */
 export interface StaticProviderOptions {
@@ -27,16 +35,22 @@ const DEFAULT_DEBOUNCE_MS = 100;
 
 /**
  * Builds the static provider from the inventory in `context.config`. Throws CloudConfigError when
- * there is no cloud-config or it is invalid. When `context.configPath` is set, the file is watched
- * until `context.signal` aborts: a valid change replaces the inventory (logged at info), an
- * invalid one is logged as an error and the last good inventory stays in force. The watch never
- * keeps the process alive.
+ * there is no cloud-config or it is invalid, and an Error when the file has `loadBalancers` but
+ * `context.kubeConfig` is undefined (allocations are recorded in the cluster). When
+ * `context.configPath` is set, the file is watched until `context.signal` aborts: a valid change
+ * replaces the inventory and the pools (logged at info), an invalid one — or one that adds or
+ * removes `loadBalancers` or moves its allocations — is logged as an error and the last good
+ * inventory stays in force. The watch never keeps the process alive.
  */
 export async function createStaticProvider(context: ProviderContext, options: StaticProviderOptions = {}): Promise<CloudProvider> {
   if (context.config === undefined) {
     throw new CloudConfigError(context.configPath, '', 'the static provider needs --cloud-config with an inventory file');
   }
   const holder = { inventory: parseInventory(context.config, context.configPath) };
+  const initialPools = holder.inventory.loadBalancers;
+  const loadBalancer = initialPools === undefined
+    ? undefined
+    : createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools);
   if (context.configPath !== undefined) {
     await watchFile(context.configPath, context.config, {
       onChange: (contents) => { reload(holder, contents, context); },
@@ -46,28 +60,46 @@ export async function createStaticProvider(context: ProviderContext, options: St
       debounceMs: options.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     });
   }
-  return new StaticCloud(new StaticInstances(() => holder.inventory));
+  return new StaticCloud(new StaticInstances(() => holder.inventory), loadBalancer);
+}
+
+function createLoadBalancer(context: ProviderContext, pools: () => LoadBalancerConfig): LoadBalancer {
+  const { namespace, configMap } = pools().allocations;
+  if (context.kubeConfig === undefined) {
+    throw new Error(
+      `the static provider's loadBalancers need a connection to the cluster (a kubeconfig), to record allocations in ConfigMap ${namespace}/${configMap}; none was given`,
+    );
+  }
+  const core = context.kubeConfig.makeApiClient(CoreV1Api);
+  const log = context.log.child({ capability: 'loadBalancer' });
+  return new StaticLoadBalancer(pools, { store: new AllocationStore(core, { namespace, configMap }, log), core, log });
 }
 
 function reload(holder: { inventory: Inventory }, contents: string, context: ProviderContext): void {
   const file = context.configPath;
   try {
-    holder.inventory = parseInventory(contents, file);
+    const next = parseInventory(contents, file);
+    const problem = reloadProblem(holder.inventory.loadBalancers, next.loadBalancers);
+    if (problem !== undefined) throw new CloudConfigError(file, problem.field, problem.problem);
+    holder.inventory = next;
   } catch (error) {
     if (!(error instanceof CloudConfigError)) throw error;
     const { field, problem, message } = error;
     context.log.error({ file, field, problem }, `rejected a change to the static inventory, keeping the last good one: ${message}`);
     return;
   }
-  context.log.info({ file, instances: holder.inventory.instances.length }, 'reloaded the static inventory');
+  const pools = holder.inventory.loadBalancers?.pools.length ?? 0;
+  context.log.info({ file, instances: holder.inventory.instances.length, pools }, 'reloaded the static inventory');
 }
 
-/** The static provider: instances only. */
+/** The static provider: instances, and load balancers when the file has pools. */
 class StaticCloud implements CloudProvider {
   readonly #instances: InstancesV2;
+  readonly #loadBalancer: LoadBalancer | undefined;
 
-  constructor(instances: InstancesV2) {
+  constructor(instances: InstancesV2, loadBalancer: LoadBalancer | undefined) {
     this.#instances = instances;
+    this.#loadBalancer = loadBalancer;
   }
 
   /** Also the default scheme of provider IDs (`static://<name>`); entries may use any other. */
@@ -83,11 +115,10 @@ class StaticCloud implements CloudProvider {
     return this.#instances;
   }
 
-  // Load balancers (for bare metal: announcing addresses from a pool) will be a capability of
-  // their own beside instances, with their own section in the inventory. Until then Services of
-  // type LoadBalancer are left to another controller.
-  loadBalancer(): undefined {
-    return undefined;
+  // Addresses from the pools of `loadBalancers`; without that section, Services of type
+  // LoadBalancer are left to another controller.
+  loadBalancer(): LoadBalancer | undefined {
+    return this.#loadBalancer;
   }
 
   // Not needed: instancesV2() is what the node controllers use when it is present.

@@ -9,6 +9,7 @@ import type { V1NodeAddress } from '@kubernetes/client-node';
 import { loadAll, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import { CloudConfigError } from '../../errors.ts';
+import { allocationsSchema, buildLoadBalancers, loadBalancersSchema, poolSchema, type LoadBalancerConfig } from './pools.ts';
 import { dnsSubdomainProblem, labelKeyProblem, labelValueProblem, providerIdProblem } from './syntax.ts';
 
 /** The address types of a Node's `status.addresses`. */
@@ -38,6 +39,8 @@ export interface Inventory {
   readonly instances: readonly StaticInstance[];
   readonly byProviderId: ReadonlyMap<string, StaticInstance>;
   readonly byName: ReadonlyMap<string, StaticInstance>;
+  /** The address pools for Services of type LoadBalancer; undefined when the file has no `loadBalancers`. */
+  readonly loadBalancers: LoadBalancerConfig | undefined;
 }
 
 type Check = (value: string) => string | undefined;
@@ -84,7 +87,7 @@ const instanceSchema = z.strictObject({
   }
 });
 
-const inventorySchema = z.strictObject({ instances: z.array(instanceSchema) });
+const inventorySchema = z.strictObject({ instances: z.array(instanceSchema), loadBalancers: loadBalancersSchema.optional() });
 
 type InstanceEntry = z.output<typeof instanceSchema>;
 
@@ -95,7 +98,8 @@ type InstanceEntry = z.output<typeof instanceSchema>;
 export function parseInventory(text: string, file: string | undefined): Inventory {
   const result = inventorySchema.safeParse(loadMapping(text, file), { reportInput: true });
   if (!result.success) throw issueError(result.error.issues, file);
-  return buildInventory(result.data.instances, file);
+  const { instances, loadBalancers } = result.data;
+  return buildInventory(instances, loadBalancers === undefined ? undefined : buildLoadBalancers(loadBalancers, file), file);
 }
 
 function loadMapping(text: string, file: string | undefined): unknown {
@@ -145,7 +149,9 @@ function problemOf(issue: z.core.$ZodIssue): string {
   return issue.message;
 }
 
-const EXPECTED: Partial<Record<string, string>> = { string: 'a string', array: 'a list', object: 'a mapping', record: 'a mapping' };
+const EXPECTED: Partial<Record<string, string>> = {
+  string: 'a string', array: 'a list', object: 'a mapping', record: 'a mapping', boolean: 'true or false',
+};
 
 function isScalar(value: unknown): value is number | boolean {
   return typeof value === 'number' || typeof value === 'boolean';
@@ -159,12 +165,19 @@ function describe(value: unknown): string {
   return isScalar(value) ? `the ${typeof value} ${String(value)}` : typeof value;
 }
 
+// The fields of each mapping in the file, by its path with list indexes left out.
+const FIELDS: ReadonlyMap<string, readonly string[]> = new Map([
+  ['', Object.keys(inventorySchema.shape)],
+  ['instances[]', Object.keys(instanceSchema.shape)],
+  ['instances[].addresses[]', Object.keys(addressSchema.shape)],
+  ['loadBalancers', Object.keys(loadBalancersSchema.shape)],
+  ['loadBalancers.pools[]', Object.keys(poolSchema.shape)],
+  ['loadBalancers.allocations', Object.keys(allocationsSchema.shape)],
+]);
+
 // The fields allowed where an unknown one was found, to point at typos like `providerId`.
-function knownFields(path: readonly PropertyKey[]): string[] | undefined {
-  if (path.length === 0) return Object.keys(inventorySchema.shape);
-  if (path.length === 2) return Object.keys(instanceSchema.shape);
-  if (path.length === 4 && path[2] === 'addresses') return Object.keys(addressSchema.shape);
-  return undefined;
+function knownFields(path: readonly PropertyKey[]): readonly string[] | undefined {
+  return FIELDS.get(path.map((part, index) => (typeof part === 'number' ? '[]' : `${index === 0 ? '' : '.'}${String(part)}`)).join(''));
 }
 
 /** `['instances', 2, 'labels', 'example.com/rack']` → `instances[2].labels["example.com/rack"]`. */
@@ -177,7 +190,7 @@ export function fieldPath(path: readonly PropertyKey[]): string {
   }).join('');
 }
 
-function buildInventory(entries: readonly InstanceEntry[], file: string | undefined): Inventory {
+function buildInventory(entries: readonly InstanceEntry[], loadBalancers: LoadBalancerConfig | undefined, file: string | undefined): Inventory {
   const names = new Map<string, number>();
   const providerIds = new Map<string, number>();
   const instances = entries.map((entry, index) => {
@@ -197,6 +210,7 @@ function buildInventory(entries: readonly InstanceEntry[], file: string | undefi
     instances: Object.freeze(instances),
     byName: new Map(instances.flatMap((instance) => (instance.name === undefined ? [] : [[instance.name, instance] as const]))),
     byProviderId: new Map(instances.map((instance) => [instance.providerID, instance] as const)),
+    loadBalancers,
   });
 }
 

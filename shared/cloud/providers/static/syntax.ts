@@ -5,6 +5,7 @@
 
 const DNS_LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
 const DNS_SUBDOMAIN = new RegExp(`^${DNS_LABEL}(\\.${DNS_LABEL})*$`);
+const DNS_LABEL_ONLY = new RegExp(`^${DNS_LABEL}$`);
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 /** The label domains the node controller drops from additional labels (cloud-provider's node controller). */
@@ -49,4 +50,13 @@ export function labelValueProblem(value: string): string | undefined {
 /** A provider ID: `<scheme>://<id>`. */
 export function providerIdProblem(value: string): string | undefined {
   return PROVIDER_ID.test(value) ? undefined : 'must have the form <scheme>://<id>, like static://worker-1';
+}
+
+/** A DNS-1123 label, the syntax of namespace names and of the static provider's pool names. */
+export function dnsLabelProblem(value: string): string | undefined {
+  if (value.length === 0 || value.length > 63) return 'must be 1 to 63 characters';
+  if (!DNS_LABEL_ONLY.test(value)) {
+    return 'must be a DNS label: lower-case letters, digits and "-", starting and ending with a letter or digit';
+  }
+  return undefined;
 }
