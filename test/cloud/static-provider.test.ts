@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import type { V1Node } from '@kubernetes/client-node';
+import { KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
 import { pino, type Logger } from 'pino';
 import { CloudConfigError, findCause, InstanceNotFoundError } from '../../shared/cloud/errors.ts';
@@ -33,8 +33,20 @@ function node(name: string, providerID?: string): V1Node {
   return { metadata: { name }, spec: providerID === undefined ? {} : { providerID } };
 }
 
-async function fromYaml(yaml: string): Promise<InstancesV2> {
-  return instancesOf(await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }));
+/** A client configuration for a cluster that is never called: building a provider makes no request. */
+function offlineKubeConfig(): KubeConfig {
+  const config = new KubeConfig();
+  config.loadFromOptions({
+    clusters: [{ name: 'c', server: 'https://127.0.0.1:1', skipTLSVerify: false }],
+    users: [{ name: 'u' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return config;
+}
+
+async function fromYaml(yaml: string, kubeConfig?: KubeConfig): Promise<InstancesV2> {
+  return instancesOf(await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig }));
 }
 
 function instancesOf(provider: CloudProvider): InstancesV2 {
@@ -95,7 +107,7 @@ describe('parseInventory: invalid files', () => {
     { name: 'two documents', yaml: 'instances: []\n---\ninstances: []\n', field: '', problem: /^must hold a single YAML document$/ },
     { name: 'no instances', yaml: '{}\n', field: 'instances', problem: /^is required$/ },
     { name: 'instances left empty', yaml: 'instances:\n', field: 'instances', problem: /^must be a list, not null$/ },
-    { name: 'an unknown top-level field', yaml: 'instances: []\nmachines: []\n', field: 'machines', problem: /^is not a known field; the fields here are instances$/ },
+    { name: 'an unknown top-level field', yaml: 'instances: []\nmachines: []\n', field: 'machines', problem: /^is not a known field; the fields here are instances, loadBalancers$/ },
     { name: 'a misspelt field', yaml: entry('{ name: a, providerId: static://a }'), field: 'instances[0].providerId', problem: /^is not a known field; the fields here are name, providerID, / },
     { name: 'an entry with neither name nor providerID', yaml: entry('{ zone: a }'), field: 'instances[0]', problem: /^needs a name or a providerID/ },
     { name: 'a name that is not a Node name', yaml: entry('{ name: Worker_1 }'), field: 'instances[0].name', problem: /must be a DNS subdomain/ },
@@ -209,11 +221,18 @@ describe('examples/static', () => {
     assert.ok(inventory.instances.some((instance) => instance.state === 'shutdown'));
     const exampleNode = load(await example('node.yaml')) as V1Node;
     assert.ok(exampleNode.spec?.taints?.some((taint) => taint.key === 'node.cloudprovider.kubernetes.io/uninitialized' && taint.effect === 'NoSchedule'));
-    const instances = await fromYaml(await example('inventory.yaml'));
+    const instances = await fromYaml(await example('inventory.yaml'), offlineKubeConfig());
     const found = await metadata(instances, exampleNode);
     // The node controller refuses metadata whose addresses do not hold the kubelet's --node-ip.
     const nodeIp = exampleNode.metadata?.annotations?.['alpha.kubernetes.io/provided-node-ip'];
     assert.ok(found.nodeAddresses.some((address) => address.address === nodeIp));
+  });
+
+  it('has an example with load balancer pools of both families, a default and a namespace pool', async () => {
+    const pools = parseInventory(await example('inventory.yaml'), 'inventory.yaml').loadBalancers;
+    assert.ok(pools);
+    assert.ok(pools.defaultPool?.blocks.some((block) => block.family === 'IPv6'));
+    assert.ok(pools.byNamespace.size > 0);
   });
 });
 
@@ -241,6 +260,18 @@ describe('createStaticProvider', () => {
     const provider = await initCloudProvider('static', file, options);
     assert.equal(provider.providerName(), 'static');
     assert.equal(await instancesOf(provider).instanceExists(node('worker-2')), true);
+  });
+
+  it('supports loadBalancer when the file has pools, given a kubeconfig', async () => {
+    const yaml = 'instances: []\nloadBalancers: { pools: [{ name: a, default: true, addresses: [192.0.2.0/28] }] }\n';
+    const provider = await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: offlineKubeConfig() });
+    assert.ok(provider.loadBalancer());
+    await assert.rejects(createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }), (error) => {
+      assert.ok(error instanceof Error);
+      assert.equal(error.message, 'the static provider\'s loadBalancers need a connection to the cluster (a kubeconfig), ' +
+        'to record allocations in ConfigMap kube-system/cirrus-lb-ipam; none was given');
+      return true;
+    });
   });
 
   it('supports instancesV2 only', async () => {
