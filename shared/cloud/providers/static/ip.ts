@@ -91,11 +91,6 @@ export function canonicalIp(text: string): string | undefined {
   return ip === undefined ? undefined : formatIp(ip);
 }
 
-/** How many addresses of `family` there are: 2^32 or 2^128. */
-export function familySize(family: IpFamily): bigint {
-  return 1n << BITS[family];
-}
-
 const EXAMPLES = 'a CIDR (like 192.0.2.0/28), a range (like 192.0.2.10-192.0.2.20) or a single address';
 
 /**

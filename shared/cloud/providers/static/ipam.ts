@@ -213,10 +213,11 @@ function freeAddress(request: AddressRequest, family: IpFamily, holders: Readonl
   const { pool } = request;
   const inPool = [...holders].filter(([address]) => {
     const ip = parseIp(address);
-    return ip !== undefined && pool.blocks.some((block) => blockContains(block, ip));
+    return ip?.family === family && pool.blocks.some((block) => blockContains(block, ip));
   }).map(([, holder]) => holder.uid);
+  const size = poolSize(pool, family);
   throw new AllocationError(
-    `pool "${pool.name}" is exhausted (${poolSize(pool, family)} ${family} addresses, all allocated): ` +
+    `pool "${pool.name}" is exhausted (${size} ${family} ${size === 1n ? 'address' : 'addresses'}, all allocated): ` +
       `no ${family} address for service ${request.namespace}/${request.name} (${request.poolReason})`,
     [...new Set(inPool)],
   );
