@@ -137,6 +137,45 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     });
   });
 
+  it('service-lb with static pools: an address, the finalizer and Events; deletion releases it', async () => {
+    const namespace = uniqueName('svc');
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    await createNode(core, newNode(uniqueName('lb-node')));
+    const config = join(dir, 'pools.yaml');
+    const configMap = uniqueName('ipam');
+    await writeFile(config, [
+      'instances: []',
+      'loadBalancers:',
+      '  pools: [{ name: lab, default: true, addresses: [198.51.100.20-198.51.100.21] }]',
+      `  allocations: { namespace: ${namespace}, configMap: ${configMap} }`,
+      '',
+    ].join('\n'));
+    const served = await startServe(['service-lb', '--cloud-provider', 'static', '--cloud-config', config, '--kubeconfig', cluster.info.adminKubeconfig]);
+    try {
+      await core.createNamespacedService({ namespace, body: { metadata: { name: 'web' }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } } });
+      const cli = (...args: string[]): { status: number | null; stdout: string; stderr: string } =>
+        spawnSync(process.execPath, [new URL('../../bin/cirrus.js', import.meta.url).pathname, 'reconcile', 'service', `${namespace}/web`, '--url', served.url, ...args], { encoding: 'utf8' });
+      assert.equal(cli().status, 0);
+      const service = await core.readNamespacedService({ namespace, name: 'web' });
+      assert.equal(service.status?.loadBalancer?.ingress?.[0]?.ip, '198.51.100.20');
+      assert.ok(service.metadata?.finalizers?.includes('service.kubernetes.io/load-balancer-cleanup'));
+      const reasons = (await core.listNamespacedEvent({ namespace })).items.map((e) => e.reason).sort();
+      assert.deepEqual(reasons, ['EnsuredLoadBalancer', 'EnsuringLoadBalancer']);
+      const allocations = await core.readNamespacedConfigMap({ namespace, name: configMap });
+      assert.equal(Object.keys(allocations.data ?? {}).length, 1);
+
+      await core.deleteNamespacedService({ namespace, name: 'web' });
+      const deleted = cli();
+      assert.equal(deleted.status, 0, deleted.stderr);
+      assert.equal((JSON.parse(deleted.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'deleted');
+      await assert.rejects(core.readNamespacedService({ namespace, name: 'web' }), { code: 404 });
+      const released = await core.readNamespacedConfigMap({ namespace, name: configMap });
+      assert.equal(Object.keys(released.data ?? {}).length, 0);
+    } finally {
+      assert.equal(await stop(served), 0);
+    }
+  });
+
   it('routes: programs a route for a node with a pod CIDR and sets NetworkUnavailable; a dry run lists the same', async () => {
     const name = uniqueName('pods');
     await createNode(core, { ...newNode(name), spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } });
