@@ -13,6 +13,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
+import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import { desiredAddresses } from './addresses.ts';
 import { applyPatch, initializationPatch, isUninitialized, labelReconcile, type NodePatch } from './labels.ts';
@@ -48,15 +49,6 @@ export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOp
 
 async function syncFetched(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
   return isUninitialized(node) ? initialize(deps, node, options) : reconcileLabels(deps, node, options);
-}
-
-async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
-  try {
-    return await core.readNode({ name });
-  } catch (error) {
-    if (apiStatus(error) === 404) return undefined;
-    throw error;
-  }
 }
 
 async function initialize(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
@@ -169,10 +161,6 @@ async function addressesFromCloud(cloud: CloudProvider, node: V1Node, signal?: A
   const legacy = cloud.instances();
   if (!legacy) return undefined;
   return legacyAddresses(legacy, node.spec?.providerID ?? '', node.metadata?.name ?? '', signal);
-}
-
-function nodeReference(node: V1Node): { apiVersion: string; kind: string; name: string; uid: string } {
-  return { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
 }
 
 function secondsSinceCreation(node: V1Node): number {

@@ -9,6 +9,7 @@ import type { CloudProvider, Instances } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
+import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import { taintShutdown } from '../../shared/kube/well-known.ts';
 
@@ -46,15 +47,6 @@ export async function monitorNode(deps: NodeLifecycleDeps, name: string, options
     if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
     return monitorFetched(deps, node, options);
   }, 5, 100);
-}
-
-async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
-  try {
-    return await core.readNode({ name });
-  } catch (error) {
-    if (apiStatus(error) === 404) return undefined;
-    throw error;
-  }
 }
 
 async function monitorFetched(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
@@ -113,8 +105,7 @@ async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: Monito
 }
 
 function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typeof eventFor> {
-  const reference = { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
-  return eventFor(reference, { ...spec, component });
+  return eventFor(nodeReference(node), { ...spec, component });
 }
 
 async function instanceExists(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<boolean> {

@@ -8,7 +8,7 @@ import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud
 import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import {
-  createNode, newNode, ownTaints, plain, silentLogger, uninitialized, uninitializedTaint, withAddresses, withAnnotations, withLabels,
+  createNode, eventsAbout, firstResult, newNode, ownTaints, plain, silentLogger, uninitialized, uninitializedTaint, withAddresses, withAnnotations, withLabels,
   withProviderId, withTaints,
 } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
@@ -17,9 +17,7 @@ const log = silentLogger();
 const run = { dryRun: false, log, signal: new AbortController().signal };
 const dryRun = { ...run, dryRun: true };
 
-function result(report: Report): string | undefined {
-  return report.objects[0]?.result;
-}
+const result = firstResult;
 
 describe('node-init', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
@@ -42,10 +40,7 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     });
   }
 
-  async function events(name: string): Promise<string[]> {
-    const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${name}` });
-    return list.items.map((e) => `${e.type ?? ''}/${e.reason ?? ''}/${e.message ?? ''}`);
-  }
+  const events = (name: string): Promise<string[]> => eventsAbout(core, 'default', name);
 
   it('initializes a tainted node: provider ID, labels, taint removal, addresses, Synced event', async () => {
     const name = uniqueName('init');

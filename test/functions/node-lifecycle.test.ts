@@ -6,16 +6,14 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { NotImplementedError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
-import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
-import { createNode, newNode, ownTaints, setReady, silentLogger, uninitialized, withProviderId, withReady } from '../helpers/builders.ts';
+import type { FunctionDefinition } from '../../shared/host/function.ts';
+import { createNode, eventsAbout, firstResult, newNode, ownTaints, setReady, silentLogger, uninitialized, withProviderId, withReady } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const shutdownTaint = { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' };
 
-function result(report: Report): string | undefined {
-  return report.objects[0]?.result;
-}
+const result = firstResult;
 
 describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
@@ -33,10 +31,7 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     return core.readNode({ name }).then(() => true, () => false);
   }
 
-  async function events(name: string): Promise<string[]> {
-    const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${name}` });
-    return list.items.map((e) => `${e.type ?? ''}/${e.reason ?? ''}/${e.message ?? ''}`);
-  }
+  const events = (name: string): Promise<string[]> => eventsAbout(core, 'default', name);
 
   it('deletes a NotReady node whose instance is gone, with a DeletingNode event', async () => {
     const name = uniqueName('gone');

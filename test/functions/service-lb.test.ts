@@ -9,15 +9,13 @@ import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/c
 import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { mergePatch } from '../../shared/kube/api.ts';
-import { createNode, newNode, plain, silentLogger, withLabels } from '../helpers/builders.ts';
+import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
-function result(report: Report): string | undefined {
-  return report.objects[0]?.result;
-}
+const result = firstResult;
 
 describe('service-lb', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
@@ -43,10 +41,9 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
   }
   const read = (name: string): Promise<V1Service> => core.readNamespacedService({ namespace, name });
   const sync = (name: string, options = run): Promise<Report> => fn.reconcileOne({ kind: 'Service', namespace, name }, options);
-  async function events(name: string): Promise<string[]> {
-    const list = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` });
-    return list.items.map((e) => `${e.type ?? ''}/${e.reason ?? ''}`).sort();
-  }
+  // type/reason only: the messages are asserted elsewhere.
+  const events = async (name: string): Promise<string[]> =>
+    (await eventsAbout(core, namespace, name)).map((e) => e.split('/').slice(0, 2).join('/'));
 
   it('creates the load balancer: finalizer first, then the cloud, then status and Events', async () => {
     const name = uniqueName('web');

@@ -65,6 +65,17 @@ export function ownTaints(node: V1Node): V1Taint[] {
   return plain(node.spec?.taints ?? []).filter((t) => !t.key.startsWith('node.kubernetes.io/'));
 }
 
+/** The result word of a report's first object (what one reconcile did). */
+export function firstResult(report: { objects: readonly { result: string }[] }): string | undefined {
+  return report.objects[0]?.result;
+}
+
+/** The Events about `name` in `namespace` (Nodes' are in default), as `type/reason/message`, sorted. */
+export async function eventsAbout(core: CoreV1Api, namespace: string, name: string): Promise<string[]> {
+  const list = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` });
+  return list.items.map((e) => `${e.type ?? ''}/${e.reason ?? ''}/${e.message ?? ''}`).sort();
+}
+
 /** A logger that writes nothing. */
 export function silentLogger(): Logger {
   return pino({ level: 'silent' });

@@ -1,0 +1,19 @@
+// Reads of Nodes shared by the node functions.
+
+import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
+import { apiStatus } from './api.ts';
+
+/** The Node called `name`, or undefined when there is none. Other failures throw. */
+export async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
+  try {
+    return await core.readNode({ name });
+  } catch (error) {
+    if (apiStatus(error) === 404) return undefined;
+    throw error;
+  }
+}
+
+/** The reference an Event about `node` names (Nodes are cluster-scoped: no namespace). */
+export function nodeReference(node: V1Node): { apiVersion: string; kind: string; name: string; uid: string } {
+  return { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
+}
