@@ -51,12 +51,16 @@ export class ControlPlane {
   readonly info: ControlPlaneInfo;
   readonly #processes: ManagedProcess[];
   readonly #ownsDir: boolean;
+  readonly #apiserver: ApiserverRestart;
+  // Processes stopped on purpose by restartApiserver(): their exit is no failure.
+  readonly #replaced = new Set<ManagedProcess>();
   #stopping = false;
 
-  private constructor(info: ControlPlaneInfo, processes: ManagedProcess[], ownsDir: boolean) {
+  private constructor(info: ControlPlaneInfo, processes: ManagedProcess[], ownsDir: boolean, apiserver: ApiserverRestart) {
     this.info = info;
     this.#processes = processes;
     this.#ownsDir = ownsDir;
+    this.#apiserver = apiserver;
   }
 
   /** Starts etcd, then kube-apiserver, and resolves once the API server serves the `default` namespace. */
@@ -77,16 +81,12 @@ export class ControlPlane {
     const processes: ManagedProcess[] = [];
     try {
       const etcd = await startEtcd(options.assets.etcd, dir, processes);
-      const apiserver = await startApiserver(
-        { binary: options.assets.kubeApiserver, dir, etcdUrl: etcd.url, certs: { ca, serving } },
-        processes,
-      );
+      const setup: ApiserverSetup = { binary: options.assets.kubeApiserver, dir, etcdUrl: etcd.url, certs: { ca, serving }, port: await freePort() };
+      const apiserver = await startApiserver(setup, processes);
       const deadline = started + timeoutMs;
       const etcdVersion = await waitForEtcd(etcd.url, processes, deadline);
       const client = { ca: ca.cert, cert: admin.cert, key: admin.key };
-      await waitUntil(deadline, processes, 'kube-apiserver /readyz', async () => (await getHttps(apiserver, '/readyz', client)).status === 200);
-      await waitUntil(deadline, processes, 'the default namespace', async () =>
-        (await getHttps(apiserver, '/api/v1/namespaces/default', client)).status === 200);
+      await waitForApiserver(apiserver, client, processes, deadline);
       const version = JSON.parse((await getHttps(apiserver, '/version', client)).body) as { gitVersion: string };
       const adminKubeconfig = join(dir, 'admin.kubeconfig');
       const info: ControlPlaneInfo = {
@@ -101,7 +101,7 @@ export class ControlPlane {
       };
       await writeKubeconfig(info, admin, adminKubeconfig, options.clusterName);
       await writeFile(join(dir, 'cluster.json'), JSON.stringify(info, null, 2));
-      return new ControlPlane(info, processes, ownsDir);
+      return new ControlPlane(info, processes, ownsDir, { setup, client, timeoutMs });
     } catch (error) {
       await Promise.all(processes.map((p) => p.stop(2_000)));
       throw new Error(`${(error as Error).message}\n${await logTails(processes)}`, { cause: error });
@@ -115,7 +115,7 @@ export class ControlPlane {
   get failed(): Promise<string> {
     return Promise.race(this.#processes.map(async (p) => {
       const code = await p.exited;
-      if (this.#stopping) return new Promise<string>(() => {});
+      if (this.#stopping || this.#replaced.has(p)) return new Promise<string>(() => {});
       return `${p.name} exited (${code === null ? 'killed by a signal' : `code ${code}`}); its log: ${p.logFile}`;
     }));
   }
@@ -123,6 +123,26 @@ export class ControlPlane {
   /** Path of the `cluster.json` describing this control plane. */
   get infoFile(): string {
     return join(this.info.dir, 'cluster.json');
+  }
+
+  /**
+   * Stops kube-apiserver (SIGTERM, as a rolling restart would) and starts it again on the same
+   * port with the same flags; resolves once it is ready again. etcd keeps running, so the data
+   * survives, but the new API server's watch cache starts from etcd's current revision: a watch
+   * resumed from an older resourceVersion gets 410 Gone. Clients see refused connections while it
+   * is down. kube-apiserver drains open watches for about 10 s before it exits; `graceMs` (default
+   * 10 s) is how long it may take before it is killed (SIGKILL), as in a crash.
+   */
+  async restartApiserver(options: { graceMs?: number } = {}): Promise<void> {
+    const index = this.#processes.findIndex((p) => p.name === 'kube-apiserver');
+    const old = this.#processes[index];
+    if (old === undefined) throw new Error('no kube-apiserver to restart');
+    this.#replaced.add(old);
+    await old.stop(options.graceMs);
+    const started: ManagedProcess[] = [];
+    await startApiserver(this.#apiserver.setup, started);
+    this.#processes.splice(index, 1, ...started);
+    await waitForApiserver(this.info.server, this.#apiserver.client, this.#processes, Date.now() + this.#apiserver.timeoutMs);
   }
 
   /** Process ids of kube-apiserver and etcd (for tests and diagnostics). */
@@ -250,10 +270,24 @@ interface ApiserverSetup {
   readonly dir: string;
   readonly etcdUrl: string;
   readonly certs: { ca: KeyPair; serving: KeyPair };
+  /** Chosen once, so that a restart listens where clients already point. */
+  readonly port: number;
 }
 
-async function startApiserver({ binary, dir, etcdUrl, certs }: ApiserverSetup, processes: ManagedProcess[]): Promise<string> {
-  const port = await freePort();
+// What restartApiserver() needs to start the same API server again and wait for it.
+interface ApiserverRestart {
+  readonly setup: ApiserverSetup;
+  readonly client: { ca: string; cert: string; key: string };
+  readonly timeoutMs: number;
+}
+
+async function waitForApiserver(server: string, client: ApiserverRestart['client'], processes: ManagedProcess[], deadline: number): Promise<void> {
+  await waitUntil(deadline, processes, 'kube-apiserver /readyz', async () => (await getHttps(server, '/readyz', client)).status === 200);
+  await waitUntil(deadline, processes, 'the default namespace', async () =>
+    (await getHttps(server, '/api/v1/namespaces/default', client)).status === 200);
+}
+
+async function startApiserver({ binary, dir, etcdUrl, certs, port }: ApiserverSetup, processes: ManagedProcess[]): Promise<string> {
   const pki = join(dir, 'pki');
   processes.push(await startProcess('kube-apiserver', binary, [
     `--etcd-servers=${etcdUrl}`,
