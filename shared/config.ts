@@ -14,8 +14,11 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
 interface OptionSpec<S extends z.ZodType = z.ZodType> {
-  /** A boolean option is a flag without a value (`--dry-run`); its variable takes true/false/1/0. */
-  readonly kind: 'string' | 'boolean';
+  /**
+   * A boolean option is a flag without a value (`--dry-run`); its variable takes true/false/1/0.
+   * A list option may be repeated (`--to a=… --to b=…`); its variable is comma-separated.
+   */
+  readonly kind: 'string' | 'boolean' | 'list';
   readonly help: string;
   readonly schema: S;
   /** Shown in help as the value's placeholder. */
@@ -29,6 +32,20 @@ function option<S extends z.ZodType>(kind: OptionSpec['kind'], help: string, sch
 }
 
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
+
+const durationUnits: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/** A Go duration (`5s`, `1m30s`, `500ms`, `0`) in milliseconds. */
+function duration(fallback: string): z.ZodPipe<z.ZodDefault<z.ZodString>, z.ZodTransform<number, string>> {
+  return z.string().default(fallback).transform((text, ctx) => {
+    const parts = text === '0' ? [] : [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+    if (text !== '0' && parts.map((p) => p[0]).join('') !== text) {
+      ctx.addIssue({ code: 'custom', message: `'${text}' is not a duration like 5s, 1m30s or 500ms` });
+      return z.NEVER;
+    }
+    return parts.reduce((ms, [, value, unit]) => ms + Number(value) * (durationUnits[unit ?? 's'] ?? 0), 0);
+  });
+}
 
 /** A whole number from a flag or variable, within [min, max]. */
 function integer(min: number, max: number): z.ZodPipe<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>, z.ZodNumber> {
@@ -85,6 +102,30 @@ export const options = {
     'cidrs',
   ),
   concurrentRouteOperations: option('string', 'Route creations and deletions in flight at once.', integer(1, 1000).default(10), 'n'),
+  to: option(
+    'list',
+    'A destination of the relay, <function>=<url> (node-init, node-lifecycle, service-lb, routes, or all); repeatable.',
+    z.array(z.string()).default([]),
+    'function=url',
+  ),
+  routingConfig: option('string', "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.", nonEmpty.optional(), 'path'),
+  nodeMonitorPeriod: option('string', 'How often the relay triggers node-lifecycle over all nodes (0: never).', duration('5s'), 'duration'),
+  routeReconciliationPeriod: option('string', 'How often the relay triggers routes (0: never).', duration('10s'), 'duration'),
+  nodeStatusUpdateFrequency: option('string', "How often the relay triggers node-init's pass over all nodes (0: never).", duration('5m'), 'duration'),
+  serviceSyncPeriod: option('string', 'How often the relay triggers service-lb over all Services (0: never).', duration('0'), 'duration'),
+  concurrentDeliveries: option('string', 'Deliveries the relay has in flight at most.', integer(1, 10_000).default(64), 'n'),
+  leaderElect: option('boolean', 'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).', z.boolean().default(true)),
+  leaderElectLeaseDuration: option('string', 'How long a Lease holds without renewal.', duration('15s'), 'duration'),
+  leaderElectRenewDeadline: option('string', 'How long the leader tries to renew before it steps down.', duration('10s'), 'duration'),
+  leaderElectRetryPeriod: option('string', 'How often candidates try to acquire or renew the Lease.', duration('2s'), 'duration'),
+  leaderElectResourceName: option('string', "The relay's Lease name.", nonEmpty.default('cirrus-relay'), 'name'),
+  leaderElectResourceNamespace: option('string', "The relay's Lease namespace.", nonEmpty.default('kube-system'), 'namespace'),
+  signingSecretFile: option(
+    'string',
+    'A file holding the secret that signs relay requests (X-Cirrus-Signature); serve then refuses unsigned ones with 401.',
+    nonEmpty.optional(),
+    'path',
+  ),
   logLevel: option('string', 'Log level.', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'level'),
   url: option('string', 'The URL of the function to call.', z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'), 'url'),
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
@@ -175,6 +216,7 @@ function lookUp(name: OptionName, flags: Record<string, unknown>, env: NodeJS.Pr
   if (fromEnv === undefined) return undefined;
   const source = `--${flagName(name)} (from ${envName(name)})`;
   if (options[name].kind === 'string') return { value: fromEnv, source };
+  if (options[name].kind === 'list') return { value: fromEnv.split(',').map((v) => v.trim()).filter((v) => v !== ''), source };
   if (/^(true|1)$/i.test(fromEnv)) return { value: true, source };
   if (/^(false|0)$/i.test(fromEnv)) return { value: false, source };
   throw new ConfigError(`${source}: '${fromEnv}' is not a boolean (true, false, 1 or 0)`);
@@ -183,9 +225,12 @@ function lookUp(name: OptionName, flags: Record<string, unknown>, env: NodeJS.Pr
 function parseFlags<K extends OptionName>(
   command: CommandOptions<K>,
   args: readonly string[],
-): { flags: Record<string, string | boolean | undefined>; positionals: string[] } {
+): { flags: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
   const names = command.options;
-  const config = Object.fromEntries(names.map((name) => [flagName(name), { type: options[name].kind }]));
+  const config = Object.fromEntries(names.map((name) => {
+    const kind = options[name].kind;
+    return [flagName(name), kind === 'list' ? { type: 'string' as const, multiple: true } : { type: kind }];
+  }));
   const allowed = command.positionals ?? [];
   let parsed;
   try {
@@ -200,7 +245,7 @@ function parseFlags<K extends OptionName>(
   if (positionals.length < (command.minPositionals ?? allowed.length) && missing !== undefined) {
     throw new ConfigError(`missing argument <${missing}>`);
   }
-  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   return { flags: Object.fromEntries(names.map((name) => [name, values[flagName(name)]])), positionals };
 }
 

@@ -43,7 +43,8 @@ const commands = {
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
     options: [
       'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port',
-      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations', 'logLevel',
+      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations',
+      'signingSecretFile', 'logLevel',
     ],
     required: ['cloudProvider'],
     positionals: ['function'],
@@ -55,10 +56,25 @@ const commands = {
       'POSTs to <url>/reconcile and prints the report: what was changed, or with --dry-run what would be.\n' +
       '<function> is node-init (alias: node), node-lifecycle, service-lb (alias: service) or routes; name the\n' +
       'object (a Service as <namespace>/<name>), or pass --all. routes always reconciles the whole cluster.',
-    options: ['url', 'all', 'dryRun'],
+    options: ['url', 'all', 'dryRun', 'signingSecretFile'],
     positionals: ['function', 'name'],
     minPositionals: 1,
     run: async (line, io) => (await import('./reconcile.ts')).runReconcile(line, io),
+  }),
+  relay: command({
+    summary: 'Watch Nodes and Services and deliver their changes to the functions as CloudEvents.',
+    description:
+      'Lists and watches Nodes and Services and POSTs each change, in Knative ApiServerSource\'s format, to\n' +
+      'the functions that need it (--to <function>=<url>, a --routing-config file, or K_SINK for all), with\n' +
+      'periodic reconcile.all triggers; retries until accepted, never drops. Replicas elect one deliverer\n' +
+      'with a Lease. Probes and metrics on --bind-address:--port.',
+    options: [
+      'kubeconfig', 'to', 'routingConfig', 'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency',
+      'serviceSyncPeriod', 'concurrentDeliveries', 'leaderElect', 'leaderElectLeaseDuration', 'leaderElectRenewDeadline',
+      'leaderElectRetryPeriod', 'leaderElectResourceName', 'leaderElectResourceNamespace', 'signingSecretFile',
+      'bindAddress', 'port', 'logLevel',
+    ],
+    run: async (line, io) => (await import('./relay.ts')).runRelay(line, io),
   }),
 };
 

@@ -3,16 +3,22 @@
 
 import { ConfigError, type CommandLine } from '../config.ts';
 import { canonicalFunction } from '../names.ts';
+import { signatureHeader, signRequest } from '../host/auth.ts';
 import type { Io } from './main.ts';
+import { readSecret } from './secret.ts';
 
 /** Calls the function and prints the report; exit status 0 when it answered 2xx. */
-export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, io: Io): Promise<number> {
+export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>, io: Io): Promise<number> {
   const { canonical, body } = request(line);
+  const secret = await readSecret(line.config.signingSecretFile);
   const url = new URL('reconcile', line.config.url.endsWith('/') ? line.config.url : `${line.config.url}/`);
   url.searchParams.set('dryRun', String(line.config.dryRun));
   let response: Response;
   try {
-    response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: io.signal });
+    const text = JSON.stringify(body);
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (secret !== undefined) headers[signatureHeader] = signRequest(secret, { headers, body: text });
+    response = await fetch(url, { method: 'POST', headers, body: text, signal: io.signal });
   } catch (error) {
     io.stderr.write(`cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${(error as Error).message}\n`);
     return 1;
@@ -27,7 +33,7 @@ export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun'>, 
 }
 
 // The function and the body of its /reconcile request; throws ConfigError for a bad command line.
-function request(line: CommandLine<'url' | 'all' | 'dryRun'>): { canonical: string; body: object } {
+function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>): { canonical: string; body: object } {
   const [fn = '', name] = line.positionals;
   const canonical = canonicalFunction(fn === 'node' ? 'node-init' : fn);
   if (canonical === undefined) throw new ConfigError(`unknown function '${fn}'`);

@@ -12,10 +12,12 @@ import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
 import { canonicalFunction, knownFunctionNames } from '../names.ts';
 import type { Io } from './main.ts';
+import { readSecret } from './secret.ts';
 
 type ServeOptions =
   | 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port'
-  | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'configureCloudRoutes' | 'clusterCidr' | 'concurrentRouteOperations' | 'logLevel';
+  | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'configureCloudRoutes' | 'clusterCidr' | 'concurrentRouteOperations'
+  | 'signingSecretFile' | 'logLevel';
 
 /** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise<number> {
@@ -31,7 +33,8 @@ export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const definition = await functionFor(name, { core, cloud, config });
   const { buildApp, serve } = await import('../host/index.ts');
-  const app = await buildApp(definition, { logger: log });
+  const secret = await readSecret(config.signingSecretFile);
+  const app = await buildApp(definition, secret === undefined ? { logger: log } : { logger: log, auth: { secret } });
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
   log.info({ address: server.address, provider: cloud.providerName() }, `${name} serving`);
   await server.closed;

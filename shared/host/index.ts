@@ -18,3 +18,4 @@ export { errorReply, InvalidRequestError, retryAfterSeconds, type ErrorBody, typ
 export { formatKey, type Change, type FunctionDefinition, type ObjectKey, type ObjectReport, type ReconcileOptions, type Report } from './function.ts';
 export { createHostMetrics, durationBuckets, type HostMetrics } from './metrics.ts';
 export { defaultGraceMs, serve, type ServeOptions, type Serving } from './serve.ts';
+export { signatureHeader, signRequest, verifyRequest, type AuthOptions, type SignedRequest } from './auth.ts';

@@ -23,10 +23,10 @@ interface Served {
   logs: string[];
 }
 
-// Starts `cirrus serve …` on a free port and resolves once it logs where it listens.
-async function startServe(args: string[]): Promise<Served> {
-  const command = ['setpriv', '--pdeathsig', 'SIGTERM', '--', process.execPath, cli, 'serve', ...args, '--port', '0', '--bind-address', '127.0.0.1'];
-  const child = spawn(command[0] as string, command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+// Starts `cirrus serve …` (or another serving command) on a free port and resolves once it logs where it listens.
+async function startServe(args: string[], command = 'serve'): Promise<Served> {
+  const argv = ['setpriv', '--pdeathsig', 'SIGTERM', '--', process.execPath, cli, command, ...args, '--port', '0', '--bind-address', '127.0.0.1'];
+  const child = spawn(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -207,6 +207,37 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     const result = spawnSync(process.execPath, [cli, 'serve', 'routes', '--cloud-provider', 'fake', '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
     assert.equal(result.status, 1);
     assert.match(result.stderr, /routes: no cluster CIDR is set/);
+  });
+
+  it('relay → node-init, signed: a tainted Node is initialized with no manual step; unsigned requests get 401', async () => {
+    const name = uniqueName('relayed');
+    const inventory = join(dir, 'relayed.yaml');
+    await writeFile(inventory, `instances:\n  - { name: ${name}, zone: rack-r, addresses: [{ type: InternalIP, address: 10.9.9.9 }] }\n`);
+    const secret = join(dir, 'secret');
+    await writeFile(secret, 'a shared secret\n');
+    const kubeconfig = ['--kubeconfig', cluster.info.adminKubeconfig];
+    const fn = await startServe(['node-init', '--cloud-provider', 'static', '--cloud-config', inventory, '--signing-secret-file', secret, ...kubeconfig]);
+    const relay = await startServe(['--to', `node-init=${fn.url}`, '--leader-elect=false', '--signing-secret-file', secret, ...kubeconfig], 'relay');
+    try {
+      await createNode(core, newNode(name, uninitialized));
+      const deadline = Date.now() + 15_000;
+      while (isTainted(await core.readNode({ name }))) {
+        assert.ok(Date.now() < deadline, 'the relay delivered the new Node to node-init within 15 s');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.equal((await core.readNode({ name })).metadata?.labels?.['topology.kubernetes.io/zone'], 'rack-r');
+      const readyz = await fetch(`${relay.url}/readyz`);
+      assert.equal(readyz.status, 200);
+
+      const unsigned = spawnSync(process.execPath, [cli, 'reconcile', 'node', name, '--url', fn.url], { encoding: 'utf8' });
+      assert.equal(unsigned.status, 1);
+      assert.match(unsigned.stderr, /answered 401/);
+      const signed = spawnSync(process.execPath, [cli, 'reconcile', 'node', name, '--url', fn.url, '--signing-secret-file', secret], { encoding: 'utf8' });
+      assert.equal(signed.status, 0, signed.stderr);
+    } finally {
+      assert.equal(await stop(relay), 0);
+      assert.equal(await stop(fn), 0);
+    }
   });
 
   it('runs an out-of-tree provider given with --provider-module', async () => {

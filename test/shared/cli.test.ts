@@ -26,6 +26,7 @@ describe('cirrus', () => {
       assert.match(stdout, /^ {2}cluster {4}Run a local kube-apiserver and etcd/m);
       assert.match(stdout, /^ {2}serve {6}Serve one function over HTTP/m);
       assert.match(stdout, /^ {2}reconcile {2}Ask a served function to reconcile/m);
+      assert.match(stdout, /^ {2}relay {6}Watch Nodes and Services/m);
     });
   }
 
@@ -74,6 +75,7 @@ describe('cirrus', () => {
     { argv: ['reconcile', 'node'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
     { argv: ['reconcile', 'node', 'w1', '--all'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
     { argv: ['reconcile', 'service', 'web'], message: "cirrus reconcile: name a Service as <namespace>/<name>, not 'web'\nRun 'cirrus reconcile --help' for usage.\n" },
+    { argv: ['relay'], message: "cirrus relay: invalid relay routing: no destination: pass --to <function>=<url>, a routing file, or set K_SINK\nRun 'cirrus relay --help' for usage.\n" },
     { argv: ['reconcile', 'relay', 'x'], message: "cirrus reconcile: unknown function 'relay'\nRun 'cirrus reconcile --help' for usage.\n" },
     {
       argv: ['cluster'],

@@ -17,6 +17,20 @@ describe('option names', () => {
     { option: 'configureCloudRoutes', flag: 'configure-cloud-routes', env: 'CIRRUS_CONFIGURE_CLOUD_ROUTES' },
     { option: 'clusterCidr', flag: 'cluster-cidr', env: 'CIRRUS_CLUSTER_CIDR' },
     { option: 'concurrentRouteOperations', flag: 'concurrent-route-operations', env: 'CIRRUS_CONCURRENT_ROUTE_OPERATIONS' },
+    { option: 'to', flag: 'to', env: 'CIRRUS_TO' },
+    { option: 'routingConfig', flag: 'routing-config', env: 'CIRRUS_ROUTING_CONFIG' },
+    { option: 'nodeMonitorPeriod', flag: 'node-monitor-period', env: 'CIRRUS_NODE_MONITOR_PERIOD' },
+    { option: 'routeReconciliationPeriod', flag: 'route-reconciliation-period', env: 'CIRRUS_ROUTE_RECONCILIATION_PERIOD' },
+    { option: 'nodeStatusUpdateFrequency', flag: 'node-status-update-frequency', env: 'CIRRUS_NODE_STATUS_UPDATE_FREQUENCY' },
+    { option: 'serviceSyncPeriod', flag: 'service-sync-period', env: 'CIRRUS_SERVICE_SYNC_PERIOD' },
+    { option: 'concurrentDeliveries', flag: 'concurrent-deliveries', env: 'CIRRUS_CONCURRENT_DELIVERIES' },
+    { option: 'leaderElect', flag: 'leader-elect', env: 'CIRRUS_LEADER_ELECT' },
+    { option: 'leaderElectLeaseDuration', flag: 'leader-elect-lease-duration', env: 'CIRRUS_LEADER_ELECT_LEASE_DURATION' },
+    { option: 'leaderElectRenewDeadline', flag: 'leader-elect-renew-deadline', env: 'CIRRUS_LEADER_ELECT_RENEW_DEADLINE' },
+    { option: 'leaderElectRetryPeriod', flag: 'leader-elect-retry-period', env: 'CIRRUS_LEADER_ELECT_RETRY_PERIOD' },
+    { option: 'leaderElectResourceName', flag: 'leader-elect-resource-name', env: 'CIRRUS_LEADER_ELECT_RESOURCE_NAME' },
+    { option: 'leaderElectResourceNamespace', flag: 'leader-elect-resource-namespace', env: 'CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE' },
+    { option: 'signingSecretFile', flag: 'signing-secret-file', env: 'CIRRUS_SIGNING_SECRET_FILE' },
     { option: 'logLevel', flag: 'log-level', env: 'CIRRUS_LOG_LEVEL' },
     { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
     { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
@@ -155,5 +169,27 @@ describe('route options', () => {
     assert.equal(parseConfig(command, ['--configure-cloud-routes=false'], {}).configureCloudRoutes, false);
     assert.equal(parseConfig(command, ['--no-configure-cloud-routes'], {}).configureCloudRoutes, false);
     assert.equal(parseConfig(command, ['--configure-cloud-routes=true'], { CIRRUS_CONFIGURE_CLOUD_ROUTES: 'false' }).configureCloudRoutes, true);
+  });
+});
+
+describe('relay options', () => {
+  const command = { options: ['to', 'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency', 'serviceSyncPeriod'] as const };
+
+  it('has the Go defaults for the periods, in milliseconds', () => {
+    assert.deepEqual(parseConfig(command, [], {}), { to: [], nodeMonitorPeriod: 5_000, routeReconciliationPeriod: 10_000, nodeStatusUpdateFrequency: 300_000, serviceSyncPeriod: 0 });
+  });
+
+  it('reads Go durations', () => {
+    assert.equal(parseConfig(command, ['--node-monitor-period', '1m30s'], {}).nodeMonitorPeriod, 90_000);
+    assert.equal(parseConfig(command, ['--node-monitor-period', '500ms'], {}).nodeMonitorPeriod, 500);
+    assert.equal(parseConfig(command, ['--node-monitor-period', '0'], {}).nodeMonitorPeriod, 0);
+    assert.throws(() => parseConfig(command, ['--route-reconciliation-period', '10'], {}), {
+      message: "--route-reconciliation-period: '10' is not a duration like 5s, 1m30s or 500ms",
+    });
+  });
+
+  it('repeats --to, or splits its variable at commas', () => {
+    assert.deepEqual(parseConfig(command, ['--to', 'node-init=http://a', '--to', 'routes=http://b'], {}).to, ['node-init=http://a', 'routes=http://b']);
+    assert.deepEqual(parseConfig(command, [], { CIRRUS_TO: 'node-init=http://a, routes=http://b' }).to, ['node-init=http://a', 'routes=http://b']);
   });
 });

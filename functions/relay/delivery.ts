@@ -1,0 +1,156 @@
+// One delivery: the CloudEvent as an HTTP request, sent, and the reply read into an outcome.
+//
+// Object changes go out exactly as Knative's ApiServerSource (Resource mode) sends them, binary
+// content mode (reference/ecosystem.md §1.2):
+//   ce-specversion: 1.0
+//   ce-id:          a fresh UUID per request (as ApiServerSource: no idempotency key — a retry may
+//                   carry a newer state of the object than the attempt before it)
+//   ce-source:      the API server URL
+//   ce-type:        dev.knative.apiserver.resource.add | .update | .delete
+//   ce-subject:     /apis/v1/namespaces/<namespace>/<kind>s/<name> (namespace empty for Nodes)
+//   ce-time:        when the relay observed the change
+//   ce-kind, ce-apiversion, ce-name, ce-namespace: the object's (namespace '' for Nodes)
+//   content-type:   application/json
+//   body:           the object (for delete, its last known state)
+// Triggers are `dev.cirrus-ccm.reconcile.all` with no body, source `/cirrus/relay`, and the
+// extensions `cirrustarget` (the function it is for) and `cirrusreason` (periodic, nodes).
+//
+// Reply classes (DESIGN.md): 2xx accepted; 400 rejected for good (logged with the function's
+// reason); 429 and 503 retried after their Retry-After when they give one; anything else — other
+// statuses, refused or reset connections, timeouts — retried with backoff. Unlike the Knative data
+// plane, 401/403/404 are retried too: they are configuration mistakes (a wrong secret or URL) that
+// get fixed, and the relay loses nothing meanwhile.
+
+import { randomUUID } from 'node:crypto';
+import { signatureHeader, signRequest } from '../../shared/host/auth.ts';
+import { eventTypes } from '../../shared/host/cloudevents.ts';
+import type { DeliveryOutcome } from './queue.ts';
+import { subject } from './resources.ts';
+import type { Outgoing } from './routing.ts';
+
+/** `ce-source` of the relay's own triggers. */
+export const triggerSource = '/cirrus/relay';
+
+/** What every request of one relay shares. */
+export interface RequestContext {
+  /** The API server URL: `ce-source` of object events. */
+  readonly source: string;
+  /** Extensions added to every event (K_CE_OVERRIDES); names are lower-case letters and digits. */
+  readonly ceOverrides?: Readonly<Record<string, string>> | undefined;
+  /** Signs each request (X-Cirrus-Signature) when set. */
+  readonly secret?: string | undefined;
+}
+
+/** An HTTP request ready to send. */
+export interface EventRequest {
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+/** The request for `outgoing`, with `id` as `ce-id`. */
+export function eventRequest(outgoing: Outgoing, context: RequestContext, id: string = randomUUID()): EventRequest {
+  const { attributes, body } = outgoing.kind === 'object' ? objectEvent(outgoing, context.source) : triggerEvent(outgoing);
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries({ ...context.ceOverrides, ...attributes, id })) headers[`ce-${name}`] = encodeHeaderValue(value);
+  if (body !== '') headers['content-type'] = 'application/json';
+  if (context.secret !== undefined && context.secret !== '') headers[signatureHeader] = signRequest(context.secret, { headers, body });
+  return { headers, body };
+}
+
+function objectEvent(outgoing: Extract<Outgoing, { kind: 'object' }>, source: string): { attributes: Record<string, string>; body: string } {
+  const { change } = outgoing;
+  const metadata = change.object.metadata;
+  const attributes = {
+    specversion: '1.0',
+    source,
+    type: { add: eventTypes.resourceAdd, update: eventTypes.resourceUpdate, delete: eventTypes.resourceDelete }[change.type],
+    subject: subject(change.resource, change.object),
+    time: new Date(change.observedAt).toISOString(),
+    kind: change.resource.kind,
+    apiversion: change.resource.apiVersion,
+    name: metadata?.name ?? '',
+    namespace: metadata?.namespace ?? '',
+  };
+  return { attributes, body: JSON.stringify(change.object) };
+}
+
+function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): { attributes: Record<string, string>; body: string } {
+  const attributes = {
+    specversion: '1.0',
+    source: triggerSource,
+    type: eventTypes.reconcileAll,
+    time: new Date().toISOString(),
+    cirrustarget: outgoing.target,
+    cirrusreason: outgoing.reason,
+  };
+  return { attributes, body: '' };
+}
+
+// The CloudEvents HTTP binding: space, double quote, percent and anything outside printable
+// ASCII are percent-encoded (UTF-8) in header values.
+function encodeHeaderValue(value: string): string {
+  return value.replace(/[^\x21\x23\x24\x26-\x7e]/gu, (character) => encodeURIComponent(character));
+}
+
+/**
+ * POSTs `request` to `url` and reads the reply into an outcome (see the module comment). Never
+ * rejects. `timeoutMs` bounds the whole exchange: a function answers only once its work is done.
+ */
+export async function deliver(url: string, request: EventRequest, options: { readonly timeoutMs: number; readonly signal: AbortSignal }): Promise<DeliveryOutcome> {
+  let response: Response;
+  let text: string;
+  try {
+    response = await fetch(url, {
+      method: 'POST',
+      headers: request.headers,
+      body: request.body,
+      signal: AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]),
+    });
+    // Read to the end either way: an unread body keeps the connection from being reused.
+    text = await response.text();
+  } catch (error) {
+    return { kind: 'retry', reason: 'unreachable', detail: describeFetchError(error) };
+  }
+  return classify(response.status, text, response.headers.get('retry-after'));
+}
+
+/** The outcome of a reply with `status`, body `text` and Retry-After header `retryAfter`. */
+export function classify(status: number, text: string, retryAfter: string | null, now: number = Date.now()): DeliveryOutcome {
+  if (status >= 200 && status < 300) return { kind: 'accepted', status };
+  if (status === 400) return { kind: 'rejected', status, reason: errorReason(text) };
+  const detail = `HTTP ${status}: ${errorReason(text)}`;
+  const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter, now) : undefined;
+  if (retryAfterMs !== undefined) return { kind: 'retry', reason: 'retry-after', status, detail, retryAfterMs };
+  return { kind: 'retry', reason: 'status', status, detail };
+}
+
+/** A Retry-After value (delay in seconds, or an HTTP date) in ms from `now`; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+// The host answers `{ error, problems }`; anything else is shown as it came, shortened.
+function errorReason(text: string): string {
+  try {
+    const body = JSON.parse(text) as { error?: unknown; problems?: unknown };
+    if (typeof body.error === 'string') {
+      const problems = Array.isArray(body.problems) ? body.problems.filter((p): p is string => typeof p === 'string') : [];
+      return problems.length > 0 && !(problems.length === 1 && problems[0] === body.error) ? `${body.error} (${problems.join('; ')})` : body.error;
+    }
+  } catch {
+    // not JSON
+  }
+  return text.slice(0, 300) || '(no body)';
+}
+
+// fetch wraps the reason (ECONNREFUSED, ECONNRESET, a timeout, a port fetch refuses) in a TypeError's cause.
+function describeFetchError(error: unknown): string {
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const code = typeof cause?.code === 'string' ? `${cause.code}: ` : '';
+  if (typeof cause?.message === 'string') return `${code}${cause.message}`;
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -1,0 +1,331 @@
+// The relay: Kubernetes watches on Nodes and Services turned into CloudEvents for the functions,
+// with nothing lost. It is the one long-running piece of cirrus:
+//
+//   ResourceWatch (./watch.ts) ──changes──► route (./routing.ts) ──► DeliveryQueue (./queue.ts) ──► deliver (./delivery.ts)
+//        LIST + WATCH, 410 → relist diff       which function gets what      per-key coalescing, retries     ApiServerSource wire format
+//
+// Several replicas may run; a Lease (./lease.ts) elects the one that delivers. A replica that
+// becomes the leader starts from nothing: it lists, and delivers the current state of every
+// object as an `add`, so no final state is lost across a hand-over. One that stops leading drops
+// its queue at once, so that two replicas never deliver together for longer than it takes to
+// notice the lost Lease.
+
+import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import fastify, { LogController, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { checkBackoff, type BackoffPolicy } from './backoff.ts';
+import { deliver, eventRequest, type RequestContext } from './delivery.ts';
+import { checkLeaseSettings, defaultIdentity, defaultLeaseSettings, LeaderElection, type LeaseSettings } from './lease.ts';
+import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
+import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
+import { watchedResources, type ResourceType } from './resources.ts';
+import { feedWatches, functionNames, mergeOutgoing, route, triggerKey, type Destination, type Outgoing, type RoutingTable } from './routing.ts';
+import { defaultWatchSettings, ResourceWatch, type Change, type WatchSettings } from './watch.ts';
+
+export { buildRoutingTable, loadRoutingFile, parseDuration, readKnativeEnvironment, RoutingError, defaultPeriods, functionNames } from './routing.ts';
+export type { Destination, Feed, FunctionName, RoutingSources, RoutingTable } from './routing.ts';
+export { defaultWatchSettings, type WatchSettings } from './watch.ts';
+export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
+export type { BackoffPolicy } from './backoff.ts';
+
+/** How to run a relay. Only `kubeConfig`, `routing` and `logger` are required. */
+export interface RelayOptions {
+  /** The API server and credentials; its server URL is the `source` of object events. */
+  readonly kubeConfig: KubeConfig;
+  /** Where events go (./routing.ts `buildRoutingTable`). */
+  readonly routing: RoutingTable;
+  readonly logger: Logger;
+  /** Shared secret: every request carries `X-Cirrus-Signature` (shared/host/auth.ts). Default: unsigned. */
+  readonly secret?: string | undefined;
+  /** Deliveries in flight at most, across all destinations (default 64). */
+  readonly concurrency?: number | undefined;
+  /** Retry backoff of a failed delivery (default 5 s doubling to 300 s, up to 25 % jitter on top). */
+  readonly retry?: Partial<BackoffPolicy> | undefined;
+  /** How long one delivery may take, reply included: a function answers once its work is done (default 5 min). */
+  readonly deliveryTimeoutMs?: number | undefined;
+  /** Watch timings (default {@link defaultWatchSettings}: client-go's reflector). */
+  readonly watch?: Partial<WatchSettings> | undefined;
+  /** Lease and timings (default {@link defaultLeaseSettings}), or false to deliver without electing a leader (one replica only). */
+  readonly leaderElection?: Partial<LeaseSettings> | false | undefined;
+  /** Extensions added to every event (Knative's K_CE_OVERRIDES). */
+  readonly ceOverrides?: Readonly<Record<string, string>> | undefined;
+  /** Also export prom-client's process metrics (default true). */
+  readonly processMetrics?: boolean | undefined;
+  /** Source of randomness for jitter (tests). */
+  readonly random?: (() => number) | undefined;
+}
+
+/** The defaults of {@link RelayOptions}' delivery settings. */
+export const defaultDelivery = {
+  concurrency: 64,
+  retry: { initialMs: 5_000, maxMs: 300_000, jitter: 0.25 },
+  deliveryTimeoutMs: 300_000,
+} as const satisfies { concurrency: number; retry: BackoffPolicy; deliveryTimeoutMs: number };
+
+/** What a relay is doing. */
+export interface RelayStatus {
+  /** `leader`: delivering; `standby`: another replica holds the Lease; `stopped`. */
+  readonly role: 'leader' | 'standby' | 'stopped';
+  /**
+   * A leader is ready while all its watches are open. A standby is ready while it can read the
+   * Lease: it is doing its job, and a never-ready standby would stall every rolling update.
+   */
+  readonly ready: boolean;
+  readonly identity: string;
+  /** The Lease holder last seen, with leader election. */
+  readonly holder?: string | undefined;
+  /** For a leader: whether each resource's watch is open. */
+  readonly watches: Readonly<Record<string, boolean>>;
+}
+
+/** A running relay. */
+export interface Relay {
+  readonly identity: string;
+  /**
+   * Resolves the first time this relay leads with all its watches open (after the initial LISTs,
+   * whose objects are then queued for delivery). Rejects if the relay stops before that.
+   */
+  readonly ready: Promise<void>;
+  /** The relay's metrics (`cirrus_relay_*`), for a /metrics route. */
+  readonly registry: Registry;
+  status(): RelayStatus;
+  /** Resolves once the Lease is released (if held), the watches closed and deliveries aborted. */
+  stop(): Promise<void>;
+}
+
+// What the delivering part needs.
+interface Settings {
+  readonly kubeConfig: KubeConfig;
+  readonly table: RoutingTable;
+  readonly watch: WatchSettings;
+  readonly queue: { readonly concurrency: number; readonly retry: BackoffPolicy; readonly timeoutMs: number };
+  readonly request: RequestContext;
+  readonly metrics: RelayMetrics;
+  readonly log: Logger;
+  readonly random: () => number;
+}
+
+/**
+ * Starts a relay: campaigns for the Lease (or, without leader election, leads at once) and, while
+ * leading, watches, routes and delivers. Throws synchronously for invalid settings (RangeError
+ * naming the setting) or a kubeconfig without a cluster.
+ */
+export function startRelay(options: RelayOptions): Relay {
+  let delivering: Delivering | undefined;
+  const metrics = createRelayMetrics({ processMetrics: options.processMetrics ?? true, gauges: () => delivering?.queue });
+  const settings = resolveSettings(options, metrics);
+  const stops: Promise<void>[] = [];
+  const ready = deferred();
+  const callbacks = {
+    onStartedLeading: () => {
+      settings.metrics.leader.set(1);
+      delivering = new Delivering(settings, () => { ready.resolve(); });
+    },
+    onStoppedLeading: () => {
+      settings.metrics.leader.set(0);
+      if (delivering !== undefined) stops.push(delivering.stop());
+      delivering = undefined;
+    },
+  };
+  const abort = new AbortController();
+  const election = startElection(options, settings, callbacks, abort.signal);
+  let stopped = false;
+  settings.log.info({
+    identity: election.identity, leaderElection: election.election !== undefined,
+    destinations: settings.table.destinations.map((d) => ({ name: d.name, url: d.url, feed: d.feed })), periods: settings.table.periods,
+  }, 'relay starting');
+  return {
+    identity: election.identity,
+    ready: ready.promise,
+    registry: settings.metrics.registry,
+    status: () => status({ stopped, delivering, election: election.election, identity: election.identity }),
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      abort.abort();
+      await election.done;
+      callbacks.onStoppedLeading();
+      await Promise.all(stops);
+      ready.reject(new Error('the relay stopped before it was ready'));
+      settings.log.info('relay stopped');
+    },
+  };
+}
+
+function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings {
+  const cluster = options.kubeConfig.getCurrentCluster();
+  if (cluster === null) throw new RangeError('relay: the kubeconfig names no current cluster');
+  const retry = { ...defaultDelivery.retry, ...options.retry };
+  checkBackoff(retry, 'relay retry');
+  const watch = { ...defaultWatchSettings, ...options.watch };
+  checkBackoff(watch.backoff, 'relay watch backoff');
+  const concurrency = options.concurrency ?? defaultDelivery.concurrency;
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`relay: concurrency must be a positive integer, got ${concurrency}`);
+  return {
+    kubeConfig: options.kubeConfig,
+    table: options.routing,
+    watch,
+    queue: { concurrency, retry, timeoutMs: options.deliveryTimeoutMs ?? defaultDelivery.deliveryTimeoutMs },
+    request: { source: cluster.server, ceOverrides: options.ceOverrides, secret: options.secret },
+    metrics,
+    log: options.logger,
+    random: options.random ?? Math.random,
+  };
+}
+
+function startElection(
+  options: RelayOptions,
+  settings: Settings,
+  callbacks: { onStartedLeading(): void; onStoppedLeading(): void },
+  signal: AbortSignal,
+): { identity: string; election: LeaderElection | undefined; done: Promise<void> } {
+  if (options.leaderElection === false) {
+    callbacks.onStartedLeading();
+    return { identity: defaultIdentity(), election: undefined, done: Promise.resolve() };
+  }
+  const lease: LeaseSettings = { ...defaultLeaseSettings, identity: defaultIdentity(), ...options.leaderElection };
+  checkLeaseSettings(lease);
+  const election = new LeaderElection(settings.kubeConfig.makeApiClient(CoordinationV1Api), lease, callbacks, settings.log);
+  return { identity: lease.identity, election, done: election.run(signal) };
+}
+
+function status(state: { stopped: boolean; delivering: Delivering | undefined; election: LeaderElection | undefined; identity: string }): RelayStatus {
+  const holder = state.election?.holder;
+  if (state.stopped) return { role: 'stopped', ready: false, identity: state.identity, holder, watches: {} };
+  if (state.delivering !== undefined) {
+    const watches = state.delivering.watches();
+    return { role: 'leader', ready: Object.values(watches).every(Boolean), identity: state.identity, holder, watches };
+  }
+  return { role: 'standby', ready: state.election?.reachable ?? false, identity: state.identity, holder, watches: {} };
+}
+
+// The leader's work: watches feeding the queue, and the periodic triggers.
+class Delivering {
+  readonly #settings: Settings;
+  readonly #abort = new AbortController();
+  /** Read by the queue gauges at scrape time. */
+  readonly queue: DeliveryQueue<Outgoing>;
+  readonly #watches: ResourceWatch[];
+  readonly #loops: Promise<void>[];
+  readonly #timers: NodeJS.Timeout[] = [];
+  readonly #destinations: ReadonlyMap<string, Destination>;
+
+  constructor(settings: Settings, onReady: () => void) {
+    this.#settings = settings;
+    this.#destinations = new Map(settings.table.destinations.map((d) => [d.name, d]));
+    this.queue = new DeliveryQueue<Outgoing>({
+      concurrency: settings.queue.concurrency,
+      retry: settings.queue.retry,
+      merge: mergeOutgoing,
+      send: (destination, _key, outgoing, signal) => this.#send(destination, outgoing, signal),
+      metrics: settings.metrics,
+      log: settings.log,
+      random: settings.random,
+    });
+    const onEstablished = (): void => { if (this.#watches.every((w) => w.established)) onReady(); };
+    this.#watches = neededResources(settings.table).map((type) => new ResourceWatch(type, {
+      kubeConfig: settings.kubeConfig,
+      settings: settings.watch,
+      onChange: (change) => { this.#onChange(change); },
+      onEstablished,
+      metrics: settings.metrics,
+      log: settings.log,
+      random: settings.random,
+    }));
+    this.#loops = this.#watches.map((watch) => watch.run(this.#abort.signal));
+    this.#startPeriodicTriggers();
+  }
+
+  watches(): Record<string, boolean> {
+    return Object.fromEntries(this.#watches.map((watch) => [watch.type.resource, watch.established]));
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    for (const timer of this.#timers) clearInterval(timer);
+    this.queue.stop();
+    await Promise.all(this.#loops);
+  }
+
+  #onChange(change: Change): void {
+    for (const routed of route(this.#settings.table, change)) {
+      const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, { observedAt: change.observedAt });
+      if (routed.outgoing.kind === 'trigger') this.#settings.metrics.triggers.inc({ destination: routed.destination.name, trigger: 'nodes', result });
+    }
+  }
+
+  #startPeriodicTriggers(): void {
+    for (const target of functionNames) {
+      const period = this.#settings.table.periods[target];
+      const destinations = this.#settings.table.destinations.filter((d) => d.feed === target || d.feed === 'all');
+      if (period <= 0 || destinations.length === 0) continue;
+      this.#timers.push(setInterval(() => {
+        for (const destination of destinations) {
+          const result = this.queue.push(destination.name, triggerKey(target), { kind: 'trigger', target, reason: 'periodic' }, { skipIfBusy: true });
+          this.#settings.metrics.triggers.inc({ destination: destination.name, trigger: 'periodic', result });
+        }
+      }, period));
+    }
+  }
+
+  async #send(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<DeliveryOutcome> {
+    const destination = this.#destinations.get(destinationName);
+    if (destination === undefined) return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
+    return deliver(destination.url, eventRequest(outgoing, this.#settings.request), { timeoutMs: this.#settings.queue.timeoutMs, signal });
+  }
+}
+
+function neededResources(table: RoutingTable): ResourceType[] {
+  return watchedResources.filter((type) => table.destinations.some((d) => feedWatches(d.feed, type.kind)));
+}
+
+interface Deferred {
+  readonly promise: Promise<void>;
+  resolve(): void;
+  reject(error: Error): void;
+}
+
+function deferred(): Deferred {
+  let resolve: () => void = () => undefined;
+  let reject: (error: Error) => void = () => undefined;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Nobody has to wait for readiness: a stop before it must not be an unhandled rejection.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+/** The app buildRelayApp returns. */
+export type RelayApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
+
+/**
+ * The relay's HTTP face for probes and scraping, not listening (serve it with shared/host/serve.ts):
+ * `GET /healthz` (200 while the process runs), `GET /readyz` (200 with the status while ready, see
+ * {@link RelayStatus}; else 503 with it), `GET /metrics`.
+ */
+export async function buildRelayApp(relay: Relay, logger: Logger): Promise<RelayApp> {
+  const app = fastify({ loggerInstance: logger, logController: new QuietLogController() });
+  app.get('/healthz', () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    const current = relay.status();
+    const state = current.role === 'leader' ? (current.ready ? 'ready' : 'not-ready') : current.role;
+    return reply.code(current.ready ? 200 : 503).send({ status: state, ...current });
+  });
+  app.get('/metrics', async (_request, reply) => reply.type(relay.registry.contentType).send(await relay.registry.metrics()));
+  await app.ready();
+  return app;
+}
+
+// Probes and scrapes every few seconds would fill the log: no line per request.
+class QuietLogController extends LogController {
+  override incomingRequest(): void {
+    // not logged
+  }
+
+  override requestCompleted(): void {
+    // not logged
+  }
+}

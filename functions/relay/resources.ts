@@ -1,0 +1,79 @@
+// The Kubernetes objects the relay watches, as the raw JSON the API server sends: the relay passes
+// them on to the functions and never needs client-node's typed classes (whose deserialization
+// costs ~0.1 ms per Node and turns timestamps into Dates).
+
+/** Object metadata, as far as the relay reads it; everything else is passed on untouched. */
+export interface ObjectMeta {
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly uid?: string;
+  readonly resourceVersion?: string;
+  readonly deletionTimestamp?: string | null;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly finalizers?: readonly string[];
+  readonly [field: string]: unknown;
+}
+
+/** A Kubernetes object as JSON. */
+export interface KubeObject {
+  readonly apiVersion?: string;
+  readonly kind?: string;
+  readonly metadata?: ObjectMeta;
+  readonly [field: string]: unknown;
+}
+
+/** A kind the relay watches. */
+export interface ResourceType {
+  /** The name used in metrics and logs, e.g. `nodes`. */
+  readonly resource: 'nodes' | 'services';
+  readonly kind: 'Node' | 'Service';
+  readonly apiVersion: 'v1';
+  readonly namespaced: boolean;
+  /** The collection path, across all namespaces, for LIST and WATCH. */
+  readonly path: string;
+}
+
+export const nodes: ResourceType = { resource: 'nodes', kind: 'Node', apiVersion: 'v1', namespaced: false, path: '/api/v1/nodes' };
+export const services: ResourceType = { resource: 'services', kind: 'Service', apiVersion: 'v1', namespaced: true, path: '/api/v1/services' };
+
+/** Every kind the relay watches. */
+export const watchedResources: readonly ResourceType[] = [nodes, services];
+
+/**
+ * The object's key, as the host formats it (shared/host/function.ts `formatKey`): `Node/worker-1`,
+ * `Service/default/web`. Undefined when the object has no name (or, for a namespaced kind, no
+ * namespace), which the API server never sends.
+ */
+export function objectKey(type: ResourceType, object: KubeObject): string | undefined {
+  const name = object.metadata?.name;
+  if (name === undefined || name === '') return undefined;
+  if (!type.namespaced) return `${type.kind}/${name}`;
+  const namespace = object.metadata?.namespace;
+  return namespace === undefined || namespace === '' ? undefined : `${type.kind}/${namespace}/${name}`;
+}
+
+/**
+ * ApiServerSource's `subject`: a selfLink-like path, `/apis/<apiVersion>/namespaces/<namespace>/<kind
+ * in lower case>s/<name>`, core kinds under `/apis` too and an empty namespace segment for
+ * cluster-scoped kinds (knative/eventing pkg/adapter/apiserver/events `createSelfLink`).
+ */
+export function subject(type: ResourceType, object: KubeObject): string {
+  const namespace = object.metadata?.namespace ?? '';
+  return `/apis/${type.apiVersion}/namespaces/${namespace}/${type.kind.toLowerCase()}s/${object.metadata?.name ?? ''}`;
+}
+
+/**
+ * The object as the relay keeps and sends it: `kind` and `apiVersion` set (LIST items come without
+ * them) and `metadata.managedFields` left out — server-side apply's bookkeeping, often half of a
+ * Node's bytes, which no handler reads (a handler that wants it re-reads the object).
+ */
+export function normalize(type: ResourceType, object: KubeObject): KubeObject {
+  const metadata = Object.fromEntries(Object.entries(object.metadata ?? {}).filter(([field]) => field !== 'managedFields'));
+  return { ...object, apiVersion: type.apiVersion, kind: type.kind, metadata };
+}
+
+/** The object's resourceVersion, '' when it has none. */
+export function resourceVersionOf(object: KubeObject | undefined): string {
+  return object?.metadata?.resourceVersion ?? '';
+}
