@@ -102,6 +102,12 @@ export const options = {
     'cidrs',
   ),
   concurrentRouteOperations: option('string', 'Route creations and deletions in flight at once.', integer(1, 1000).default(10), 'n'),
+  controllers: option(
+    'list',
+    'Controllers to run: names (cloud-node-controller, cloud-node-lifecycle-controller, service-lb-controller, node-route-controller, or their aliases), "-name" to disable, "*" for all.',
+    z.array(z.string()).default(['*']),
+    'names',
+  ),
   to: option(
     'list',
     'A destination of the relay, <function>=<url> (node-init, node-lifecycle, service-lb, routes, or all); repeatable.',

@@ -103,7 +103,9 @@ export async function deliver(url: string, request: EventRequest, options: { rea
     response = await fetch(url, {
       method: 'POST',
       headers: request.headers,
-      body: request.body,
+      // No body at all for an empty one: fetch would otherwise add `content-type: text/plain`,
+      // a header the signature covers (and that the receiver would try to parse).
+      ...(request.body === '' ? {} : { body: request.body }),
       signal: AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]),
     });
     // Read to the end either way: an unread body keeps the connection from being reused.

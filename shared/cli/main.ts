@@ -61,6 +61,20 @@ const commands = {
     minPositionals: 1,
     run: async (line, io) => (await import('./reconcile.ts')).runReconcile(line, io),
   }),
+  start: command({
+    summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
+    description:
+      'Serves the functions --controllers selects (default all that the provider supports) under\n' +
+      '/<function> on --bind-address:--port, and runs the relay delivering to them, signed. The cluster is\n' +
+      '--kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is started\n' +
+      '(printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml.',
+    options: [
+      'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'controllers', 'bindAddress', 'port',
+      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations',
+      'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency', 'leaderElect', 'signingSecretFile', 'dataDir', 'logLevel',
+    ],
+    run: async (line, io) => (await import('./start.ts')).runStart(line, io),
+  }),
   relay: command({
     summary: 'Watch Nodes and Services and deliver their changes to the functions as CloudEvents.',
     description:

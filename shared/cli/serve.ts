@@ -14,7 +14,8 @@ import { canonicalFunction, knownFunctionNames } from '../names.ts';
 import type { Io } from './main.ts';
 import { readSecret } from './secret.ts';
 
-type ServeOptions =
+/** The options `cirrus serve` takes. */
+export type ServeOptions =
   | 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port'
   | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'configureCloudRoutes' | 'clusterCidr' | 'concurrentRouteOperations'
   | 'signingSecretFile' | 'logLevel';
@@ -41,8 +42,9 @@ export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise
   return 0;
 }
 
+/** The function called `name`, built for the given cluster, provider and configuration. */
 // Each function module is imported only by the process that serves it.
-async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudProvider; config: Config<ServeOptions> }): Promise<FunctionDefinition> {
+export async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudProvider; config: Config<ServeOptions> }): Promise<FunctionDefinition> {
   const { core, cloud, config } = deps;
   switch (name) {
     case 'node-init':

@@ -113,11 +113,25 @@ interface Host {
  * `definition.kinds` is empty.
  */
 export async function buildApp(definition: FunctionDefinition, options: AppOptions): Promise<FunctionApp> {
-  const [defaultKind] = definition.kinds;
-  if (defaultKind === undefined) throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
+  return assemble([definition], options, false);
+}
+
+/**
+ * One app for several functions (`cirrus start`): each function's routes under `/<name>`
+ * (`POST /node-init`, `POST /node-init/reconcile`, …), one set of probes and one /metrics at the
+ * root. Throws TypeError for a definition without kinds or two definitions of one name.
+ */
+export async function buildMultiApp(definitions: readonly FunctionDefinition[], options: AppOptions): Promise<FunctionApp> {
+  const names = definitions.map((d) => d.name);
+  const twice = names.find((name, i) => names.indexOf(name) !== i);
+  if (twice !== undefined) throw new TypeError(`function ${twice} is given twice`);
+  return assemble(definitions, options, true);
+}
+
+async function assemble(definitions: readonly FunctionDefinition[], options: AppOptions, prefixed: boolean): Promise<FunctionApp> {
   const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true });
-  definition.registerMetrics?.(metrics.registry);
   const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
+  const bodyLimit = options.bodyLimit ?? defaultBodyLimit;
   const app = fastify({
     loggerInstance: options.logger,
     logController: new QuietLogController(),
@@ -125,7 +139,7 @@ export async function buildApp(definition: FunctionDefinition, options: AppOptio
     // one event share its id, and structured mode has no such header. The event id is logged
     // as `ceId` next to this one.
     genReqId: () => randomUUID(),
-    bodyLimit: options.bodyLimit ?? defaultBodyLimit,
+    bodyLimit,
     return503OnClosing: true,
     // The routes validate with zod and have no JSON schemas. Left to itself, Fastify loads Ajv and
     // fast-json-stringify at construction anyway: 35-85 ms and 8 MB of a cold start (measured).
@@ -133,11 +147,15 @@ export async function buildApp(definition: FunctionDefinition, options: AppOptio
   });
   addClosingHooks(app);
   addProbeRoutes(app, metrics);
-  const host: Host = {
-    definition, defaultKind, metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0,
-    auth: options.auth, bodyLimit: options.bodyLimit ?? defaultBodyLimit,
-  };
-  await app.register(reconcileRoutes(host, pressure));
+  for (const definition of definitions) {
+    const [defaultKind] = definition.kinds;
+    if (defaultKind === undefined) throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
+    definition.registerMetrics?.(metrics.registry);
+    const host: Host = {
+      definition, defaultKind, metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0, auth: options.auth, bodyLimit,
+    };
+    await app.register(reconcileRoutes(host, pressure), prefixed ? { prefix: `/${definition.name}` } : {});
+  }
   await app.ready();
   return app;
 }
@@ -210,7 +228,7 @@ function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false
       return send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter }));
     });
     scope.addHook('onResponse', (request, reply, done) => {
-      const trigger = request.routeOptions.url === '/reconcile' ? 'manual' : (triggers.get(request) ?? 'unknown');
+      const trigger = request.routeOptions.url?.endsWith('/reconcile') === true ? 'manual' : (triggers.get(request) ?? 'unknown');
       host.metrics.requests.inc({ function: host.definition.name, trigger, code: String(reply.statusCode) });
       done();
     });

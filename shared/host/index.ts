@@ -1,6 +1,6 @@
 // The function host's public surface: what a function and the command line need to serve it.
 
-export { buildApp, defaultBodyLimit, defaultPressure, type AppOptions, type FunctionApp, type PressureOptions } from './app.ts';
+export { buildApp, buildMultiApp, defaultBodyLimit, defaultPressure, type AppOptions, type FunctionApp, type PressureOptions } from './app.ts';
 export {
   acceptedEventTypes,
   contentMode,

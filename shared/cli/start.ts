@@ -1,0 +1,165 @@
+// `cirrus start`: the whole CCM in one process — every selected function on one port, and the
+// relay delivering to them — against the configured cluster, or, when none is configured, against
+// the local control plane that `cirrus cluster` runs. With no provider given it uses `static` and
+// the example inventory, so a newcomer can watch a Node get initialized and a Service an address.
+
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { initCloudProvider } from '../cloud/registry.ts';
+import type { CloudProvider } from '../cloud/provider.ts';
+import { ConfigError, type CommandLine, type Config } from '../config.ts';
+import type { FunctionDefinition } from '../host/function.ts';
+import { loadKubeConfig } from '../kube/client.ts';
+import { createLogger } from '../log.ts';
+import { selectControllers } from '../names.ts';
+import type { Io } from './main.ts';
+import { readSecret } from './secret.ts';
+import { functionFor, importProviderModule, type ServeOptions } from './serve.ts';
+
+/** The options `cirrus start` takes. */
+export type StartOptions = ServeOptions | 'controllers' | 'nodeMonitorPeriod' | 'routeReconciliationPeriod'
+  | 'nodeStatusUpdateFrequency' | 'leaderElect' | 'dataDir';
+
+const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
+
+// What has to be stopped on the way out, in reverse order of starting.
+type Stopper = () => Promise<void>;
+
+/** Runs everything until `io.signal` aborts; exit status 0 after a clean stop. */
+export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise<number> {
+  const { config } = line;
+  const selected = controllersOf(config);
+  const log = createLogger({ name: 'cirrus', level: config.logLevel });
+  const stoppers: Stopper[] = [];
+  try {
+    const kubeConfig = await clusterFor(config, io, stoppers);
+    if (io.signal.aborted) return 0;
+    if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
+    const provider = config.cloudProvider ?? 'static';
+    const cloudConfig = config.cloudConfig ?? (provider === 'static' ? exampleInventory : undefined);
+    const cloud = await initCloudProvider(provider, cloudConfig, { signal: io.signal, log, kubeConfig });
+    const definitions = await buildFunctions(selected, { kubeConfig, cloud, config, log });
+    await serveAll(definitions, { kubeConfig, config, io, log }, stoppers);
+    await new Promise<void>((resolve) => {
+      if (io.signal.aborted) resolve();
+      io.signal.addEventListener('abort', () => {
+        resolve();
+      }, { once: true });
+    });
+    return 0;
+  } finally {
+    for (const stop of stoppers.reverse()) await stop();
+    if (stoppers.length > 0) io.stderr.write('cirrus stopped\n');
+  }
+}
+
+function controllersOf(config: Config<StartOptions>): string[] {
+  try {
+    return selectControllers(config.controllers);
+  } catch (error) {
+    throw new ConfigError(`--controllers: ${(error as Error).message}`);
+  }
+}
+
+// --kubeconfig, else $KUBECONFIG, else the pod's ServiceAccount; with none of them, the embedded
+// local control plane (whose binaries are built on first use, with progress lines).
+async function clusterFor(config: Config<StartOptions>, io: Io, stoppers: Stopper[]): Promise<KubeConfig> {
+  if (config.kubeconfig !== undefined || io.env['KUBECONFIG'] || io.env['KUBERNETES_SERVICE_HOST']) {
+    return loadKubeConfig(config.kubeconfig);
+  }
+  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../test/control-plane/index.ts');
+  io.stderr.write('no cluster configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount): starting the local control plane\n');
+  let assets;
+  try {
+    assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
+  } catch (error) {
+    if (error instanceof AssetsUnavailableError) throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
+    throw error;
+  }
+  const controlPlane = await ControlPlane.start({ assets, clusterName: config.clusterName, ...(config.dataDir === undefined ? {} : { dir: config.dataDir }) });
+  stoppers.push(() => controlPlane.stop());
+  const { info } = controlPlane;
+  io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
+  io.stderr.write(`kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`);
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(info.adminKubeconfig);
+  return kubeConfig;
+}
+
+interface Context {
+  readonly kubeConfig: KubeConfig;
+  readonly cloud: CloudProvider;
+  readonly config: Config<StartOptions>;
+  readonly log: Logger;
+}
+
+// The selected functions the provider and configuration allow; the others are skipped with a
+// warning, as the Go CCM skips a controller whose cloud capability is missing.
+async function buildFunctions(selected: string[], context: Context): Promise<FunctionDefinition[]> {
+  const core = context.kubeConfig.makeApiClient(CoreV1Api);
+  const definitions: FunctionDefinition[] = [];
+  for (const name of selected) {
+    const reason = skipReason(name, context);
+    if (reason !== undefined) {
+      context.log.warn({ function: name }, `${name} not started: ${reason}`);
+      continue;
+    }
+    definitions.push(await functionFor(name, { core, cloud: context.cloud, config: context.config }));
+  }
+  if (definitions.length === 0) throw new Error('no function can run: see the warnings above');
+  return definitions;
+}
+
+function skipReason(name: string, context: Context): string | undefined {
+  const { cloud } = context;
+  const provider = cloud.providerName();
+  if ((name === 'node-init' || name === 'node-lifecycle') && !cloud.instancesV2() && !cloud.instances()) return `provider ${provider} has no instances`;
+  if (name === 'service-lb' && !cloud.loadBalancer()) return `provider ${provider} has no load balancers`;
+  return name === 'routes' ? routesSkipReason(context) : undefined;
+}
+
+function routesSkipReason({ cloud, config }: Context): string | undefined {
+  const provider = cloud.providerName();
+  if (!config.configureCloudRoutes) return '--configure-cloud-routes=false';
+  if (!cloud.routes()) return `provider ${provider} has no routes`;
+  if (config.clusterCidr.length === 0) return 'no --cluster-cidr';
+  return undefined;
+}
+
+// One server for the functions, and the relay delivering to it, signed with a secret of this
+// process (or --signing-secret-file's), so nothing else can drive the functions.
+async function serveAll(
+  definitions: FunctionDefinition[],
+  { kubeConfig, config, io, log }: { kubeConfig: KubeConfig; config: Config<StartOptions>; io: Io; log: Logger },
+  stoppers: Stopper[],
+): Promise<void> {
+  const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
+  const { buildMultiApp, serve } = await import('../host/index.ts');
+  const app = await buildMultiApp(definitions, { logger: log, auth: { secret } });
+  const controller = new AbortController();
+  const server = await serve(app, { host: config.bindAddress, port: config.port, signal: controller.signal });
+  stoppers.push(async () => {
+    controller.abort();
+    await server.closed;
+  });
+  const local = `http://127.0.0.1:${server.port}`;
+  const relayModule = await import('../../functions/relay/index.ts');
+  const routing = relayModule.buildRoutingTable({
+    to: definitions.map((d) => `${d.name}=${local}/${d.name}`),
+    periods: { 'node-lifecycle': config.nodeMonitorPeriod, routes: config.routeReconciliationPeriod, 'node-init': config.nodeStatusUpdateFrequency },
+  });
+  const logger = createLogger({ name: 'relay', level: config.logLevel });
+  const relay = relayModule.startRelay({ kubeConfig, routing, logger, secret, leaderElection: config.leaderElect ? {} : false });
+  stoppers.push(() => relay.stop());
+  // Ctrl-C while waiting (for the Lease, say) must still stop.
+  const aborted = new Promise<void>((resolve) => {
+    io.signal.addEventListener('abort', () => {
+      resolve();
+    }, { once: true });
+  });
+  await Promise.race([relay.ready, aborted]);
+  if (io.signal.aborted) return;
+  io.stderr.write(`cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops\n`);
+}
