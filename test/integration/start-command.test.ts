@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { CoreV1Api, KubeConfig, loadYaml, type V1Node } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, loadYaml, type V1Node, type V1Service } from '@kubernetes/client-node';
 import { selectControllers } from '../../shared/names.ts';
 import { controlPlaneSkip } from '../helpers/cluster.ts';
 
@@ -79,10 +79,7 @@ describe('cirrus start', { skip: controlPlaneSkip }, () => {
       config.loadFromFile(kubeconfig);
       const core = config.makeApiClient(CoreV1Api);
       await core.createNode({ body: loadYaml<V1Node>(readFileSync('examples/static/node.yaml', 'utf8')) });
-      await core.createNamespacedService({
-        namespace: 'default',
-        body: { metadata: { name: 'web' }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
-      });
+      await core.createNamespacedService({ namespace: 'default', body: loadYaml<V1Service>(readFileSync('examples/static/service.yaml', 'utf8')) });
       const node = await eventually(async () => {
         const read = await core.readNode({ name: 'worker-1' });
         return read.spec?.providerID === undefined ? undefined : read;

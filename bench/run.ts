@@ -1,0 +1,97 @@
+// `npm run bench`: cirrus's figures against the goals of performance.md §7, on a local control
+// plane of its own, with the benchmark cloud (bench/cloud.ts). Prints a table; writes JSON to
+// bench/results/<time>.json.
+//
+//   npm run bench                       short sizes (a couple of minutes on 2 cores)
+//   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay
+//   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
+//   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
+
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { LevelWithSilent } from 'pino';
+import { ControlPlane, resolveAssets } from '../test/control-plane/index.ts';
+import { startCirrus } from './cirrus.ts';
+import { BenchCloud } from './cloud.ts';
+import type { Bench } from './context.ts';
+import { Kube } from './kube.ts';
+import { machine, table, writeResults, type Figure, type ScenarioResult } from './report.ts';
+import { calibrate } from './scenarios/calibrate.ts';
+import { coldStarts } from './scenarios/coldstart.ts';
+import { loadBalancers } from './scenarios/lb.ts';
+import { nodeInit } from './scenarios/nodes.ts';
+import { relayAlone } from './scenarios/relay.ts';
+
+const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay'] as const;
+
+const { values } = parseArgs({
+  options: { full: { type: 'boolean', default: false }, only: { type: 'string' }, 'log-level': { type: 'string', default: 'warn' } },
+});
+const only = new Set(values.only?.split(',') ?? scenarioNames);
+const progress = (line: string): void => { process.stderr.write(`bench: ${line}\n`); };
+
+const results: Record<string, ScenarioResult> = {};
+const startedAt = new Date().toISOString();
+const assets = await resolveAssets({ build: true, progress });
+const controlPlane = await ControlPlane.start({ assets });
+try {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(controlPlane.info.adminKubeconfig);
+  const bench: Bench = { kube: await Kube.connect(kubeConfig), kubeConfig, cloud: new BenchCloud(), full: values.full, progress };
+  progress(`kube-apiserver ${controlPlane.info.kubernetesVersion} at ${controlPlane.info.server}`);
+  await runAll(bench, values['log-level'] as LevelWithSilent);
+} finally {
+  await controlPlane.stop();
+}
+
+const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
+const file = await writeResults(fileURLToPath(new URL('results/', import.meta.url)), {
+  startedAt, full: values.full, machine: machine(), kubernetes: controlPlane.info.kubernetesVersion, results,
+});
+process.stdout.write(`\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\n`);
+
+async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {
+  let ceiling: number | undefined;
+  if (only.has('calibration')) {
+    progress('calibration: Node PATCH/s');
+    const calibration = await calibrate(bench);
+    results['calibration'] = calibration.result;
+    ceiling = calibration.patchesPerSecond;
+  }
+  if (only.has('nodes') || only.has('lb')) {
+    const cirrus = await startCirrus(bench.kubeConfig, bench.cloud, logLevel);
+    try {
+      if (only.has('nodes')) await nodes(bench, ceiling);
+      if (only.has('lb')) {
+        progress(`load balancers: ${bench.full ? 1000 : 200} Services, ensureLoadBalancer 1 s`);
+        results['lb'] = await loadBalancers(bench, bench.full ? 1000 : 200);
+      }
+    } finally {
+      await cirrus.stop();
+    }
+  }
+  if (only.has('coldstart')) {
+    progress('cold starts');
+    results['coldstart'] = await coldStarts(bench, controlPlane.info.adminKubeconfig);
+  }
+  if (only.has('relay')) {
+    progress('relay alone');
+    results['relay'] = await relayAlone(bench, ceiling);
+  }
+}
+
+async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
+  const count = bench.full ? 1000 : 200;
+  bench.cloud.latencyMs = 50;
+  progress(`node init, steady: ${count} nodes at 20/s, cloud 50 ms/call`);
+  results['nodes-steady'] = await nodeInit(bench, { mode: 'steady', count, ratePerSecond: 20 }, ceiling);
+  progress(`node init, burst: ${count} nodes`);
+  results['nodes-burst'] = await nodeInit(bench, { mode: 'burst', count }, ceiling);
+}
+
+function notMeasured(): string[] {
+  const measured = new Set(Object.values(results).flatMap((r) => r.figures.map((f) => f.goal?.split(' ')[0])));
+  return ['G1', 'G2', 'G3', 'G4', 'G5', 'G6', 'G7', 'G8', 'G9', 'G10', 'G11', 'G12', 'G13', 'G14', 'G15', 'G16', 'G17', 'G18'].filter((g) => !measured.has(g));
+}

@@ -1,0 +1,86 @@
+// G11/G12: one function alone, as `cirrus serve <fn>` in a fresh process: spawn → first 200 on
+// /healthz, and the resident set after 2 s idle (VmRSS in /proc/<pid>/status).
+
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { clusterCidr } from '../cirrus.ts';
+import type { Bench } from '../context.ts';
+import { percentile, sleep } from '../kube.ts';
+import type { Figure, ScenarioResult } from '../report.ts';
+
+const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
+const functions = ['node-init', 'node-lifecycle', 'service-lb', 'routes'];
+
+export async function coldStarts(bench: Bench, kubeconfig: string): Promise<ScenarioResult> {
+  const runs = bench.full ? 10 : 5;
+  const figures: Figure[] = [];
+  const detail: Record<string, string> = {};
+  for (const fn of functions) {
+    const starts: number[] = [];
+    const rss: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const one = await coldStart(fn, kubeconfig);
+      starts.push(one.startMs);
+      rss.push(one.rssMb);
+    }
+    bench.progress(`cold start ${fn}: ${starts.map((s) => s.toFixed(0)).join(', ')} ms`);
+    detail[fn] = JSON.stringify({ startMs: starts, rssMb: rss });
+    const scenario = `cold start: ${fn} (${runs} runs)`;
+    const p50 = percentile(starts, 50);
+    const worst = Math.max(...starts);
+    const rssMax = Math.max(...rss);
+    figures.push(
+      { scenario, metric: 'spawn → first 200 p50', value: p50, unit: 'ms', goal: 'G11 ≤ 300 ms', met: p50 <= 300 },
+      { scenario, metric: `spawn → first 200 max (p99 of ${runs})`, value: worst, unit: 'ms', goal: 'G11 p99 ≤ 500 ms', met: worst <= 500 },
+      { scenario, metric: 'RSS after 2 s idle (max)', value: rssMax, unit: 'MB', goal: 'G12 ≤ 70 MB', met: rssMax <= 70 },
+    );
+  }
+  return { figures, detail };
+}
+
+async function coldStart(fn: string, kubeconfig: string): Promise<{ startMs: number; rssMb: number }> {
+  const port = await freePort();
+  const args = [cli, 'serve', fn, '--cloud-provider', 'fake', '--kubeconfig', kubeconfig, '--port', String(port), '--bind-address', '127.0.0.1', '--log-level', 'warn'];
+  if (fn === 'routes') args.push('--cluster-cidr', clusterCidr);
+  const start = performance.now();
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => { resolve(); }));
+  try {
+    const deadline = start + 30_000;
+    while (!(await healthy(port))) {
+      if (performance.now() > deadline || child.exitCode !== null) throw new Error(`cirrus serve ${fn} did not answer /healthz`);
+      await sleep(5);
+    }
+    const startMs = performance.now() - start;
+    await sleep(2_000);
+    const status = await readFile(`/proc/${child.pid ?? 0}/status`, 'utf8');
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
+    return { startMs, rssMb: kb / 1024 };
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+async function healthy(port: number): Promise<boolean> {
+  try {
+    const reply = await fetch(`http://127.0.0.1:${port}/healthz`);
+    await reply.arrayBuffer();
+    return reply.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0); });
+    });
+  });
+}
