@@ -10,7 +10,7 @@
 
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../shared/kube/client.ts';
 import type { LevelWithSilent } from 'pino';
 import { ControlPlane, resolveAssets } from '../test/control-plane/index.ts';
 import { startCirrus } from './cirrus.ts';
@@ -37,8 +37,8 @@ const startedAt = new Date().toISOString();
 const assets = await resolveAssets({ build: true, progress });
 const controlPlane = await ControlPlane.start({ assets });
 try {
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(controlPlane.info.adminKubeconfig);
+  // Loaded as cirrus loads it (connections reused), so the figures are cirrus's.
+  const kubeConfig = loadKubeConfig(controlPlane.info.adminKubeconfig);
   const bench: Bench = { kube: await Kube.connect(kubeConfig), kubeConfig, cloud: new BenchCloud(), full: values.full, progress };
   progress(`kube-apiserver ${controlPlane.info.kubernetesVersion} at ${controlPlane.info.server}`);
   await runAll(bench, values['log-level'] as LevelWithSilent);

@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { initCloudProvider } from '../cloud/registry.ts';
 import type { CloudProvider } from '../cloud/provider.ts';
@@ -83,9 +83,7 @@ async function clusterFor(config: Config<StartOptions>, io: Io, stoppers: Stoppe
   const { info } = controlPlane;
   io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
   io.stderr.write(`kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`);
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(info.adminKubeconfig);
-  return kubeConfig;
+  return loadKubeConfig(info.adminKubeconfig);
 }
 
 interface Context {
