@@ -46,13 +46,18 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   return 0;
 }
 
-function periods(config: CommandLine<RelayCommandOptions>['config']): Record<'node-lifecycle' | 'routes' | 'node-init' | 'service-lb', number> {
-  return {
-    'node-lifecycle': config.nodeMonitorPeriod,
-    routes: config.routeReconciliationPeriod,
-    'node-init': config.nodeStatusUpdateFrequency,
-    'service-lb': config.serviceSyncPeriod,
-  };
+// Period flags override the routing file; a value equal to the flag's default counts as unset, so
+// that a routing file's periods take effect when no flag or variable was given.
+function periods(config: CommandLine<RelayCommandOptions>['config']): Partial<Record<'node-lifecycle' | 'routes' | 'node-init' | 'service-lb', number>> {
+  const given: Partial<Record<'node-lifecycle' | 'routes' | 'node-init' | 'service-lb', number>> = {};
+  const flags = [
+    ['node-lifecycle', config.nodeMonitorPeriod, 5_000],
+    ['routes', config.routeReconciliationPeriod, 10_000],
+    ['node-init', config.nodeStatusUpdateFrequency, 300_000],
+    ['service-lb', config.serviceSyncPeriod, 0],
+  ] as const;
+  for (const [name, value, fallback] of flags) if (value !== fallback) given[name] = value;
+  return given;
 }
 
 function leaseSettings(config: CommandLine<RelayCommandOptions>['config']): Omit<LeaseSettings, 'identity'> {

@@ -17,6 +17,7 @@ describe('option names', () => {
     { option: 'configureCloudRoutes', flag: 'configure-cloud-routes', env: 'CIRRUS_CONFIGURE_CLOUD_ROUTES' },
     { option: 'clusterCidr', flag: 'cluster-cidr', env: 'CIRRUS_CLUSTER_CIDR' },
     { option: 'concurrentRouteOperations', flag: 'concurrent-route-operations', env: 'CIRRUS_CONCURRENT_ROUTE_OPERATIONS' },
+    { option: 'controllers', flag: 'controllers', env: 'CIRRUS_CONTROLLERS' },
     { option: 'to', flag: 'to', env: 'CIRRUS_TO' },
     { option: 'routingConfig', flag: 'routing-config', env: 'CIRRUS_ROUTING_CONFIG' },
     { option: 'nodeMonitorPeriod', flag: 'node-monitor-period', env: 'CIRRUS_NODE_MONITOR_PERIOD' },

@@ -1,0 +1,198 @@
+// Builds deploy/knative's kustomizations in-process, for tests that must run without kubectl: the
+// subset of kustomize those files use (resources, ConfigMap and Secret generators with fixed
+// names, images), and an error for anything else, so that this loader can never silently read a
+// kustomization differently from kustomize. manifests.test.ts compares it with `kubectl kustomize`
+// where kubectl is installed.
+
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadAll } from 'js-yaml';
+import { z } from 'zod';
+
+/** deploy/knative in this checkout. */
+export const knativeRoot = fileURLToPath(new URL('../../deploy/knative/', import.meta.url));
+
+/** A Kubernetes object as the YAML gives it. */
+export interface KubeObject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: { readonly name: string; readonly namespace?: string; readonly labels?: Record<string, string>; readonly [key: string]: unknown };
+  readonly [key: string]: unknown;
+}
+
+const objectSchema = z.looseObject({
+  apiVersion: z.string().min(1),
+  kind: z.string().min(1),
+  metadata: z.looseObject({ name: z.string().min(1), namespace: z.string().min(1).optional() }),
+});
+
+const generatorSchema = z.strictObject({
+  name: z.string(),
+  namespace: z.string().optional(),
+  behavior: z.enum(['create', 'merge', 'replace']).optional(),
+  literals: z.array(z.string().regex(/^[^=]+=/, 'KEY=value')).optional(),
+  files: z.array(z.string()).optional(),
+});
+
+const kustomizationSchema = z.strictObject({
+  apiVersion: z.literal('kustomize.config.k8s.io/v1beta1'),
+  kind: z.literal('Kustomization'),
+  resources: z.array(z.string()).optional(),
+  images: z.array(z.strictObject({ name: z.string(), newName: z.string().optional(), newTag: z.string().optional() })).optional(),
+  // Hashed names would need every reference rewritten; these kustomizations do not use them.
+  generatorOptions: z.strictObject({ disableNameSuffixHash: z.literal(true), labels: z.record(z.string(), z.string()).optional() }).optional(),
+  configMapGenerator: z.array(generatorSchema).optional(),
+  secretGenerator: z.array(generatorSchema).optional(),
+});
+
+type Kustomization = z.infer<typeof kustomizationSchema>;
+type Generator = z.infer<typeof generatorSchema>;
+
+/** How to read the files a generator names (a test supplies files that are generated per cluster). */
+export interface BuildOptions {
+  readonly readFile?: (path: string) => string;
+}
+
+/** `Kind/namespace/name`: an object's identity within a build. */
+export function identity(object: KubeObject): string {
+  return `${object.kind}/${object.metadata.namespace ?? ''}/${object.metadata.name}`;
+}
+
+/** Every object of the YAML file at `path`, validated as Kubernetes objects. */
+export function readObjects(path: string): KubeObject[] {
+  return loadAll(readFileSync(path, 'utf8'))
+    .filter((document) => document !== null && document !== undefined)
+    .map((document, index) => {
+      const parsed = objectSchema.safeParse(document);
+      if (!parsed.success) throw new Error(`${path}, document ${index + 1}: not a Kubernetes object: ${parsed.error.message}`);
+      return parsed.data as KubeObject;
+    });
+}
+
+/** Reads and validates the kustomization.yaml in `dir`. */
+export function readKustomization(dir: string): Kustomization {
+  const path = join(dir, 'kustomization.yaml');
+  const [document] = loadAll(readFileSync(path, 'utf8'));
+  const parsed = kustomizationSchema.safeParse(document);
+  if (!parsed.success) throw new Error(`${path}: uses what this loader does not support, or is invalid: ${parsed.error.message}`);
+  return parsed.data;
+}
+
+/** The objects `kustomize build dir` emits (in resource order, not kustomize's kind order). */
+export function build(dir: string, options: BuildOptions = {}): KubeObject[] {
+  const kustomization = readKustomization(dir);
+  const objects = (kustomization.resources ?? []).flatMap((resource) => {
+    const path = join(dir, resource);
+    return statSync(path).isDirectory() ? build(path, options) : readObjects(path);
+  });
+  const readFile = options.readFile ?? ((path: string) => readFileSync(path, 'utf8'));
+  const labels = kustomization.generatorOptions?.labels ?? {};
+  for (const generator of kustomization.configMapGenerator ?? []) generate(objects, configMap(generator, { dir, readFile, labels }), generator.behavior);
+  for (const generator of kustomization.secretGenerator ?? []) generate(objects, secret(generator, { dir, readFile, labels }), generator.behavior);
+  checkUnique(objects, dir);
+  return objects.map((object) => withImages(object, kustomization.images ?? []));
+}
+
+function checkUnique(objects: readonly KubeObject[], dir: string): void {
+  const seen = new Set<string>();
+  for (const object of objects) {
+    const id = identity(object);
+    if (seen.has(id)) throw new Error(`${dir}: ${id} is defined twice`);
+    seen.add(id);
+  }
+}
+
+interface GeneratorContext {
+  readonly dir: string;
+  readonly readFile: (path: string) => string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+// key=value pairs of a generator: literals, then files (`key=path` or `path`, keyed by its name).
+function generatedData(generator: Generator, context: GeneratorContext): Record<string, string> {
+  const data: Record<string, string> = {};
+  for (const literal of generator.literals ?? []) {
+    const at = literal.indexOf('=');
+    data[literal.slice(0, at)] = literal.slice(at + 1);
+  }
+  for (const file of generator.files ?? []) {
+    const at = file.indexOf('=');
+    const [key, path] = at < 0 ? [basename(file), file] : [file.slice(0, at), file.slice(at + 1)];
+    data[key] = context.readFile(join(context.dir, path));
+  }
+  return data;
+}
+
+function metadataOf(generator: Generator, labels: Readonly<Record<string, string>>): KubeObject['metadata'] {
+  const base = generator.namespace === undefined ? { name: generator.name } : { name: generator.name, namespace: generator.namespace };
+  return Object.keys(labels).length === 0 ? base : { ...base, labels: { ...labels } };
+}
+
+function configMap(generator: Generator, context: GeneratorContext): KubeObject {
+  return { apiVersion: 'v1', kind: 'ConfigMap', metadata: metadataOf(generator, context.labels), data: generatedData(generator, context) };
+}
+
+// As kustomize writes it: base64 `data`, type Opaque.
+function secret(generator: Generator, context: GeneratorContext): KubeObject {
+  const data = Object.fromEntries(Object.entries(generatedData(generator, context)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
+  return { apiVersion: 'v1', kind: 'Secret', metadata: metadataOf(generator, context.labels), type: 'Opaque', data };
+}
+
+// create: a new object; merge: its data and labels over the existing object's; replace: instead of it.
+function generate(objects: KubeObject[], generated: KubeObject, behavior: Generator['behavior']): void {
+  const index = objects.findIndex((object) => identity(object) === identity(generated));
+  if ((behavior ?? 'create') === 'create') {
+    if (index >= 0) throw new Error(`generator ${identity(generated)}: already defined (use behavior merge or replace)`);
+    objects.push(generated);
+    return;
+  }
+  const existing = objects[index];
+  if (existing === undefined) throw new Error(`generator ${identity(generated)}: behavior ${String(behavior)} but there is no such object to change`);
+  objects[index] = behavior === 'replace' ? { ...generated, metadata: { ...existing.metadata, ...generated.metadata } } : merged(existing, generated);
+}
+
+function merged(existing: KubeObject, generated: KubeObject): KubeObject {
+  const labels = { ...existing.metadata.labels, ...generated.metadata.labels };
+  const data = { ...(existing['data'] as Record<string, string> | undefined), ...(generated['data'] as Record<string, string>) };
+  return { ...existing, metadata: { ...existing.metadata, labels }, data };
+}
+
+interface Container { image?: string; [key: string]: unknown }
+
+// The images transformer, for the pod templates these files have (Deployments, Knative Services).
+function withImages(object: KubeObject, images: Kustomization['images'] & object): KubeObject {
+  const template = (object['spec'] as { template?: { spec?: { containers?: Container[] } } } | undefined)?.template;
+  const containers = template?.spec?.containers;
+  if (containers === undefined || images.length === 0) return object;
+  const copy = structuredClone(object) as KubeObject & { spec: { template: { spec: { containers: Container[] } } } };
+  for (const container of copy.spec.template.spec.containers) {
+    const image = images.find((i) => i.name === container.image);
+    if (image !== undefined) container.image = `${image.newName ?? image.name}${image.newTag === undefined ? '' : `:${image.newTag}`}`;
+  }
+  return copy;
+}
+
+/** Every kustomization directory under `root` (those with a kustomization.yaml). */
+export function kustomizationDirs(root: string = knativeRoot): string[] {
+  const found = existsSync(join(root, 'kustomization.yaml')) ? [root] : [];
+  for (const entry of readdirSync(root, { withFileTypes: true })) {
+    if (entry.isDirectory()) found.push(...kustomizationDirs(join(root, entry.name)));
+  }
+  return found;
+}
+
+/** Every file a kustomization under `root` names (resources and generator files), relative to `root`. */
+export function referencedFiles(root: string = knativeRoot): Set<string> {
+  const files = new Set<string>();
+  for (const dir of kustomizationDirs(root)) {
+    const kustomization = readKustomization(dir);
+    files.add(relative(root, join(dir, 'kustomization.yaml')));
+    const generated = [...(kustomization.configMapGenerator ?? []), ...(kustomization.secretGenerator ?? [])]
+      .flatMap((g) => g.files ?? []).map((file) => file.slice(file.indexOf('=') + 1));
+    for (const path of [...(kustomization.resources ?? []), ...generated]) {
+      if (!existsSync(join(dir, path)) || !statSync(join(dir, path)).isDirectory()) files.add(relative(root, join(dir, path)));
+    }
+  }
+  return files;
+}

@@ -1,0 +1,561 @@
+// deploy/: the Dockerfile and the Knative manifests, checked without a cluster where that is
+// possible (structure, Knative's rules, cirrus's own configuration rules, and each container
+// actually starting with its args and environment), and every core Kubernetes object validated by
+// a server-side dry run on the real control plane. Knative's CRDs are not installed there, so its
+// objects are validated with the zod schemas of ./knative.ts.
+
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import { load, loadAll } from 'js-yaml';
+import { buildRoutingTable } from '../../functions/relay/index.ts';
+import { envName, options, type OptionName } from '../../shared/config.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { apiServerSourceSchema, knativeServiceSchema, pingSourceSchema, scaleAnnotation, type KnativeService } from './knative.ts';
+import { build, identity, knativeRoot, referencedFiles, type KubeObject } from './kustomize.ts';
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+const exampleDir = join(knativeRoot, 'overlays/example');
+// Generated per cluster and never committed (overlays/example/.gitignore): a stand-in for builds.
+const signingSecretFile = join(exampleDir, 'signing-secret');
+const readWithSigningSecret = (path: string): string => (path === signingSecretFile && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8'));
+
+const builds: Readonly<Record<string, readonly KubeObject[]>> = {
+  base: build(knativeRoot),
+  example: build(exampleDir, { readFile: readWithSigningSecret }),
+  apiserversource: build(join(knativeRoot, 'apiserversource')),
+};
+
+const functionNames = ['node-init', 'node-lifecycle', 'service-lb', 'routes'] as const;
+
+function ofKind(objects: readonly KubeObject[], kind: string, apiVersion?: string): KubeObject[] {
+  return objects.filter((o) => o.kind === kind && (apiVersion === undefined || o.apiVersion === apiVersion));
+}
+
+function knativeServices(objects: readonly KubeObject[]): KnativeService[] {
+  return ofKind(objects, 'Service', 'serving.knative.dev/v1').map((o) => {
+    const parsed = knativeServiceSchema.safeParse(o);
+    assert.ok(parsed.success, `${identity(o)}: ${parsed.success ? '' : parsed.error.message}`);
+    return parsed.data;
+  });
+}
+
+function find(objects: readonly KubeObject[], id: string): KubeObject | undefined {
+  return objects.find((o) => identity(o) === id);
+}
+
+function component(service: KnativeService): string {
+  return service.metadata.labels?.['app.kubernetes.io/component'] ?? '';
+}
+
+describe('deploy/knative', () => {
+  it('has no file that no kustomization uses', () => {
+    const used = referencedFiles();
+    const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true })
+      .flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [relative(knativeRoot, join(dir, e.name))]));
+    const unused = walk(knativeRoot).filter((file) => !used.has(file) && !file.endsWith('.gitignore') && file !== relative(knativeRoot, signingSecretFile));
+    assert.deepEqual(unused, []);
+  });
+
+  it('builds the same objects with kubectl kustomize', { skip: kubectlSkip() }, () => {
+    // A copy, so that the example's signing secret can exist without touching the checkout.
+    const copy = mkdtempSync(join(tmpdir(), 'cirrus-kustomize-'));
+    try {
+      cpSync(knativeRoot, copy, { recursive: true });
+      writeFileSync(join(copy, 'overlays/example/signing-secret'), 'test-signing-secret\n');
+      for (const [name, dir] of [['base', '.'], ['example', 'overlays/example'], ['apiserversource', 'apiserversource']] as const) {
+        const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
+        assert.equal(result.status, 0, result.stderr);
+        const theirs = new Map(loadAll(result.stdout).map((o) => [identity(o as KubeObject), unwrapSecret(o as KubeObject)]));
+        const ours = new Map(builds[name]?.map((o) => [identity(o), o]));
+        assert.deepEqual([...ours.keys()].sort(), [...theirs.keys()].sort(), name);
+        for (const [id, object] of ours) assert.deepEqual(object, theirs.get(id), `${name}: ${id}`);
+      }
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+
+  it('has one valid Knative Service per function, serving it with its own arguments', () => {
+    const services = knativeServices(builds['base'] ?? []);
+    assert.deepEqual(services.map(component).sort(), [...functionNames].sort());
+    for (const service of services) {
+      const [container] = service.spec.template.spec.containers;
+      assert.deepEqual(container?.args, ['serve', component(service)], service.metadata.name);
+      assert.equal(container.image, 'cirrus', 'the image name the overlays replace');
+      assert.equal(service.metadata.name, `cirrus-${component(service)}`);
+    }
+    assert.deepEqual(knativeServices(builds['example'] ?? []).map(component).sort(), ['node-init', 'node-lifecycle', 'service-lb'], 'static has no routes');
+    assert.deepEqual(knativeServices(builds['apiserversource'] ?? []).map(component).sort(), [...functionNames].sort());
+  });
+
+  it('would notice what Knative refuses or ignores (the schema itself works)', () => {
+    const [valid] = ofKind(builds['base'] ?? [], 'Service', 'serving.knative.dev/v1');
+    assert.ok(valid);
+    const spoilt = (change: (copy: KnativeService) => void): boolean => {
+      const copy = structuredClone(valid) as unknown as KnativeService;
+      change(copy);
+      return knativeServiceSchema.safeParse(copy).success;
+    };
+    type Container = KnativeService['spec']['template']['spec']['containers'][number];
+    const container = (s: KnativeService): Container => {
+      const [first] = s.spec.template.spec.containers;
+      assert.ok(first);
+      return first;
+    };
+    assert.equal(spoilt(() => undefined), true);
+    assert.equal(spoilt((s) => { s.spec.template.metadata.annotations['autoscaling.knative.dev/minScale'] = '1'; }), false, 'an unknown autoscaling annotation');
+    assert.equal(spoilt((s) => { s.spec.template.metadata.annotations['autoscaling.knative.dev/max-scale'] = 'one'; }), false, 'a scale that is not a number');
+    assert.equal(spoilt((s) => { Object.assign(container(s).volumeMounts?.[0] ?? {}, { subPath: 'cloud.yaml' }); }), false, 'a subPath mount');
+    assert.equal(spoilt((s) => { container(s).env?.push({ name: 'PORT', value: '9090' }); }), false, 'PORT, which Knative sets');
+    assert.equal(spoilt((s) => { container(s).ports.push({ name: 'http1', containerPort: 9090 }); }), false, 'a second port');
+    assert.equal(spoilt((s) => { s.spec.template.spec.timeoutSeconds = 3600; }), false, 'a timeout over the maximum');
+  });
+
+  it('runs each function as its own ServiceAccount, bound to a ClusterRole of its own', () => {
+    const objects = builds['base'] ?? [];
+    for (const service of knativeServices(objects)) {
+      const account = service.spec.template.spec.serviceAccountName;
+      assert.equal(account, `cirrus-${component(service)}`);
+      assert.ok(find(objects, `ServiceAccount/${service.metadata.namespace}/${account}`), `${account} exists`);
+      const bindings = ofKind(objects, 'ClusterRoleBinding').filter((b) => subjectsOf(b).some((s) => s.name === account && s.namespace === service.metadata.namespace));
+      assert.deepEqual(bindings.map((b) => roleRefOf(b).name), [account], `${account} is bound to its own ClusterRole only`);
+    }
+  });
+
+  it('scales deliberately: routes is exactly one instance, the others within bounds', () => {
+    for (const service of knativeServices(builds['base'] ?? [])) {
+      const min = scaleAnnotation(service, 'min-scale');
+      const max = scaleAnnotation(service, 'max-scale');
+      assert.ok(min !== undefined && max !== undefined && max >= 1 && min <= max, `${service.metadata.name}: min-scale ${String(min)} ≤ max-scale ${String(max)}`);
+      const { containerConcurrency } = service.spec.template.spec;
+      const target = scaleAnnotation(service, 'target');
+      if (containerConcurrency > 0) assert.ok(target !== undefined && target <= containerConcurrency, `${service.metadata.name}: target within containerConcurrency`);
+    }
+    const routes = knativeServices(builds['base'] ?? []).find((s) => component(s) === 'routes');
+    assert.ok(routes);
+    assert.equal(scaleAnnotation(routes, 'max-scale'), 1, 'routes coalesces passes per instance');
+    assert.equal(scaleAnnotation(routes, 'min-scale'), 1);
+    assert.equal(routes.spec.template.spec.containerConcurrency, 0, 'requests must reach the instance to join its pass');
+  });
+
+  it('probes the health routes, stays cluster-local, and mounts Secrets whole', () => {
+    for (const service of knativeServices(builds['base'] ?? [])) {
+      const [container] = service.spec.template.spec.containers;
+      assert.equal(container?.readinessProbe.httpGet.path, '/readyz');
+      assert.equal(container.livenessProbe.httpGet.path, '/healthz');
+      assert.equal(service.metadata.labels?.['networking.knative.dev/visibility'], 'cluster-local');
+      const mounts = container.volumeMounts ?? [];
+      for (const mount of mounts) assert.equal((mount as Record<string, unknown>)['subPath'], undefined);
+      const secretVolume = (secretName: string): string | undefined => service.spec.template.spec.volumes?.find((v) => v.secret?.secretName === secretName)?.name;
+      assert.ok(mounts.some((m) => m.name === secretVolume('cirrus-cloud-config')), 'the cloud-config Secret is mounted');
+      assert.ok(mounts.some((m) => m.name === secretVolume('cirrus-signing')), 'the signing Secret is mounted');
+    }
+  });
+
+  it('sets only CIRRUS_* variables that cirrus knows, with values it accepts', () => {
+    for (const objects of Object.values(builds)) {
+      for (const [where, name, value] of configuredVariables(objects)) {
+        const option = optionOfVariable(name);
+        if (option === undefined) {
+          assert.ok(!name.startsWith('CIRRUS_'), `${where}: ${name} is not a cirrus variable`);
+          continue;
+        }
+        assert.equal(checkValue(option, value), undefined, `${where}: ${name}=${value}`);
+      }
+    }
+  });
+
+  it('points each function\'s file settings at the Secrets mounted in its container', () => {
+    for (const [name, objects] of Object.entries(builds)) {
+      for (const workload of workloads(objects)) {
+        const env = containerEnv(workload, objects);
+        for (const [variable, secret] of [['CIRRUS_CLOUD_CONFIG', 'cirrus-cloud-config'], ['CIRRUS_SIGNING_SECRET_FILE', 'cirrus-signing']] as const) {
+          // The relay reads CIRRUS_CLOUD_CONFIG from the shared ConfigMap too, but takes no such option.
+          const takes = variable === 'CIRRUS_SIGNING_SECRET_FILE' || workload.container.args[0] === 'serve';
+          const path = takes ? env[variable] : undefined;
+          if (path === undefined) continue;
+          const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
+          assert.equal(mount?.source, `Secret/${secret}`, `${name}: ${workload.id}: ${variable}=${path} lies in a mount of Secret ${secret}`);
+        }
+      }
+    }
+    const withoutSigning = builds['apiserversource'] ?? [];
+    assert.ok(workloads(withoutSigning).every((w) => containerEnv(w, withoutSigning)['CIRRUS_SIGNING_SECRET_FILE'] === undefined), 'ApiServerSource events cannot be signed');
+  });
+
+  it('runs the relay as two replicas electing a leader in their own namespace, delivering to the Knative Services', () => {
+    for (const name of ['base', 'example'] as const) {
+      const objects = builds[name] ?? [];
+      const relay = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-relay');
+      assert.ok(relay, name);
+      assert.equal(relay.replicas, 2);
+      const env = containerEnv(relay, objects);
+      assert.equal(env['CIRRUS_LEADER_ELECT'], 'true');
+      assert.equal(env['CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE'], 'cirrus-system');
+      const routingPath = env['CIRRUS_ROUTING_CONFIG'] ?? '';
+      const routing = load(mountedFile(relay, objects, routingPath));
+      const table = buildRoutingTable({ file: routing });
+      const expected = knativeServices(objects).map((s) => [component(s), `http://${s.metadata.name}.${s.metadata.namespace}.svc.cluster.local`]);
+      assert.deepEqual(table.destinations.map((d) => [d.name, d.url]).sort(), expected.sort(), `${name}: one destination per Knative Service`);
+    }
+  });
+
+  it('wires the ApiServerSource alternative to the functions, with periods Knative accepts', () => {
+    const objects = builds['apiserversource'] ?? [];
+    const names = new Set(knativeServices(objects).map((s) => s.metadata.name));
+    const sources = ofKind(objects, 'ApiServerSource').map((o) => apiServerSourceSchema.parse(o));
+    const pings = ofKind(objects, 'PingSource').map((o) => pingSourceSchema.parse(o));
+    for (const source of [...sources, ...pings]) assert.ok(names.has(source.spec.sink.ref.name), `${source.metadata.name} → ${source.spec.sink.ref.name}`);
+    assert.deepEqual(sources.map((s) => s.spec.sink.ref.name).sort(), [...names].sort(), 'one event source per function');
+    assert.deepEqual(pings.map((p) => p.spec.sink.ref.name).sort(), [...names].sort(), 'one periodic trigger per function');
+    for (const ping of pings) {
+      assert.equal(ping.spec.sink.uri, '/reconcile');
+      assert.deepEqual(JSON.parse(ping.spec.data), { all: true });
+    }
+    const services = sources.find((s) => s.spec.resources.some((r) => r.kind === 'Service'));
+    assert.deepEqual(services?.spec.namespaceSelector, {}, 'Services in every namespace');
+    for (const source of sources) assert.ok(find(objects, `ServiceAccount/${source.metadata.namespace}/${source.spec.serviceAccountName}`));
+  });
+
+  it('binds only roles and ServiceAccounts that exist in the same build', () => {
+    for (const [name, objects] of Object.entries(builds)) {
+      for (const binding of [...ofKind(objects, 'RoleBinding'), ...ofKind(objects, 'ClusterRoleBinding')]) {
+        const ref = roleRefOf(binding);
+        const namespace = ref.kind === 'Role' ? binding.metadata.namespace ?? '' : '';
+        assert.ok(find(objects, `${ref.kind}/${namespace}/${ref.name}`), `${name}: ${identity(binding)} → ${ref.kind} ${ref.name}`);
+        for (const subject of subjectsOf(binding)) assert.ok(find(objects, `ServiceAccount/${subject.namespace}/${subject.name}`), `${name}: ${identity(binding)} → ${subject.name}`);
+      }
+    }
+  });
+});
+
+describe('deploy/Dockerfile', () => {
+  const dockerfile = readFileSync(join(repoRoot, 'deploy/Dockerfile'), 'utf8');
+  const instructions = dockerfile.replace(/\\\n/g, ' ').split('\n').filter((line) => /^[A-Z]+\s/.test(line));
+  const all = (keyword: string): string[] => instructions.filter((line) => line.startsWith(`${keyword} `)).map((line) => line.slice(keyword.length + 1).trim());
+
+  it('builds on Node.js 24 with production dependencies only, and runs cirrus as a non-root user', () => {
+    assert.ok(all('ARG').some((arg) => /^NODE_IMAGE=node:24(-|$)/.test(arg)), 'Node.js 24 base image');
+    assert.ok(all('FROM').every((from) => from.startsWith('${NODE_IMAGE}')), 'every stage on that image');
+    assert.ok(all('RUN').some((run) => run.includes('npm ci --omit=dev')), 'npm ci --omit=dev');
+    const user = all('USER').at(-1) ?? '';
+    assert.match(user, /^[1-9]\d*(:\d+)?$/, 'a numeric non-root user, which runAsNonRoot can verify');
+    assert.equal(user.split(':')[0], '1000', 'the uid the manifests set (runAsUser: 1000)');
+    assert.deepEqual(entrypoint(dockerfile), ['node', '/app/bin/cirrus.js']);
+  });
+
+  it('copies every module cirrus loads, and those modules import only production dependencies', () => {
+    const copied = all('COPY').filter((c) => !c.startsWith('--from')).flatMap((c) => c.split(/\s+/).slice(0, -1));
+    const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    // The build imports every module of shared/ and functions/ (the compile cache warm-up).
+    const modules = [join(repoRoot, 'bin/cirrus.js'), ...['shared', 'functions'].flatMap((dir) => tsFiles(join(repoRoot, dir)))];
+    for (const file of modules) {
+      for (const specifier of importsOf(file)) {
+        if (specifier.startsWith('node:')) continue;
+        if (!specifier.startsWith('.')) {
+          const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0] ?? '';
+          assert.ok(Object.hasOwn(pkg.dependencies, name), `${relative(repoRoot, file)} imports ${name}, not a production dependency`);
+          continue;
+        }
+        const target = relative(repoRoot, join(dirname(file), specifier));
+        // `cirrus cluster` (and `cirrus start` without a cluster) import the test control plane on demand: development only.
+        if (target.startsWith('test/control-plane/')) continue;
+        assert.ok(copied.some((path) => target === path || target.startsWith(`${path}/`)), `${relative(repoRoot, file)} imports ${target}, which the image lacks`);
+      }
+    }
+  });
+});
+
+describe('each container, started with its arguments and environment', () => {
+  let scratch: string;
+  before(() => {
+    scratch = mkdtempSync(join(tmpdir(), 'cirrus-containers-'));
+    // Any kubeconfig will do: neither a function nor the relay needs the API server to start.
+    writeFileSync(join(scratch, 'kubeconfig'), [
+      'apiVersion: v1', 'kind: Config', 'current-context: c',
+      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
+      'users: [{name: u, user: {token: t}}]', 'contexts: [{name: c, context: {cluster: c, user: u}}]', '',
+    ].join('\n'));
+  });
+  after(() => { rmSync(scratch, { recursive: true, force: true }); });
+
+  const example = builds['example'] ?? [];
+  for (const workload of workloads(example)) {
+    it(`${workload.id} (overlays/example) starts serving, and stops on SIGTERM`, async () => {
+      await startAndStop(workload, example, { root: join(scratch, workload.name) });
+    });
+  }
+
+  // routes needs a provider with routes; none built in does real work, so this stands in for an
+  // overlay of such a provider: the fake (which takes no cloud-config) and a cluster CIDR.
+  it('Service/cirrus-system/cirrus-routes (base, with a provider that has routes) starts serving', async () => {
+    const base = builds['base'] ?? [];
+    const routes = workloads(base).find((w) => w.name === 'cirrus-routes');
+    assert.ok(routes);
+    const secrets = ['cirrus-cloud-config', 'cirrus-signing'].map((name): KubeObject => ({
+      apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'cirrus-system' }, data: { secret: Buffer.from('test').toString('base64') },
+    }));
+    await startAndStop(routes, [...base, ...secrets], {
+      root: join(scratch, 'routes'),
+      env: { CIRRUS_CLOUD_PROVIDER: 'fake', CIRRUS_CLUSTER_CIDR: '10.244.0.0/16', CIRRUS_CLOUD_CONFIG: undefined },
+    });
+  });
+
+  async function startAndStop(workload: Workload, objects: readonly KubeObject[], options: { root: string; env?: Record<string, string | undefined> }): Promise<void> {
+    const env = { ...materialize(workload, objects, options.root), ...options.env };
+    const [command = '', script = ''] = entrypoint(readFileSync(join(repoRoot, 'deploy/Dockerfile'), 'utf8'));
+    assert.equal(command, 'node');
+    const argv = [join(repoRoot, relative('/app', script)), ...workload.container.args];
+    const child = spawn(process.execPath, argv, {
+      // As Knative and the kubelet would: PORT from the container port (0: any free one here).
+      env: { PATH: process.env['PATH'], ...definedOnly(env), PORT: '0', CIRRUS_BIND_ADDRESS: '127.0.0.1', KUBECONFIG: join(scratch, 'kubeconfig') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    const exited = once(child, 'exit') as Promise<[number | null]>;
+    const serving = firstLine(child.stdout, (entry) => typeof entry['msg'] === 'string' && entry['msg'].endsWith(' serving'));
+    const early = exited.then(([code]) => { throw new Error(`${workload.id} exited with ${String(code)} before serving:\n${stderr}`); });
+    await Promise.race([serving, early]);
+    child.kill('SIGTERM');
+    assert.equal((await exited)[0], 0, `${workload.id} stops cleanly:\n${stderr}`);
+  }
+});
+
+describe('a server-side dry run of every core Kubernetes object', { skip: controlPlaneSkip }, () => {
+  let admin: KubeConfig;
+  before(async () => {
+    admin = (await testCluster()).admin;
+    // Namespaced objects need their namespace to exist, even for a dry run.
+    await admin.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'cirrus-system' } } }).catch((error: unknown) => {
+      if ((error as { code?: number }).code !== 409) throw error;
+    });
+  });
+
+  it('accepts each of them, unknown fields refused (Knative objects excepted: no CRDs here)', async () => {
+    const distinct = new Map<string, KubeObject>();
+    for (const object of Object.values(builds).flat()) {
+      if (object.apiVersion.includes('knative.dev')) continue;
+      distinct.set(JSON.stringify(object), object);
+    }
+    const kinds = new Set([...distinct.values()].map((o) => o.kind));
+    assert.deepEqual([...kinds].sort(), [
+      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Secret', 'ServiceAccount',
+    ]);
+    const problems = await Promise.all([...distinct.values()].map(async (object) => {
+      // The Namespace is created for real above: validate its definition under a fresh name.
+      const body = object.kind === 'Namespace' ? { ...object, metadata: { ...object.metadata, name: uniqueName('ns') } } : object;
+      const answer = await dryRunCreate(admin, body);
+      return answer.status === 201 ? undefined : `${identity(object)}: HTTP ${answer.status}: ${answer.text}`;
+    }));
+    assert.deepEqual(problems.filter((p) => p !== undefined), []);
+  });
+
+  it('would notice a misspelt field (the check itself works)', async () => {
+    const answer = await dryRunCreate(admin, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: uniqueName('cm'), namespace: 'default' }, dataa: {} });
+    assert.equal(answer.status, 400);
+    assert.match(answer.text, /strict decoding error: unknown field \\"dataa\\"/);
+  });
+});
+
+/**
+ * POSTs `object` as it is, with `dryRun=All&fieldValidation=Strict`: the API server validates it
+ * (and runs admission) without storing it, and refuses unknown or duplicate fields. Not through
+ * client-node's typed API, whose serializer would drop unknown fields before the server saw them.
+ */
+async function dryRunCreate(kubeConfig: KubeConfig, object: KubeObject): Promise<{ status: number; text: string }> {
+  const group = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
+  const namespace = object.metadata.namespace === undefined ? '' : `/namespaces/${object.metadata.namespace}`;
+  // Every kind here pluralizes regularly (ConfigMap → configmaps, PodDisruptionBudget → poddisruptionbudgets).
+  const url = new URL(`${kubeConfig.getCurrentCluster()?.server ?? ''}${group}${namespace}/${object.kind.toLowerCase()}s`);
+  url.searchParams.set('dryRun', 'All');
+  url.searchParams.set('fieldValidation', 'Strict');
+  const request = new RequestContext(url.toString(), HttpMethod.POST);
+  request.setHeaderParam('Content-Type', 'application/json');
+  request.setBody(JSON.stringify(object));
+  await kubeConfig.applySecurityAuthentication(request);
+  const response = await new IsomorphicFetchHttpLibrary().send(request).toPromise();
+  return { status: response.httpStatusCode, text: await response.body.text() };
+}
+
+// The environment of a container as the kubelet would build it, and where its volumes come from.
+
+interface Mount {
+  readonly mountPath: string;
+  /** `Secret/<name>` or `ConfigMap/<name>`. */
+  readonly source: string;
+  readonly optional: boolean;
+}
+
+interface ContainerSpec {
+  readonly args: string[];
+  readonly env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+  readonly envFrom?: { configMapRef: { name: string; optional?: boolean } }[];
+  readonly volumeMounts?: { name: string; mountPath: string }[];
+}
+
+interface VolumeSpec {
+  readonly name: string;
+  readonly secret?: { secretName: string; optional?: boolean };
+  readonly configMap?: { name: string; optional?: boolean };
+}
+
+/** A Knative Service's or Deployment's one container, with its pod's volumes. */
+interface Workload {
+  readonly id: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly replicas: number | undefined;
+  readonly container: ContainerSpec;
+  readonly mounts: readonly Mount[];
+}
+
+function workloads(objects: readonly KubeObject[]): Workload[] {
+  return objects.filter((o) => o.kind === 'Deployment' || o.apiVersion === 'serving.knative.dev/v1').map((object) => {
+    const spec = object['spec'] as { replicas?: number; template: { spec: { containers: ContainerSpec[]; volumes?: VolumeSpec[] } } };
+    const [container] = spec.template.spec.containers;
+    assert.ok(container, identity(object));
+    const volumes = new Map((spec.template.spec.volumes ?? []).map((v) => [v.name, v]));
+    const mounts = (container.volumeMounts ?? []).map((m) => mountOf(m.mountPath, volumes.get(m.name)));
+    return { id: identity(object), name: object.metadata.name, namespace: object.metadata.namespace ?? '', replicas: spec.replicas, container, mounts };
+  });
+}
+
+function mountOf(mountPath: string, volume: VolumeSpec | undefined): Mount {
+  if (volume?.secret) return { mountPath, source: `Secret/${volume.secret.secretName}`, optional: volume.secret.optional === true };
+  const configMap = volume?.configMap;
+  return { mountPath, source: `ConfigMap/${configMap?.name ?? ''}`, optional: configMap?.optional === true };
+}
+
+function dataOf(objects: readonly KubeObject[], source: string, namespace: string): Record<string, string> | undefined {
+  const [kind, name] = source.split('/');
+  const object = find(objects, `${kind ?? ''}/${namespace}/${name ?? ''}`);
+  if (object === undefined) return undefined;
+  const data = (object['data'] ?? {}) as Record<string, string>;
+  return kind === 'Secret' ? Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) : data;
+}
+
+/** envFrom, then env (which wins), as the kubelet resolves them; a missing required ConfigMap fails. */
+function containerEnv(workload: Workload, objects: readonly KubeObject[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const from of workload.container.envFrom ?? []) {
+    const data = dataOf(objects, `ConfigMap/${from.configMapRef.name}`, workload.namespace);
+    assert.ok(data !== undefined || from.configMapRef.optional === true, `${workload.id}: ConfigMap ${from.configMapRef.name} is missing`);
+    Object.assign(env, data);
+  }
+  for (const variable of workload.container.env ?? []) {
+    const field = variable.valueFrom?.fieldRef?.fieldPath;
+    assert.ok(variable.value !== undefined || field === 'metadata.namespace', `${workload.id}: ${variable.name}`);
+    env[variable.name] = variable.value ?? workload.namespace;
+  }
+  return env;
+}
+
+/** The contents of the file at `path` inside the workload's container (from its mounted volumes). */
+function mountedFile(workload: Workload, objects: readonly KubeObject[], path: string): string {
+  const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
+  assert.ok(mount, `${workload.id}: nothing mounted at ${path}`);
+  const content = dataOf(objects, mount.source, workload.namespace)?.[path.slice(mount.mountPath.length + 1)];
+  assert.ok(content !== undefined, `${workload.id}: ${mount.source} has no ${path}`);
+  return content;
+}
+
+/** Writes the workload's volumes under `root` and returns its environment with their paths moved there. */
+function materialize(workload: Workload, objects: readonly KubeObject[], root: string): Record<string, string> {
+  const moved = workload.mounts.map((mount) => {
+    const dir = join(root, mount.mountPath);
+    mkdirSync(dir, { recursive: true });
+    const data = dataOf(objects, mount.source, workload.namespace);
+    assert.ok(data !== undefined || mount.optional, `${workload.id}: ${mount.source} is missing`);
+    for (const [file, content] of Object.entries(data ?? {})) writeFileSync(join(dir, file), content);
+    return { from: `${mount.mountPath}/`, to: `${dir}/` };
+  });
+  const env = containerEnv(workload, objects);
+  return Object.fromEntries(Object.entries(env).map(([name, value]) => {
+    const mount = moved.find((m) => value.startsWith(m.from));
+    return [name, mount === undefined ? value : mount.to + value.slice(mount.from.length)];
+  }));
+}
+
+function definedOnly(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
+async function firstLine(stream: NodeJS.ReadableStream, matches: (entry: Record<string, unknown>) => boolean): Promise<void> {
+  for await (const line of createInterface({ input: stream })) {
+    const entry = (() => { try { return JSON.parse(line) as Record<string, unknown>; } catch { return {}; } })();
+    if (matches(entry)) return;
+  }
+  throw new Error('the output ended before the line looked for');
+}
+
+// Every variable set for a container or in a ConfigMap that containers read through envFrom.
+function configuredVariables(objects: readonly KubeObject[]): [where: string, name: string, value: string][] {
+  const fromConfigMaps = ofKind(objects, 'ConfigMap').flatMap((cm) => Object.entries((cm['data'] ?? {}) as Record<string, string>)
+    .filter(([key]) => /^[A-Z_]+$/.test(key)).map(([key, value]): [string, string, string] => [identity(cm), key, value]));
+  const fromContainers = workloads(objects).flatMap((w) => (w.container.env ?? [])
+    .map((v): [string, string, string] => [w.id, v.name, v.value ?? w.namespace]));
+  return [...fromConfigMaps, ...fromContainers];
+}
+
+function optionOfVariable(variable: string): OptionName | undefined {
+  return (Object.keys(options) as OptionName[]).find((name) => envName(name) === variable);
+}
+
+// As shared/config.ts reads a variable: strings through the schema, booleans as true/false/1/0.
+function checkValue(option: OptionName, value: string): string | undefined {
+  const spec = options[option];
+  if (spec.kind === 'boolean') return /^(true|false|1|0)$/i.test(value) ? undefined : 'not a boolean';
+  const parsed = spec.schema.safeParse(spec.kind === 'list' ? value.split(',') : value);
+  return parsed.success ? undefined : parsed.error.message;
+}
+
+interface Subject { readonly kind: string; readonly name: string; readonly namespace?: string }
+
+function subjectsOf(binding: KubeObject): Subject[] {
+  return (binding['subjects'] ?? []) as Subject[];
+}
+
+function roleRefOf(binding: KubeObject): { kind: string; name: string } {
+  return binding['roleRef'] as { kind: string; name: string };
+}
+
+function entrypoint(dockerfile: string): string[] {
+  const line = dockerfile.split('\n').find((l) => l.startsWith('ENTRYPOINT '));
+  return JSON.parse(line?.slice('ENTRYPOINT '.length) ?? '[]') as string[];
+}
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => join(e.parentPath, e.name));
+}
+
+// Static and literal dynamic imports (and re-exports); type-only imports are erased and skipped.
+function importsOf(file: string): string[] {
+  const source = readFileSync(file, 'utf8');
+  const found = [
+    ...source.matchAll(/^\s*(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm),
+    ...source.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
+  ];
+  return found.map((match) => match[1] ?? '');
+}
+
+// kustomize wraps a Secret's base64 lines at 76 characters; the data is the same.
+function unwrapSecret(object: KubeObject): KubeObject {
+  if (object.kind !== 'Secret') return object;
+  const data = Object.fromEntries(Object.entries((object['data'] ?? {}) as Record<string, string>).map(([k, v]) => [k, v.replace(/\s/g, '')]));
+  return { ...object, data };
+}
+
+function kubectlSkip(): string | false {
+  return spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0 ? false : 'kubectl is not installed: the in-process build is checked without it';
+}
