@@ -4,12 +4,13 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { controlPlaneSkip } from '../helpers/cluster.ts';
+import { childPids, isRunning } from '../helpers/processes.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 
@@ -37,21 +38,6 @@ async function startCluster(args: string[] = []): Promise<Running> {
   const match = /^KUBECONFIG=(.+)$/.exec(line);
   assert.ok(match?.[1], `first line of stdout: ${line}`);
   return { child, kubeconfig: match[1], controlPlanePids: childPids(child.pid as number) };
-}
-
-function childPids(pid: number): number[] {
-  return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
-}
-
-// Gone, or a zombie waiting for init to reap it: either way no longer running.
-function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
 }
 
 async function eventually(condition: () => boolean, timeoutMs = 10_000): Promise<void> {

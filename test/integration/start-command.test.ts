@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig, loadYaml, type V1Node, type V1Service } from '@kubernetes/client-node';
 import { selectControllers } from '../../shared/names.ts';
 import { controlPlaneSkip } from '../helpers/cluster.ts';
+import { childPids, isRunning } from '../helpers/processes.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 
@@ -22,15 +23,6 @@ async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 15
     if (value !== undefined) return value;
     assert.ok(Date.now() < deadline, `not within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
   }
 }
 
@@ -73,7 +65,7 @@ describe('cirrus start', { skip: controlPlaneSkip }, () => {
       if (line.startsWith('KUBECONFIG=')) kubeconfig = line.slice('KUBECONFIG='.length);
     });
     await Promise.race([running, exited.then(() => { throw new Error(`cirrus start exited:\n${stderr}`); })]);
-    const children = readFileSync(`/proc/${child.pid ?? 0}/task/${child.pid ?? 0}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    const children = childPids(child.pid ?? 0);
     try {
       const config = new KubeConfig();
       config.loadFromFile(kubeconfig);
