@@ -9,7 +9,7 @@ export default tseslint.config(
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'bin/cirrus.js'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'bin/cirrus.js', 'bin/lambda.js'] }, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       complexity: ['error', 10],
@@ -27,6 +27,6 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-spread': 'off',
     },
   },
-  { files: ['eslint.config.js', 'bin/cirrus.js'], ...tseslint.configs.disableTypeChecked },
-  { files: ['bin/cirrus.js'], languageOptions: { globals: { process: 'readonly' } } },
+  { files: ['eslint.config.js', 'bin/cirrus.js', 'bin/lambda.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['bin/cirrus.js', 'bin/lambda.js'], languageOptions: { globals: { process: 'readonly' } } },
 );
