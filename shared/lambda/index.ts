@@ -9,7 +9,7 @@
 // start without a signing secret: only the relay, which holds it, gets past the 401.
 
 import awsLambdaFastify from '@fastify/aws-lambda';
-import type { Context } from 'aws-lambda';
+import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
 import { buildFunctionApp, type FunctionOptions } from '../cli/serve.ts';
@@ -20,7 +20,8 @@ import { extensionSecretStore, materializeSecrets, type SecretStore } from './se
 /** The options a function takes on Lambda: those of `cirrus serve` but the listening address, and the secret IDs. */
 export type LambdaOptions = FunctionOptions | 'kubeconfigSecretId' | 'cloudConfigSecretId' | 'signingSecretId';
 
-const lambdaCommand: CommandOptions<LambdaOptions> = {
+/** What a function reads from its environment on Lambda. */
+export const lambdaCommand: CommandOptions<LambdaOptions> = {
   options: [
     'cloudProvider', 'cloudConfig', 'cloudConfigSecretId', 'providerModule', 'clusterName', 'kubeconfig', 'kubeconfigSecretId',
     'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations',
@@ -30,7 +31,7 @@ const lambdaCommand: CommandOptions<LambdaOptions> = {
 };
 
 /** A function URL or HTTP API (payload 2.0) event, or a REST API (1.0) one: what @fastify/aws-lambda reads. */
-export type HttpEvent = Readonly<Record<string, unknown>>;
+export type HttpEvent = APIGatewayProxyEventV2 | APIGatewayProxyEvent;
 
 /** What the handler answers: the HTTP response for the function URL. */
 export interface HttpResult {

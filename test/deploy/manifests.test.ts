@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
+import { z } from 'zod';
 import { buildRoutingTable } from '../../functions/relay/index.ts';
 import { envName, options, type OptionName } from '../../shared/config.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
@@ -25,12 +26,15 @@ const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const exampleDir = join(knativeRoot, 'overlays/example');
 // Generated per cluster and never committed (overlays/example/.gitignore): a stand-in for builds.
 const signingSecretFile = join(exampleDir, 'signing-secret');
-const readWithSigningSecret = (path: string): string => (path === signingSecretFile && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8'));
+const lambdaDir = join(repoRoot, 'deploy/lambda');
+const readWithSigningSecret = (path: string): string =>
+  ([signingSecretFile, join(lambdaDir, 'signing-secret')].includes(path) && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8'));
 
 const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   base: build(knativeRoot),
   example: build(exampleDir, { readFile: readWithSigningSecret }),
   apiserversource: build(join(knativeRoot, 'apiserversource')),
+  lambda: build(lambdaDir, { readFile: readWithSigningSecret }),
 };
 
 const functionNames = ['node-init', 'node-lifecycle', 'service-lb', 'routes'] as const;
@@ -68,9 +72,12 @@ describe('deploy/knative', () => {
     // A copy, so that the example's signing secret can exist without touching the checkout.
     const copy = mkdtempSync(join(tmpdir(), 'cirrus-kustomize-'));
     try {
-      cpSync(knativeRoot, copy, { recursive: true });
-      writeFileSync(join(copy, 'overlays/example/signing-secret'), 'test-signing-secret\n');
-      for (const [name, dir] of [['base', '.'], ['example', 'overlays/example'], ['apiserversource', 'apiserversource']] as const) {
+      cpSync(knativeRoot, join(copy, 'knative'), { recursive: true });
+      cpSync(lambdaDir, join(copy, 'lambda'), { recursive: true });
+      writeFileSync(join(copy, 'knative/overlays/example/signing-secret'), 'test-signing-secret\n');
+      writeFileSync(join(copy, 'lambda/signing-secret'), 'test-signing-secret\n');
+      const dirs = [['base', 'knative'], ['example', 'knative/overlays/example'], ['apiserversource', 'knative/apiserversource'], ['lambda', 'lambda']] as const;
+      for (const [name, dir] of dirs) {
         const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
         assert.equal(result.status, 0, result.stderr);
         const theirs = new Map(loadAll(result.stdout).map((o) => [identity(o as KubeObject), unwrapSecret(o as KubeObject)]));
@@ -223,6 +230,27 @@ describe('deploy/knative', () => {
     const services = sources.find((s) => s.spec.resources.some((r) => r.kind === 'Service'));
     assert.deepEqual(services?.spec.namespaceSelector, {}, 'Services in every namespace');
     for (const source of sources) assert.ok(find(objects, `ServiceAccount/${source.metadata.namespace}/${source.spec.serviceAccountName}`));
+  });
+
+  it('deploy/lambda: the relay delivering to the function URLs of serverless.yml, and a token per function\'s identity', () => {
+    const objects = builds['lambda'] ?? [];
+    assert.deepEqual(objects.filter((o) => o.apiVersion.includes('knative.dev')).map(identity), [], 'no Knative');
+    const relay = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-relay');
+    assert.ok(relay);
+    const env = containerEnv(relay, objects);
+    assert.equal(env['CIRRUS_SIGNING_SECRET_FILE'], '/etc/cirrus/signing/secret', 'the relay signs: the URLs are public');
+    const table = buildRoutingTable({ file: load(mountedFile(relay, objects, env['CIRRUS_ROUTING_CONFIG'] ?? '')) });
+    const serverless = z.object({ functions: z.record(z.string(), z.unknown()) }).parse(load(readFileSync(join(repoRoot, 'serverless.yml'), 'utf8')));
+    assert.deepEqual(table.destinations.map((d) => d.name).sort(), Object.keys(serverless.functions).sort(), 'one destination per Lambda');
+    for (const destination of table.destinations) assert.match(destination.url, /^https:\/\/[a-z0-9-]+\.lambda-url\.[a-z0-9-]+\.on\.aws\/$/, destination.name);
+    for (const name of functionNames) {
+      const account = `cirrus-${name}`;
+      assert.ok(find(objects, `ServiceAccount/cirrus-system/${account}`), account);
+      assert.ok(ofKind(objects, 'ClusterRoleBinding').some((b) => roleRefOf(b).name === account), `${account} is bound to its ClusterRole`);
+      const tokens = ofKind(objects, 'Secret').filter((o) => o['type'] === 'kubernetes.io/service-account-token'
+        && (o.metadata['annotations'] as Record<string, string> | undefined)?.['kubernetes.io/service-account.name'] === account);
+      assert.equal(tokens.length, 1, `a token Secret for ${account}`);
+    }
   });
 
   it('binds only roles and ServiceAccounts that exist in the same build', () => {
@@ -551,8 +579,8 @@ function importsOf(file: string): string[] {
 
 // kustomize wraps a Secret's base64 lines at 76 characters; the data is the same.
 function unwrapSecret(object: KubeObject): KubeObject {
-  if (object.kind !== 'Secret') return object;
-  const data = Object.fromEntries(Object.entries((object['data'] ?? {}) as Record<string, string>).map(([k, v]) => [k, v.replace(/\s/g, '')]));
+  if (object.kind !== 'Secret' || object['data'] === undefined) return object;
+  const data = Object.fromEntries(Object.entries(object['data'] as Record<string, string>).map(([k, v]) => [k, v.replace(/\s/g, '')]));
   return { ...object, data };
 }
 

@@ -275,13 +275,13 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs: num
 }
 
 const subjects: readonly Subject[] = [
-  { name: 'node-init', serviceAccount: 'cirrus-node-init', files: ['node-init/rbac.yaml'], checked: ['node-init/rbac.yaml'], scenario: nodeInitScenario },
-  { name: 'node-lifecycle', serviceAccount: 'cirrus-node-lifecycle', files: ['node-lifecycle/rbac.yaml'], checked: ['node-lifecycle/rbac.yaml'], scenario: nodeLifecycleScenario },
-  { name: 'service-lb', serviceAccount: 'cirrus-service-lb', files: ['service-lb/rbac.yaml'], checked: ['service-lb/rbac.yaml'], scenario: serviceLbScenario },
-  { name: 'routes', serviceAccount: 'cirrus-routes', files: ['routes/rbac.yaml'], checked: ['routes/rbac.yaml'], scenario: routesScenario },
+  { name: 'node-init', serviceAccount: 'cirrus-node-init', files: ['node-init/rbac/rbac.yaml'], checked: ['node-init/rbac/rbac.yaml'], scenario: nodeInitScenario },
+  { name: 'node-lifecycle', serviceAccount: 'cirrus-node-lifecycle', files: ['node-lifecycle/rbac/rbac.yaml'], checked: ['node-lifecycle/rbac/rbac.yaml'], scenario: nodeLifecycleScenario },
+  { name: 'service-lb', serviceAccount: 'cirrus-service-lb', files: ['service-lb/rbac/rbac.yaml'], checked: ['service-lb/rbac/rbac.yaml'], scenario: serviceLbScenario },
+  { name: 'routes', serviceAccount: 'cirrus-routes', files: ['routes/rbac/rbac.yaml'], checked: ['routes/rbac/rbac.yaml'], scenario: routesScenario },
   { name: 'relay', serviceAccount: 'cirrus-relay', files: ['relay/rbac.yaml'], checked: ['relay/rbac.yaml'], scenario: relayScenario },
   {
-    name: 'static-provider', serviceAccount: 'cirrus-service-lb', files: ['service-lb/rbac.yaml', 'static-provider/rbac.yaml'], checked: ['static-provider/rbac.yaml'],
+    name: 'static-provider', serviceAccount: 'cirrus-service-lb', files: ['service-lb/rbac/rbac.yaml', 'static-provider/rbac.yaml'], checked: ['static-provider/rbac.yaml'],
     scenario: staticProviderScenario,
   },
 ];

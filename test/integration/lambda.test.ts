@@ -1,0 +1,163 @@
+// The AWS Lambda handler (shared/lambda) against the real API server: function URL events reach
+// the same app `cirrus serve` runs, signed by the relay's secret; the kubeconfig, cloud-config and
+// signing secret come from the secrets extension; a configuration that cannot work stops with an
+// error naming the variable, and the next event tries again.
+
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { after, before, describe, it } from 'node:test';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { lambdaHandler, type HttpResult, type LambdaHandler } from '../../shared/lambda/index.ts';
+import { extensionSecretStore } from '../../shared/lambda/secrets.ts';
+import { createNode, newNode, ownTaints, uninitialized } from '../helpers/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { functionUrlEvent, lambdaContext, nodeEvent, startSecretsExtension, type HttpRequest, type SecretsExtension } from '../helpers/lambda.ts';
+
+const signing = 'lambda-test-signing-secret';
+
+async function invoke(handler: LambdaHandler, request: HttpRequest): Promise<HttpResult> {
+  return handler(functionUrlEvent(request), lambdaContext(`cirrus-test-${handler.functionName}`));
+}
+
+function without(env: NodeJS.ProcessEnv, name: string): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([key]) => key !== name));
+}
+
+describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
+  const names = [uniqueName('lam'), uniqueName('lam'), uniqueName('lam'), uniqueName('lam')];
+  const stop = new AbortController();
+  let core: CoreV1Api;
+  let extension: SecretsExtension;
+  let env: NodeJS.ProcessEnv;
+  let nodeInit: LambdaHandler;
+
+  before(async () => {
+    const cluster = await testCluster();
+    core = cluster.admin.makeApiClient(CoreV1Api);
+    const machines = names.map((name, i) => `  - { name: ${name}, instanceType: m1.small, zone: rack-a, addresses: [{ type: InternalIP, address: 10.8.0.${i + 1} }] }`);
+    extension = await startSecretsExtension({
+      'cirrus/kubeconfig': await readFile(cluster.info.adminKubeconfig, 'utf8'),
+      'cirrus/cloud-config': `instances:\n${machines.join('\n')}\n`,
+      'cirrus/signing': `${signing}\n`,
+    });
+    env = {
+      AWS_SESSION_TOKEN: extension.token,
+      PARAMETERS_SECRETS_EXTENSION_HTTP_PORT: String(extension.port),
+      CIRRUS_CLOUD_PROVIDER: 'static',
+      CIRRUS_KUBECONFIG_SECRET_ID: 'cirrus/kubeconfig',
+      CIRRUS_CLOUD_CONFIG_SECRET_ID: 'cirrus/cloud-config',
+      CIRRUS_SIGNING_SECRET_ID: 'cirrus/signing',
+      CIRRUS_LOG_LEVEL: 'silent',
+    };
+    nodeInit = lambdaHandler('node-init', { env, signal: stop.signal });
+  });
+  after(async () => {
+    stop.abort();
+    await extension.close();
+  });
+
+  it('initializes a Node from a signed CloudEvent in a function URL event, reading each secret once', async () => {
+    const name = names[0] ?? '';
+    const node = await createNode(core, newNode(name, uninitialized));
+    const result = await invoke(nodeInit, { ...nodeEvent(node), signWith: signing });
+    assert.equal(result.statusCode, 202, result.body);
+    const initialized = await core.readNode({ name });
+    assert.equal(initialized.spec?.providerID, `static://${name}`);
+    assert.deepEqual(ownTaints(initialized), []);
+    assert.deepEqual([...extension.requests].sort(), ['cirrus/cloud-config', 'cirrus/kubeconfig', 'cirrus/signing']);
+
+    const again = await invoke(nodeInit, { ...nodeEvent(initialized, 'dev.knative.apiserver.resource.update'), signWith: signing });
+    assert.equal(again.statusCode, 202, again.body);
+    assert.equal(extension.requests.length, 3, 'the sandbox keeps what it read');
+  });
+
+  it('takes a base64-encoded body (the signature covers the decoded bytes)', async () => {
+    const name = names[1] ?? '';
+    const node = await createNode(core, newNode(name, uninitialized));
+    const result = await invoke(nodeInit, { ...nodeEvent(node), signWith: signing, base64: true });
+    assert.equal(result.statusCode, 202, result.body);
+    assert.equal((await core.readNode({ name })).spec?.providerID, `static://${name}`);
+  });
+
+  it('answers 401 to an unsigned or wrongly signed event, and changes nothing', async () => {
+    const name = names[2] ?? '';
+    const node = await createNode(core, newNode(name, uninitialized));
+    const unsigned = await invoke(nodeInit, nodeEvent(node));
+    assert.equal(unsigned.statusCode, 401, unsigned.body);
+    const forged = await invoke(nodeInit, { ...nodeEvent(node), signWith: 'not-the-secret' });
+    assert.equal(forged.statusCode, 401, forged.body);
+    assert.equal((await core.readNode({ name })).spec?.providerID, undefined);
+  });
+
+  it('routes the URL path and query: probes, and a signed manual reconcile with a dry run', async () => {
+    const health = await invoke(nodeInit, { method: 'GET', path: '/healthz' });
+    assert.equal(health.statusCode, 200, health.body);
+    const name = names[3] ?? '';
+    await createNode(core, newNode(name, uninitialized));
+    const dry = await invoke(nodeInit, {
+      path: '/reconcile?dryRun=true', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name }), signWith: signing,
+    });
+    assert.equal(dry.statusCode, 200, dry.body);
+    const report = JSON.parse(dry.body) as { dryRun: boolean; objects: { result: string }[] };
+    assert.equal(report.dryRun, true);
+    assert.equal((await core.readNode({ name })).spec?.providerID, undefined, 'a dry run changes nothing');
+  });
+
+  it('refuses to start without a signing secret or a kubeconfig, naming the variable', async () => {
+    await assert.rejects(invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_SIGNING_SECRET_ID'), signal: stop.signal }), { method: 'GET', path: '/healthz' }),
+      /CIRRUS_SIGNING_SECRET_ID \(or CIRRUS_SIGNING_SECRET_FILE\) is required on AWS Lambda/);
+    await assert.rejects(invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_KUBECONFIG_SECRET_ID'), signal: stop.signal }), { method: 'GET', path: '/healthz' }),
+      /CIRRUS_KUBECONFIG_SECRET_ID \(or CIRRUS_KUBECONFIG\) is required/);
+    await assert.rejects(invoke(lambdaHandler('node-init', { env: { ...env, CIRRUS_KUBECONFIG: '/etc/kubeconfig' }, signal: stop.signal }), { method: 'GET', path: '/healthz' }),
+      /set CIRRUS_KUBECONFIG_SECRET_ID or CIRRUS_KUBECONFIG, not both/);
+    assert.throws(() => lambdaHandler('node-unknown'), /unknown function 'node-unknown'/);
+  });
+
+  it('names a secret it cannot read, and tries again at the next event', async () => {
+    const handler = lambdaHandler('node-lifecycle', { env: { ...env, CIRRUS_CLOUD_CONFIG_SECRET_ID: 'cirrus/later' }, signal: stop.signal });
+    await assert.rejects(invoke(handler, { method: 'GET', path: '/healthz' }),
+      /CIRRUS_CLOUD_CONFIG_SECRET_ID: cannot read secret 'cirrus\/later': the secrets extension at localhost:\d+ answered 404/);
+    extension.secrets.set('cirrus/later', extension.secrets.get('cirrus/cloud-config') ?? '');
+    const health = await invoke(handler, { method: 'GET', path: '/healthz' });
+    assert.equal(health.statusCode, 200, health.body);
+  });
+});
+
+describe('the secrets extension client', () => {
+  let extension: SecretsExtension;
+  before(async () => {
+    extension = await startSecretsExtension({ 'a/secret': 'value' });
+  });
+  after(async () => {
+    await extension.close();
+  });
+  const store = (token: string | undefined): ReturnType<typeof extensionSecretStore> =>
+    extensionSecretStore({ PARAMETERS_SECRETS_EXTENSION_HTTP_PORT: String(extension.port), ...(token === undefined ? {} : { AWS_SESSION_TOKEN: token }) });
+
+  it('waits out the extension\'s start ("not ready") and reads the secret', async () => {
+    extension.notReady = 2;
+    const before = extension.requests.length;
+    assert.equal(await store(extension.token).read('a/secret'), 'value');
+    assert.equal(extension.requests.length - before, 3);
+  });
+
+  it('does not ask again for a secret that does not exist', async () => {
+    const before = extension.requests.length;
+    await assert.rejects(store(extension.token).read('b/missing'), /answered 404 .*can't find the specified secret b\/missing/);
+    assert.equal(extension.requests.length - before, 1);
+  });
+
+  it('needs the sandbox\'s session token', async () => {
+    await assert.rejects(store(undefined).read('a/secret'), /AWS_SESSION_TOKEN is not set/);
+  });
+});
+
+describe('bin/lambda.js', () => {
+  it('exports one handler per function, under the names serverless.yml uses', async () => {
+    const entry = await import(new URL('../../bin/lambda.js', import.meta.url).href) as Record<string, LambdaHandler>;
+    assert.deepEqual(
+      Object.entries(entry).map(([name, handler]) => [name, handler.functionName]).sort(),
+      [['nodeInit', 'node-init'], ['nodeLifecycle', 'node-lifecycle'], ['routes', 'routes'], ['serviceLb', 'service-lb']],
+    );
+  });
+});
