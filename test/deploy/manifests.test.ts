@@ -2,7 +2,9 @@
 // possible (structure, Knative's rules, cirrus's own configuration rules, and each container
 // actually starting with its args and environment), and every core Kubernetes object validated by
 // a server-side dry run on the real control plane. Knative's CRDs are not installed there, so its
-// objects are validated with the zod schemas of ./knative.ts.
+// objects are validated against the schemas @kubernetes-models/knative publishes (Knative's own
+// CRD schemas: types and required fields), and the zod schemas of ./knative.ts (strict: unknown
+// fields, and Knative's rules for the fields cirrus sets).
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -88,6 +90,26 @@ describe('deploy/knative', () => {
     } finally {
       rmSync(copy, { recursive: true, force: true });
     }
+  });
+
+  it('validates every Knative object against the schema @kubernetes-models/knative publishes', async () => {
+    const models: Record<string, KnativeModel> = {
+      'serving.knative.dev/v1 Service': await knativeModel('serving.knative.dev/v1/Service'),
+      'sources.knative.dev/v1 ApiServerSource': await knativeModel('sources.knative.dev/v1/ApiServerSource'),
+      'sources.knative.dev/v1 PingSource': await knativeModel('sources.knative.dev/v1/PingSource'),
+    };
+    const Service = models['serving.knative.dev/v1 Service'];
+    const knative = Object.values(builds).flat().filter((o) => o.apiVersion.includes('knative.dev'));
+    assert.ok(knative.length >= 12, 'the Services and sources of the builds');
+    for (const object of knative) {
+      const Model = models[`${object.apiVersion} ${object.kind}`];
+      assert.ok(Model, `${object.apiVersion} ${object.kind} has a schema here`);
+      assert.doesNotThrow(() => { new Model(object as never).validate(); }, identity(object));
+    }
+    // The check itself works: a wrongly typed field is refused.
+    const service = knative.find((o) => o.kind === 'Service');
+    assert.ok(Service);
+    assert.throws(() => { new Service({ ...service, spec: { template: { spec: { timeoutSeconds: '300', containers: [] } } } } as never).validate(); }, /timeoutSeconds must be integer/);
   });
 
   it('has one valid Knative Service per function, serving it with its own arguments', () => {
@@ -582,6 +604,18 @@ function unwrapSecret(object: KubeObject): KubeObject {
   if (object.kind !== 'Secret' || object['data'] === undefined) return object;
   const data = Object.fromEntries(Object.entries(object['data'] as Record<string, string>).map(([k, v]) => [k, v.replace(/\s/g, '')]));
   return { ...object, data };
+}
+
+/** A class of @kubernetes-models/knative: built from an object, validate() throws naming what is wrong. */
+type KnativeModel = new (data: never) => { validate(): void };
+
+// Imported by a computed name: the package's type declarations do not compile under this
+// project's exactOptionalPropertyTypes, and only its runtime validation is used.
+async function knativeModel(path: string): Promise<KnativeModel> {
+  const module = await import(`@kubernetes-models/knative/${path}`) as Record<string, KnativeModel | undefined>;
+  const model = module[path.split('/').pop() ?? ''];
+  if (model === undefined) throw new Error(`@kubernetes-models/knative/${path} exports no model`);
+  return model;
 }
 
 function kubectlSkip(): string | false {
