@@ -117,8 +117,14 @@ function requireSecrets(config: Config<LambdaOptions>): Config<LambdaOptions> {
   return config;
 }
 
+let shutdown: AbortController | undefined;
+
+// One listener for the sandbox, however many times a handler tries to start.
 function sigterm(): AbortSignal {
-  const controller = new AbortController();
-  process.once('SIGTERM', () => { controller.abort(); });
-  return controller.signal;
+  if (shutdown === undefined) {
+    const controller = new AbortController();
+    process.once('SIGTERM', () => { controller.abort(); });
+    shutdown = controller;
+  }
+  return shutdown.signal;
 }
