@@ -15,7 +15,7 @@ import { ConfigError, envName, parseConfig, type CommandOptions, type Config } f
 import { buildFunctionApp, type FunctionOptions } from '../cli/serve.ts';
 import { createLogger } from '../log.ts';
 import { canonicalFunction, knownFunctionNames } from '../names.ts';
-import { extensionSecretStore, materializeSecrets, type SecretStore } from './secrets.ts';
+import { extensionSecretStore, materializeSecrets } from './secrets.ts';
 
 /** The options a function takes on Lambda: those of `cirrus serve` but the listening address, and the secret IDs. */
 export type LambdaOptions = FunctionOptions | 'kubeconfigSecretId' | 'cloudConfigSecretId' | 'signingSecretId';
@@ -52,7 +52,6 @@ export interface LambdaHandler {
 /** Where a handler gets its configuration: the process's, unless a test gives its own. */
 export interface LambdaHandlerOptions {
   readonly env?: NodeJS.ProcessEnv;
-  readonly secrets?: SecretStore;
   /** Aborted when the sandbox shuts down; default: on SIGTERM (Lambda sends it when an extension is attached). */
   readonly signal?: AbortSignal;
 }
@@ -91,7 +90,7 @@ async function startFunction(name: string, options: LambdaHandlerOptions): Promi
   const parsed = parseConfig(lambdaCommand, [], env);
   const log = createLogger({ name, level: parsed.logLevel });
   try {
-    const config = await materializeSecrets(requireSecrets(parsed), options.secrets ?? extensionSecretStore(env));
+    const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
     // Lambda freezes a sandbox between events: the event-loop delay measured across a freeze is
     // not load, and a sandbox takes one event at a time anyway. No load shedding here.
     const { app, providerName } = await buildFunctionApp(name, config, { signal: options.signal ?? sigterm(), log, pressure: false });

@@ -44,8 +44,14 @@ export function extensionSecretStore(env: NodeJS.ProcessEnv): SecretStore {
       const url = new URL(`http://localhost:${port}/secretsmanager/get`);
       url.searchParams.set('secretId', id);
       const text = await fetchWithRetry(url, { 'X-Aws-Parameters-Secrets-Token': token });
-      const parsed = secretValue.safeParse(JSON.parse(text));
-      if (!parsed.success) throw new Error('the extension answered without SecretString or SecretBinary');
+      let answer: unknown;
+      try {
+        answer = JSON.parse(text);
+      } catch {
+        throw new Error(`the secrets extension answered something other than JSON: ${text.slice(0, 80)}`);
+      }
+      const parsed = secretValue.safeParse(answer);
+      if (!parsed.success) throw new Error('the secrets extension answered without SecretString or SecretBinary');
       return 'SecretString' in parsed.data ? parsed.data.SecretString : Buffer.from(parsed.data.SecretBinary, 'base64').toString('utf8');
     },
   };

@@ -42,9 +42,10 @@ const templateAnnotations = stringMap.superRefine((annotations, context) => {
   }
 });
 
-// Knative runs probes against the serving port: a port, if given, must be it (left out here).
+// Knative runs probes against the serving port: a port, if given, must be it. Given here, because
+// Knative's published CRD schema (the port of core's HTTPGetAction) requires it.
 const httpProbe = z.strictObject({
-  httpGet: z.strictObject({ path: z.string().startsWith('/') }),
+  httpGet: z.strictObject({ path: z.string().startsWith('/'), port: z.number().int().min(1).max(65535) }),
   periodSeconds: z.number().int().positive().optional(),
   failureThreshold: z.number().int().positive().optional(),
   timeoutSeconds: z.number().int().positive().optional(),

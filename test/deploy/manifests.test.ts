@@ -180,6 +180,8 @@ describe('deploy/knative', () => {
       const [container] = service.spec.template.spec.containers;
       assert.equal(container?.readinessProbe.httpGet.path, '/readyz');
       assert.equal(container.livenessProbe.httpGet.path, '/healthz');
+      const servingPort = container.ports[0]?.containerPort;
+      assert.deepEqual([container.readinessProbe.httpGet.port, container.livenessProbe.httpGet.port], [servingPort, servingPort], 'Knative probes the serving port');
       assert.equal(service.metadata.labels?.['networking.knative.dev/visibility'], 'cluster-local');
       const mounts = container.volumeMounts ?? [];
       for (const mount of mounts) assert.equal((mount as Record<string, unknown>)['subPath'], undefined);
