@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../shared/kube/client.ts';
 import type { LevelWithSilent } from 'pino';
-import { ControlPlane, resolveAssets } from '../test/control-plane/index.ts';
+import { ControlPlane, resolveAssets } from '../shared/control-plane/index.ts';
 import { startCirrus } from './cirrus.ts';
 import { BenchCloud } from './cloud.ts';
 import type { Bench } from './context.ts';

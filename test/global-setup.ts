@@ -7,7 +7,7 @@
 // With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane fails the run.
 
 import { join } from 'node:path';
-import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from './control-plane/index.ts';
+import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from '../shared/control-plane/index.ts';
 
 let controlPlane: ControlPlane | undefined;
 

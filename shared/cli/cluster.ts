@@ -5,7 +5,7 @@ import type { Io } from './main.ts';
 
 /** Starts the control plane, prints `KUBECONFIG=<path>`, and stops it when `io.signal` aborts. */
 export async function runCluster(config: Config<'clusterName' | 'dataDir'>, io: Io): Promise<number> {
-  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../test/control-plane/index.ts');
+  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../control-plane/index.ts');
   const progress = (line: string): void => {
     io.stderr.write(`${line}\n`);
   };

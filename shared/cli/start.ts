@@ -69,7 +69,7 @@ async function clusterFor(config: Config<StartOptions>, io: Io, stoppers: Stoppe
   if (config.kubeconfig !== undefined || io.env['KUBECONFIG'] || io.env['KUBERNETES_SERVICE_HOST']) {
     return loadKubeConfig(config.kubeconfig);
   }
-  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../test/control-plane/index.ts');
+  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../control-plane/index.ts');
   io.stderr.write('no cluster configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount): starting the local control plane\n');
   let assets;
   try {

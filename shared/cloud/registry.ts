@@ -86,5 +86,5 @@ function known(): string {
   return `registered: ${registeredCloudProviders().join(', ') || 'none'}`;
 }
 
-registerCloudProvider('fake', async (context) => (await import('./providers/fake.ts')).fakeFromConfig(context));
-registerCloudProvider('static', async (context) => (await import('./providers/static/index.ts')).createStaticProvider(context));
+registerCloudProvider('fake', async (context) => (await import('../../providers/fake/index.ts')).fakeFromConfig(context));
+registerCloudProvider('static', async (context) => (await import('../../providers/static/index.ts')).createStaticProvider(context));

@@ -215,7 +215,7 @@ describe('serverless.yml, packaged by osls', () => {
   it('packages what the handlers load: the entry, the TypeScript, production dependencies; no tests or dev tools', async () => {
     const unzipped = join(dir, 'unzipped');
     const names = new Set(await unzip(join(dir, `package/${intent.service}.zip`), unzipped));
-    for (const file of ['package.json', 'bin/lambda.js', 'shared/lambda/index.ts', 'shared/cli/serve.ts', 'functions/node-init/index.ts', 'functions/routes/index.ts']) {
+    for (const file of ['package.json', 'bin/lambda.js', 'shared/lambda/index.ts', 'shared/cli/serve.ts', 'functions/node-init/index.ts', 'functions/routes/index.ts', 'providers/static/index.ts']) {
       assert.ok(names.has(file), file);
     }
     const pkg = z.object({ dependencies: z.record(z.string(), z.string()), devDependencies: z.record(z.string(), z.string()) })
@@ -223,7 +223,7 @@ describe('serverless.yml, packaged by osls', () => {
     for (const dependency of Object.keys(pkg.dependencies)) assert.ok(names.has(`node_modules/${dependency}/package.json`), dependency);
     for (const tool of ['node', 'typescript', 'osls', 'eslint', 'yauzl']) assert.ok(!names.has(`node_modules/${tool}/package.json`), `${tool} is a dev tool`);
     const top = new Set([...names].map((n) => n.split('/')[0]));
-    assert.deepEqual([...top].sort(), ['bin', 'functions', 'node_modules', 'package.json', 'shared']);
+    assert.deepEqual([...top].sort(), ['bin', 'functions', 'node_modules', 'package.json', 'providers', 'shared']);
     assert.ok([...names].every((n) => !n.startsWith('bin/') || n === 'bin/lambda.js'), 'only the Lambda entry from bin/');
     const zipped = (await stat(join(dir, `package/${intent.service}.zip`))).size;
     assert.ok(zipped < 50 * 1024 * 1024, `${zipped} bytes: within Lambda's 50 MB for a direct upload`);

@@ -5,7 +5,7 @@ import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
-import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
+import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import {
   createNode, eventsAbout, firstResult, newNode, ownTaints, plain, silentLogger, uninitialized, uninitializedTaint, withAddresses, withAnnotations, withLabels,

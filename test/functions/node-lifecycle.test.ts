@@ -5,7 +5,7 @@ import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { NotImplementedError } from '../../shared/cloud/errors.ts';
-import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
+import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { createNode, eventsAbout, firstResult, newNode, ownTaints, setReady, silentLogger, uninitialized, withProviderId, withReady } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';

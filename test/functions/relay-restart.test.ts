@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { ControlPlane, resolveAssets } from '../control-plane/index.ts';
+import { ControlPlane, resolveAssets } from '../../shared/control-plane/index.ts';
 import { createNode, newNode } from '../helpers/builders.ts';
 import { controlPlaneSkip, uniqueName } from '../helpers/cluster.ts';
 import { CuttableProxy, fastTimings, functionServer, metric, ready, testRelay, throughProxy, waitFor } from './relay-harness.ts';

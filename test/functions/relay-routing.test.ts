@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Node } from '@kubernetes/client-node';
-import { ControlPlane, resolveAssets } from '../control-plane/index.ts';
+import { ControlPlane, resolveAssets } from '../../shared/control-plane/index.ts';
 import { createNode, newNode, uninitialized, uninitializedTaint } from '../helpers/builders.ts';
 import { controlPlaneSkip, uniqueName } from '../helpers/cluster.ts';
 import { functionServer, ready, testRelay, waitFor, type FunctionServer } from './relay-harness.ts';

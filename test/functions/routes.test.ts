@@ -9,7 +9,7 @@ import { Coalescer } from '../../functions/routes/coalesce.ts';
 import { routesFunction, type RoutesOptions } from '../../functions/routes/index.ts';
 import { findCause, RetryError } from '../../shared/cloud/errors.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
-import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
+import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, ObjectReport, Report } from '../../shared/host/function.ts';
 import { apiStatus, mergePatch } from '../../shared/kube/api.ts';
 import { createNode, newNode, plain, silentLogger, withAddresses, type NodeTweak } from '../helpers/builders.ts';

@@ -6,7 +6,7 @@ import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Service } from '@kub
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { finalizer, syncedAnnotation } from '../../functions/service-lb/predicates.ts';
 import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/cloud/errors.ts';
-import { FakeCloud } from '../../shared/cloud/providers/fake.ts';
+import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { mergePatch } from '../../shared/kube/api.ts';
 import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../helpers/builders.ts';

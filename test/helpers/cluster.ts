@@ -2,7 +2,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { KubeConfig, CoreV1Api } from '@kubernetes/client-node';
-import { attachControlPlane, kubeconfigFor, kubeconfigWithToken, type ControlPlaneInfo, type Identity } from '../control-plane/index.ts';
+import { attachControlPlane, kubeconfigFor, kubeconfigWithToken, type ControlPlaneInfo, type Identity } from '../../shared/control-plane/index.ts';
 
 /**
  * False when the control plane runs; otherwise the reason integration suites skip, for

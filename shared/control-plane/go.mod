@@ -3,7 +3,7 @@
 // directives below. Bump with ./bump.sh <kubernetes version> (it rewrites the replace lines).
 // The TypeScript side (assets.ts) builds them once per machine into a cache keyed by this file.
 
-module github.com/cirrus-ccm/cirrus/test/control-plane
+module github.com/cirrus-ccm/cirrus/shared/control-plane
 
 go 1.26.0
 

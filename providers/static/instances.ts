@@ -2,8 +2,8 @@
 // only from it, so a reload in the middle of a call cannot mix two versions of the file.
 
 import type { V1Node } from '@kubernetes/client-node';
-import { InstanceNotFoundError } from '../../errors.ts';
-import type { InstanceMetadata, InstancesV2 } from '../../provider.ts';
+import { InstanceNotFoundError } from '../../shared/cloud/errors.ts';
+import type { InstanceMetadata, InstancesV2 } from '../../shared/cloud/provider.ts';
 import type { Inventory, StaticInstance } from './inventory.ts';
 
 /**

@@ -11,8 +11,8 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { RetryError } from '../../errors.ts';
-import { apiMessage, apiStatus, mergePatch } from '../../../kube/api.ts';
+import { RetryError } from '../../shared/cloud/errors.ts';
+import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
 import { canonicalIp } from './ip.ts';
 import type { Allocation } from './ipam.ts';
 import type { AllocationsLocation } from './pools.ts';

@@ -11,7 +11,7 @@ import { load } from 'js-yaml';
 import { pino, type Logger } from 'pino';
 import { CloudConfigError, findCause, InstanceNotFoundError } from '../../shared/cloud/errors.ts';
 import type { CloudProvider, InstanceMetadata, InstancesV2 } from '../../shared/cloud/provider.ts';
-import { createStaticProvider, parseInventory, type StaticProviderOptions } from '../../shared/cloud/providers/static/index.ts';
+import { createStaticProvider, parseInventory, type StaticProviderOptions } from '../../providers/static/index.ts';
 import { initCloudProvider } from '../../shared/cloud/registry.ts';
 
 const silent = pino({ level: 'silent' });
@@ -503,7 +503,7 @@ describe('static inventory reload', () => {
   it('does not keep the process alive', async () => {
     const file = join(await folder(), 'inventory.yaml');
     await writeFile(file, 'instances: [{ name: a }]\n');
-    const index = new URL('../../shared/cloud/providers/static/index.ts', import.meta.url).href;
+    const index = new URL('../../providers/static/index.ts', import.meta.url).href;
     const script = `
       import { pino } from 'pino';
       import { createStaticProvider } from ${JSON.stringify(index)};

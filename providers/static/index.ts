@@ -8,9 +8,9 @@
 // Load balancer allocations are not in the snapshot: they live in a ConfigMap (allocations.ts).
 
 import { CoreV1Api } from '@kubernetes/client-node';
-import { CloudConfigError } from '../../errors.ts';
-import type { CloudProvider, InstancesV2, LoadBalancer } from '../../provider.ts';
-import type { ProviderContext } from '../../registry.ts';
+import { CloudConfigError } from '../../shared/cloud/errors.ts';
+import type { CloudProvider, InstancesV2, LoadBalancer } from '../../shared/cloud/provider.ts';
+import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import { AllocationStore } from './allocations.ts';
 import { StaticInstances } from './instances.ts';
 import { parseInventory, type Inventory } from './inventory.ts';

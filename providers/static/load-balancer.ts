@@ -8,8 +8,8 @@
 
 import type { CoreV1Api, V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { apiStatus } from '../../../kube/api.ts';
-import { defaultLoadBalancerName, type LoadBalancer } from '../../provider.ts';
+import { apiStatus } from '../../shared/kube/api.ts';
+import { defaultLoadBalancerName, type LoadBalancer } from '../../shared/cloud/provider.ts';
 import { withSignal, type AllocationState, type AllocationStore, type Decision } from './allocations.ts';
 import { allocate, AllocationError, readRequest, type AddressRequest, type Allocation } from './ipam.ts';
 import type { LoadBalancerConfig } from './pools.ts';

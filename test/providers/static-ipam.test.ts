@@ -6,14 +6,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Service } from '@kubernetes/client-node';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
-import { parseInventory } from '../../shared/cloud/providers/static/index.ts';
+import { parseInventory } from '../../providers/static/index.ts';
 import {
   blockContains, blockSize, canonicalIp, firstCommon, formatIp, lowestFree, parseBlock, parseIp, type AddressBlock,
-} from '../../shared/cloud/providers/static/ip.ts';
+} from '../../providers/static/ip.ts';
 import {
   ADDRESSES_ANNOTATION, allocate, AllocationError, POOL_ANNOTATION, readRequest, type Allocation,
-} from '../../shared/cloud/providers/static/ipam.ts';
-import { reloadProblem, type LoadBalancerConfig } from '../../shared/cloud/providers/static/pools.ts';
+} from '../../providers/static/ipam.ts';
+import { reloadProblem, type LoadBalancerConfig } from '../../providers/static/pools.ts';
 
 function block(text: string): AddressBlock {
   const parsed = parseBlock(text);

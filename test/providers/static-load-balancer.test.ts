@@ -14,7 +14,7 @@ import { pino, type Logger } from 'pino';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import {
   ADDRESSES_ANNOTATION, AllocationError, createStaticProvider, POOL_ANNOTATION, type StaticProviderOptions,
-} from '../../shared/cloud/providers/static/index.ts';
+} from '../../providers/static/index.ts';
 import { silentLogger } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 

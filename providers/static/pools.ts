@@ -4,7 +4,7 @@
 // namespaces, the default). The format is documented in docs/providers/static.md.
 
 import { z } from 'zod';
-import { CloudConfigError } from '../../errors.ts';
+import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import { blockSize, firstCommon, formatIp, parseBlock, type AddressBlock, type IpFamily } from './ip.ts';
 import { dnsLabelProblem, dnsSubdomainProblem } from './syntax.ts';
 

@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import type { V1NodeAddress } from '@kubernetes/client-node';
 import { loadAll, YAMLException } from 'js-yaml';
 import { z } from 'zod';
-import { CloudConfigError } from '../../errors.ts';
+import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import { allocationsSchema, buildLoadBalancers, loadBalancersSchema, poolSchema, type LoadBalancerConfig } from './pools.ts';
 import { dnsSubdomainProblem, labelKeyProblem, labelValueProblem, providerIdProblem } from './syntax.ts';
 

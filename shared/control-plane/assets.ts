@@ -7,7 +7,7 @@
 //   4. a build from the Go module beside this file, when `go` is installed, into that cache.
 // An explicit setting (1 or 2) that does not hold both binaries is an error, never a fall-through.
 //
-// Run directly (`node test/control-plane/assets.ts`) it ensures the binaries and prints their folder.
+// Run directly (`node shared/control-plane/assets.ts`) it ensures the binaries and prints their folder.
 
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -52,7 +52,7 @@ export async function pinnedVersions(): Promise<PinnedVersions> {
 function requirement(goMod: string, path: string): string {
   const line = goMod.split('\n').find((l) => l.trim().startsWith(`${path} v`));
   const version = line?.trim().split(/\s+/)[1];
-  if (version === undefined) throw new Error(`test/control-plane/go.mod does not require ${path}`);
+  if (version === undefined) throw new Error(`shared/control-plane/go.mod does not require ${path}`);
   return version;
 }
 

@@ -3,11 +3,11 @@
 // given an error to throw and a latency. Its instances are plain data that a test sets up.
 
 import type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
-import { CloudConfigError, InstanceNotFoundError } from '../errors.ts';
-import type { ProviderContext } from '../registry.ts';
+import { CloudConfigError, InstanceNotFoundError } from '../../shared/cloud/errors.ts';
+import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import type {
   CloudProvider, Clusters, InstanceMetadata, Instances, InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
-} from '../provider.ts';
+} from '../../shared/cloud/provider.ts';
 
 /** A machine in the fake cloud (FakeCloud.machines). */
 export interface FakeInstance {
