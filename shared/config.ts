@@ -12,6 +12,7 @@
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { parseDuration } from './duration.ts';
 
 interface OptionSpec<S extends z.ZodType = z.ZodType> {
   /**
@@ -33,18 +34,23 @@ function option<S extends z.ZodType>(kind: OptionSpec['kind'], help: string, sch
 
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
 
-const durationUnits: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+function durationOf(text: string, ctx: z.RefinementCtx): number {
+  const ms = parseDuration(text);
+  if (ms === undefined) {
+    ctx.addIssue({ code: 'custom', message: `'${text}' is not a duration like 5s, 1m30s or 500ms` });
+    return z.NEVER;
+  }
+  return ms;
+}
 
 /** A Go duration (`5s`, `1m30s`, `500ms`, `0`) in milliseconds. */
 function duration(fallback: string): z.ZodPipe<z.ZodDefault<z.ZodString>, z.ZodTransform<number, string>> {
-  return z.string().default(fallback).transform((text, ctx) => {
-    const parts = text === '0' ? [] : [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
-    if (text !== '0' && parts.map((p) => p[0]).join('') !== text) {
-      ctx.addIssue({ code: 'custom', message: `'${text}' is not a duration like 5s, 1m30s or 500ms` });
-      return z.NEVER;
-    }
-    return parts.reduce((ms, [, value, unit]) => ms + Number(value) * (durationUnits[unit ?? 's'] ?? 0), 0);
-  });
+  return z.string().default(fallback).transform(durationOf);
+}
+
+/** A Go duration in milliseconds, undefined when not given (the default is someone else's: a function's period). */
+function optionalDuration(): z.ZodOptional<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>> {
+  return z.string().transform(durationOf).optional();
 }
 
 /** A whole number from a flag or variable, within [min, max]. */
@@ -104,21 +110,22 @@ export const options = {
   concurrentRouteOperations: option('string', 'Route creations and deletions in flight at once.', integer(1, 1000).default(10), 'n'),
   controllers: option(
     'list',
-    'Controllers to run: names (cloud-node-controller, cloud-node-lifecycle-controller, service-lb-controller, node-route-controller, or their aliases), "-name" to disable, "*" for all.',
+    'Controllers to run: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
     z.array(z.string()).default(['*']),
     'names',
   ),
   to: option(
     'list',
-    'A destination of the relay, <function>=<url> (node-init, node-lifecycle, service-lb, routes, or all); repeatable.',
+    'A destination of the relay, <function>=<url> (a function listed above, or all); repeatable.',
     z.array(z.string()).default([]),
     'function=url',
   ),
   routingConfig: option('string', "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.", nonEmpty.optional(), 'path'),
-  nodeMonitorPeriod: option('string', 'How often the relay triggers node-lifecycle over all nodes (0: never).', duration('5s'), 'duration'),
-  routeReconciliationPeriod: option('string', 'How often the relay triggers routes (0: never).', duration('10s'), 'duration'),
-  nodeStatusUpdateFrequency: option('string', "How often the relay triggers node-init's pass over all nodes (0: never).", duration('5m'), 'duration'),
-  serviceSyncPeriod: option('string', 'How often the relay triggers service-lb over all Services (0: never).', duration('0'), 'duration'),
+  // The periods of the functions' passes over all objects; each default is the function's own (functions/catalogue.ts).
+  nodeMonitorPeriod: option('string', 'How often the relay triggers the node lifecycle pass over all nodes (0: never).', optionalDuration(), 'duration'),
+  routeReconciliationPeriod: option('string', 'How often the relay triggers the routes pass (0: never).', optionalDuration(), 'duration'),
+  nodeStatusUpdateFrequency: option('string', "How often the relay triggers node initialization's pass over all nodes (0: never).", optionalDuration(), 'duration'),
+  serviceSyncPeriod: option('string', 'How often the relay triggers the load balancer pass over all Services (0: never).', optionalDuration(), 'duration'),
   concurrentDeliveries: option('string', 'Deliveries the relay has in flight at most.', integer(1, 10_000).default(64), 'n'),
   leaderElect: option('boolean', 'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).', z.boolean().default(true)),
   leaderElectLeaseDuration: option('string', 'How long a Lease holds without renewal.', duration('15s'), 'duration'),

@@ -16,6 +16,5 @@ export {
   initCloudProvider, isCloudProvider, registerCloudProvider, registeredCloudProviders,
   type CloudProviderFactory, type InitOptions, type ProviderContext,
 } from './cloud/registry.ts';
-export { FakeCloud, type FakeCall, type FakeCapability, type FakeInstance } from '../providers/fake/index.ts';
 export { main, type Io } from './cli/main.ts';
 export { runFromProcess } from './cli/process.ts';

@@ -13,10 +13,11 @@ import type { Bench } from '../context.ts';
 import { percentile, sleep } from '../kube.ts';
 import type { Figure, ScenarioResult } from '../report.ts';
 import { startSecretsExtension } from '../../test/helpers/lambda.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
 const sandbox = fileURLToPath(new URL('../lambda-sandbox.ts', import.meta.url));
-const functions = ['node-init', 'node-lifecycle', 'service-lb', 'routes'];
+const functions = catalogue.map((entry) => entry.name);
 
 export async function coldStarts(bench: Bench, kubeconfig: string): Promise<ScenarioResult> {
   const runs = bench.full ? 10 : 5;
@@ -90,7 +91,8 @@ async function lambdaColdStart(handler: string, kubeconfig: string): Promise<{ s
 async function coldStart(fn: string, kubeconfig: string): Promise<{ startMs: number; rssMb: number }> {
   const port = await freePort();
   const args = [cli, 'serve', fn, '--cloud-provider', 'fake', '--kubeconfig', kubeconfig, '--port', String(port), '--bind-address', '127.0.0.1', '--log-level', 'warn'];
-  if (fn === 'routes') args.push('--cluster-cidr', clusterCidr);
+  // Only routes reads it; the others take it and ignore it.
+  args.push('--cluster-cidr', clusterCidr);
   const start = performance.now();
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => { resolve(); }));

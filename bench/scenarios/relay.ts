@@ -9,6 +9,7 @@ import { createLogger } from '../../shared/log.ts';
 import { deleteNodes, nodeObject, type Bench } from '../context.ts';
 import { percentile, sleep, until } from '../kube.ts';
 import type { Figure, ScenarioResult } from '../report.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 const nodes = 100;
 
@@ -32,7 +33,7 @@ export async function relayAlone(bench: Bench, ceiling: number | undefined): Pro
   await kube.createAll('/api/v1/nodes', names.map((n) => nodeObject(n, 'relay', false)), { concurrency: 16 });
   const sink = await startSink();
   const relay = startRelay({
-    kubeConfig: bench.kubeConfig, routing: buildRoutingTable({ sink: sink.url }), logger: createLogger({ name: 'relay', level: 'warn' }),
+    kubeConfig: bench.kubeConfig, routing: buildRoutingTable(catalogue, { sink: sink.url }), logger: createLogger({ name: 'relay', level: 'warn' }),
     leaderElection: false, processMetrics: false,
   });
   const figures: Figure[] = [];

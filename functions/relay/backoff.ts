@@ -57,17 +57,3 @@ export class Backoff {
     this.#failures = 0;
   }
 }
-
-/** Resolves after `ms`, or at once (without rejecting) when `signal` aborts. */
-export async function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted || ms <= 0) return;
-  await new Promise<void>((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}

@@ -1,4 +1,6 @@
-// One delivery: the CloudEvent as an HTTP request, sent, and the reply read into an outcome.
+// One delivery: the CloudEvent as an HTTP request, sent, and the reply read into an outcome. The
+// vocabulary (types, extension names, subjects, header encoding, signing) is the wire contract's,
+// shared/wire/, which the functions' host reads with.
 //
 // Object changes go out exactly as Knative's ApiServerSource (Resource mode) sends them, binary
 // content mode (reference/ecosystem.md §1.2):
@@ -22,17 +24,14 @@
 // get fixed, and the relay loses nothing meanwhile.
 
 import { randomUUID } from 'node:crypto';
-import { signatureHeader, signRequest } from '../../shared/host/auth.ts';
-import { eventTypes } from '../../shared/host/cloudevents.ts';
+import {
+  binaryModeHeaders, eventTypes, extensionNames, objectSubject, parseErrorBody, signatureHeader, signRequest, triggerSource,
+} from '../../shared/wire/index.ts';
 import type { DeliveryOutcome } from './queue.ts';
-import { subject } from './resources.ts';
 import type { Outgoing } from './routing.ts';
 
-/** `ce-source` of the relay's own triggers. */
-export const triggerSource = '/cirrus/relay';
-
 /** What every request of one relay shares. */
-export interface RequestContext {
+export interface DeliveryContext {
   /** The API server URL: `ce-source` of object events. */
   readonly source: string;
   /** Extensions added to every event (K_CE_OVERRIDES); names are lower-case letters and digits. */
@@ -48,10 +47,9 @@ export interface EventRequest {
 }
 
 /** The request for `outgoing`, with `id` as `ce-id`. */
-export function eventRequest(outgoing: Outgoing, context: RequestContext, id: string = randomUUID()): EventRequest {
+export function eventRequest(outgoing: Outgoing, context: DeliveryContext, id: string = randomUUID()): EventRequest {
   const { attributes, body } = outgoing.kind === 'object' ? objectEvent(outgoing, context.source) : triggerEvent(outgoing);
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries({ ...context.ceOverrides, ...attributes, id })) headers[`ce-${name}`] = encodeHeaderValue(value);
+  const headers = binaryModeHeaders({ ...context.ceOverrides, ...attributes, id });
   if (body !== '') headers['content-type'] = 'application/json';
   if (context.secret !== undefined && context.secret !== '') headers[signatureHeader] = signRequest(context.secret, { headers, body });
   return { headers, body };
@@ -59,17 +57,19 @@ export function eventRequest(outgoing: Outgoing, context: RequestContext, id: st
 
 function objectEvent(outgoing: Extract<Outgoing, { kind: 'object' }>, source: string): { attributes: Record<string, string>; body: string } {
   const { change } = outgoing;
-  const metadata = change.object.metadata;
+  const { kind, apiVersion } = change.resource;
+  const name = change.object.metadata?.name ?? '';
+  const namespace = change.object.metadata?.namespace ?? '';
   const attributes = {
     specversion: '1.0',
     source,
     type: { add: eventTypes.resourceAdd, update: eventTypes.resourceUpdate, delete: eventTypes.resourceDelete }[change.type],
-    subject: subject(change.resource, change.object),
+    subject: objectSubject(apiVersion, { kind, name, namespace }),
     time: new Date(change.observedAt).toISOString(),
-    kind: change.resource.kind,
-    apiversion: change.resource.apiVersion,
-    name: metadata?.name ?? '',
-    namespace: metadata?.namespace ?? '',
+    [extensionNames.kind]: kind,
+    [extensionNames.apiVersion]: apiVersion,
+    [extensionNames.name]: name,
+    [extensionNames.namespace]: namespace,
   };
   return { attributes, body: JSON.stringify(change.object) };
 }
@@ -80,16 +80,10 @@ function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): { attri
     source: triggerSource,
     type: eventTypes.reconcileAll,
     time: new Date().toISOString(),
-    cirrustarget: outgoing.target,
-    cirrusreason: outgoing.reason,
+    [extensionNames.target]: outgoing.target,
+    [extensionNames.reason]: outgoing.reason,
   };
   return { attributes, body: '' };
-}
-
-// The CloudEvents HTTP binding: space, double quote, percent and anything outside printable
-// ASCII are percent-encoded (UTF-8) in header values.
-function encodeHeaderValue(value: string): string {
-  return value.replace(/[^\x21\x23\x24\x26-\x7e]/gu, (character) => encodeURIComponent(character));
 }
 
 /**
@@ -135,18 +129,12 @@ export function parseRetryAfter(value: string | null, now: number = Date.now()):
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
-// The host answers `{ error, problems }`; anything else is shown as it came, shortened.
+// The host answers `{ error, problems }` (shared/wire/replies.ts); anything else is shown as it came, shortened.
 function errorReason(text: string): string {
-  try {
-    const body = JSON.parse(text) as { error?: unknown; problems?: unknown };
-    if (typeof body.error === 'string') {
-      const problems = Array.isArray(body.problems) ? body.problems.filter((p): p is string => typeof p === 'string') : [];
-      return problems.length > 0 && !(problems.length === 1 && problems[0] === body.error) ? `${body.error} (${problems.join('; ')})` : body.error;
-    }
-  } catch {
-    // not JSON
-  }
-  return text.slice(0, 300) || '(no body)';
+  const body = parseErrorBody(text);
+  if (body === undefined) return text.slice(0, 300) || '(no body)';
+  const problems = body.problems ?? [];
+  return problems.length > 0 && !(problems.length === 1 && problems[0] === body.error) ? `${body.error} (${problems.join('; ')})` : body.error;
 }
 
 // fetch wraps the reason (ECONNREFUSED, ECONNRESET, a timeout, a port fetch refuses) in a TypeError's cause.

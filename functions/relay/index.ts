@@ -11,20 +11,21 @@
 // notice the lost Lease.
 
 import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
-import fastify, { LogController, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import { systemClock, type Clock } from '../../shared/clock.ts';
+import type { Readiness } from '../../shared/host/probes.ts';
 import { checkBackoff, type BackoffPolicy } from './backoff.ts';
-import { deliver, eventRequest, type RequestContext } from './delivery.ts';
+import { deliver, eventRequest, type DeliveryContext } from './delivery.ts';
 import { checkLeaseSettings, defaultIdentity, defaultLeaseSettings, LeaderElection, type LeaseSettings } from './lease.ts';
 import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
 import { watchedResources, type ResourceType } from './resources.ts';
-import { feedWatches, functionNames, mergeOutgoing, route, triggerKey, type Destination, type Outgoing, type RoutingTable } from './routing.ts';
-import { defaultWatchSettings, ResourceWatch, type Change, type WatchSettings } from './watch.ts';
+import { feedWatches, mergeOutgoing, route, triggerKey, type Destination, type Outgoing, type RoutingTable } from './routing.ts';
+import { defaultWatchSettings, ResourceWatch, type ResourceChange, type WatchSettings } from './watch.ts';
 
-export { buildRoutingTable, loadRoutingFile, parseDuration, readKnativeEnvironment, RoutingError, defaultPeriods, functionNames } from './routing.ts';
-export type { Destination, Feed, FunctionName, RoutingSources, RoutingTable } from './routing.ts';
+export { buildRoutingTable, loadRoutingFile, readKnativeEnvironment, RoutingError, defaultPeriods } from './routing.ts';
+export type { Destination, Feed, RoutedFunction, RoutingSources, RoutingTable } from './routing.ts';
 export { defaultWatchSettings, type WatchSettings } from './watch.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
@@ -36,7 +37,7 @@ export interface RelayOptions {
   /** Where events go (./routing.ts `buildRoutingTable`). */
   readonly routing: RoutingTable;
   readonly logger: Logger;
-  /** Shared secret: every request carries `X-Cirrus-Signature` (shared/host/auth.ts). Default: unsigned. */
+  /** Shared secret: every request carries `X-Cirrus-Signature` (shared/wire/signing.ts). Default: unsigned. */
   readonly secret?: string | undefined;
   /** Deliveries in flight at most, across all destinations (default 64). */
   readonly concurrency?: number | undefined;
@@ -54,6 +55,8 @@ export interface RelayOptions {
   readonly processMetrics?: boolean | undefined;
   /** Source of randomness for jitter (tests). */
   readonly random?: (() => number) | undefined;
+  /** What the lease, the watches and the queue read the time and wait on (tests; `leaderElection.clock` overrides it for the lease). Default: the system clock. */
+  readonly clock?: Clock | undefined;
 }
 
 /** The defaults of {@link RelayOptions}' delivery settings. */
@@ -100,10 +103,11 @@ interface Settings {
   readonly table: RoutingTable;
   readonly watch: WatchSettings;
   readonly queue: { readonly concurrency: number; readonly retry: BackoffPolicy; readonly timeoutMs: number };
-  readonly request: RequestContext;
+  readonly request: DeliveryContext;
   readonly metrics: RelayMetrics;
   readonly log: Logger;
   readonly random: () => number;
+  readonly clock: Clock;
 }
 
 /**
@@ -171,6 +175,7 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
     metrics,
     log: options.logger,
     random: options.random ?? Math.random,
+    clock: options.clock ?? systemClock,
   };
 }
 
@@ -184,7 +189,7 @@ function startElection(
     callbacks.onStartedLeading();
     return { identity: defaultIdentity(), election: undefined, done: Promise.resolve() };
   }
-  const lease: LeaseSettings = { ...defaultLeaseSettings, identity: defaultIdentity(), ...options.leaderElection };
+  const lease: LeaseSettings = { ...defaultLeaseSettings, identity: defaultIdentity(), clock: settings.clock, ...options.leaderElection };
   checkLeaseSettings(lease);
   const election = new LeaderElection(settings.kubeConfig.makeApiClient(CoordinationV1Api), lease, callbacks, settings.log);
   return { identity: lease.identity, election, done: election.run(signal) };
@@ -222,6 +227,7 @@ class Delivering {
       metrics: settings.metrics,
       log: settings.log,
       random: settings.random,
+      clock: settings.clock,
     });
     const onEstablished = (): void => { if (this.#watches.every((w) => w.established)) onReady(); };
     this.#watches = neededResources(settings.table).map((type) => new ResourceWatch(type, {
@@ -232,6 +238,7 @@ class Delivering {
       metrics: settings.metrics,
       log: settings.log,
       random: settings.random,
+      clock: settings.clock,
     }));
     this.#loops = this.#watches.map((watch) => watch.run(this.#abort.signal));
     this.#startPeriodicTriggers();
@@ -248,7 +255,7 @@ class Delivering {
     await Promise.all(this.#loops);
   }
 
-  #onChange(change: Change): void {
+  #onChange(change: ResourceChange): void {
     for (const routed of route(this.#settings.table, change)) {
       const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, { observedAt: change.observedAt });
       if (routed.outgoing.kind === 'trigger') this.#settings.metrics.triggers.inc({ destination: routed.destination.name, trigger: 'nodes', result });
@@ -256,8 +263,7 @@ class Delivering {
   }
 
   #startPeriodicTriggers(): void {
-    for (const target of functionNames) {
-      const period = this.#settings.table.periods[target];
+    for (const [target, period] of Object.entries(this.#settings.table.periods)) {
       const destinations = this.#settings.table.destinations.filter((d) => d.feed === target || d.feed === 'all');
       if (period <= 0 || destinations.length === 0) continue;
       this.#timers.push(setInterval(() => {
@@ -277,7 +283,7 @@ class Delivering {
 }
 
 function neededResources(table: RoutingTable): ResourceType[] {
-  return watchedResources.filter((type) => table.destinations.some((d) => feedWatches(d.feed, type.kind)));
+  return watchedResources.filter((type) => table.destinations.some((d) => feedWatches(table, d.feed, type.kind)));
 }
 
 interface Deferred {
@@ -298,34 +304,12 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
-/** The app buildRelayApp returns. */
-export type RelayApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
-
 /**
- * The relay's HTTP face for probes and scraping, not listening (serve it with shared/host/serve.ts):
- * `GET /healthz` (200 while the process runs), `GET /readyz` (200 with the status while ready, see
- * {@link RelayStatus}; else 503 with it), `GET /metrics`.
+ * What the relay's `GET /readyz` answers (served by shared/host/probes.ts `buildProbeApp`): ready
+ * as `status.ready` says (see {@link RelayStatus}), with the status as the body and `status` one of
+ * `ready`, `not-ready` (a leader whose watches are not all open), `standby` or `stopped`.
  */
-export async function buildRelayApp(relay: Relay, logger: Logger): Promise<RelayApp> {
-  const app = fastify({ loggerInstance: logger, logController: new QuietLogController() });
-  app.get('/healthz', () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    const current = relay.status();
-    const state = current.role === 'leader' ? (current.ready ? 'ready' : 'not-ready') : current.role;
-    return reply.code(current.ready ? 200 : 503).send({ status: state, ...current });
-  });
-  app.get('/metrics', async (_request, reply) => reply.type(relay.registry.contentType).send(await relay.registry.metrics()));
-  await app.ready();
-  return app;
-}
-
-// Probes and scrapes every few seconds would fill the log: no line per request.
-class QuietLogController extends LogController {
-  override incomingRequest(): void {
-    // not logged
-  }
-
-  override requestCompleted(): void {
-    // not logged
-  }
+export function relayReadiness(status: RelayStatus): Readiness {
+  const state = status.role === 'leader' ? (status.ready ? 'ready' : 'not-ready') : status.role;
+  return { ready: status.ready, body: { status: state, ...status } };
 }

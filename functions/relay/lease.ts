@@ -15,12 +15,14 @@
 //   retry period later.
 // - A holder that stops cleanly releases the Lease (empty holder), so a standby takes over on
 //   its next read instead of waiting for expiry.
+// - All of it runs on an injected clock (settings.clock): the times it reads and writes, its waits,
+//   and the renew deadline a request gets (a hung request must not keep a holder leading).
 
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ApiException, V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { sleep } from './backoff.ts';
+import { systemClock, type Clock } from '../../shared/clock.ts';
 
 /** Which Lease, and the timings. */
 export interface LeaseSettings {
@@ -34,6 +36,8 @@ export interface LeaseSettings {
   readonly renewDeadlineMs: number;
   /** How often candidates and the holder try. */
   readonly retryPeriodMs: number;
+  /** What the election reads the time and waits on; default the system clock. */
+  readonly clock?: Clock;
 }
 
 /** client-go's (and the Go CCM's) defaults, with cirrus's Lease. */
@@ -81,6 +85,7 @@ export class LeaderElection {
   readonly #settings: LeaseSettings;
   readonly #callbacks: LeaderCallbacks;
   readonly #log: Logger;
+  readonly #clock: Clock;
   #observed: Observation | undefined;
   #previousReadAt: number | undefined;
   #leading = false;
@@ -92,6 +97,7 @@ export class LeaderElection {
     this.#api = api;
     this.#settings = settings;
     this.#callbacks = callbacks;
+    this.#clock = settings.clock ?? systemClock;
     this.#log = log.child({ lease: `${settings.namespace}/${settings.name}`, identity: settings.identity });
   }
 
@@ -112,9 +118,9 @@ export class LeaderElection {
   /** Campaigns (and leads) until `signal` aborts; then releases the Lease if it holds it. Never rejects. */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      const startedAt = Date.now();
+      const startedAt = this.#clock.now();
       const acquired = await this.#attempt();
-      await sleep(this.#afterAttempt(acquired, startedAt), signal);
+      await this.#clock.sleep(this.#afterAttempt(acquired, startedAt), signal);
     }
     if (this.#leading) {
       this.#stepDown('stopping');
@@ -125,7 +131,7 @@ export class LeaderElection {
   // Updates leadership after an attempt; returns how long to wait before the next. A renewal
   // counts from when the attempt started: the Lease's renewTime is no earlier than that.
   #afterAttempt(acquired: boolean, startedAt: number): number {
-    const now = Date.now();
+    const now = this.#clock.now();
     if (acquired) {
       this.#lastRenewAt = startedAt;
       if (!this.#leading) {
@@ -150,14 +156,14 @@ export class LeaderElection {
 
   // One read, and a write when the Lease is ours to take or renew. True when this candidate holds it now.
   async #attempt(): Promise<boolean> {
-    const readAt = Date.now();
+    const readAt = this.#clock.now();
     try {
       const lease = await this.#withTimeout(this.#api.readNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace }));
       this.#reachable = true;
       this.#observe(lease, readAt);
       if (!this.#mayTake(readAt)) return false;
       const written = await this.#withTimeout(this.#api.replaceNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace, body: this.#claim(lease) }));
-      this.#observe(written, Date.now());
+      this.#observe(written, this.#clock.now());
       return true;
     } catch (error) {
       if (statusOf(error) === 404) return await this.#create();
@@ -175,7 +181,7 @@ export class LeaderElection {
       const lease: V1Lease = { metadata: { name: this.#settings.name, namespace: this.#settings.namespace }, spec: this.#claim(undefined).spec ?? {} };
       const created = await this.#withTimeout(this.#api.createNamespacedLease({ namespace: this.#settings.namespace, body: lease }));
       this.#reachable = true;
-      this.#observe(created, Date.now());
+      this.#observe(created, this.#clock.now());
       return true;
     } catch (error) {
       this.#reachable = statusOf(error) === 409; // another candidate created it first
@@ -201,7 +207,7 @@ export class LeaderElection {
   // The Lease with this candidate as holder, renewed now; acquireTime and transitions move on a change of holder.
   #claim(lease: V1Lease | undefined): V1Lease {
     const spec = lease?.spec ?? {};
-    const now = new V1MicroTime(Date.now());
+    const now = new V1MicroTime(this.#clock.now());
     const ours = spec.holderIdentity === this.#settings.identity;
     return {
       ...lease,
@@ -221,7 +227,7 @@ export class LeaderElection {
     try {
       const lease = await this.#withTimeout(this.#api.readNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace }));
       if (lease.spec?.holderIdentity !== this.#settings.identity) return;
-      const now = new V1MicroTime(Date.now());
+      const now = new V1MicroTime(this.#clock.now());
       const body: V1Lease = { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now } };
       await this.#withTimeout(this.#api.replaceNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace, body }));
       this.#log.info('released the lease');
@@ -232,14 +238,17 @@ export class LeaderElection {
 
   // A request that hangs must not keep a holder believing it leads past its renew deadline.
   async #withTimeout<T>(request: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
+    const settled = new AbortController();
+    const ms = this.#settings.renewDeadlineMs;
     const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => { reject(new Error(`lease request timed out after ${this.#settings.renewDeadlineMs} ms`)); }, this.#settings.renewDeadlineMs);
+      void this.#clock.sleep(ms, settled.signal).then(() => {
+        if (!settled.signal.aborted) reject(new Error(`lease request timed out after ${ms} ms`));
+      });
     });
     try {
       return await Promise.race([request, timeout]);
     } finally {
-      clearTimeout(timer);
+      settled.abort();
     }
   }
 }

@@ -12,6 +12,7 @@
 // make each key sit out the rest of its backoff.
 
 import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../../shared/clock.ts';
 import { backoffDelay, type BackoffPolicy } from './backoff.ts';
 import type { QueueGauges, RelayMetrics } from './metrics.ts';
 
@@ -41,6 +42,8 @@ export interface QueueOptions<T> {
   readonly metrics: RelayMetrics;
   readonly log: Logger;
   readonly random?: () => number;
+  /** What retries wait on and latency is measured by; default the system clock. */
+  readonly clock?: Clock;
 }
 
 /** What push did. */
@@ -48,7 +51,7 @@ export type PushResult = 'queued' | 'coalesced' | 'skipped';
 
 interface Waiting<T> {
   readonly value: T;
-  /** When the oldest change it carries was observed (Date.now()), for the latency metric. */
+  /** When the oldest change it carries was observed (the clock's now()), for the latency metric. */
   readonly observedAt: number;
 }
 
@@ -58,7 +61,8 @@ interface Slot<T> {
   pending: Waiting<T>[];
   current: Waiting<T> | undefined;
   failures: number;
-  retryTimer: NodeJS.Timeout | undefined;
+  /** Set while the slot waits out a retry delay; aborting it ends the wait without a retry. */
+  retryWait: AbortController | undefined;
   unreachable: boolean;
   ready: boolean;
 }
@@ -66,6 +70,7 @@ interface Slot<T> {
 /** The per-key coalescing, retrying delivery queue; see the module comment. */
 export class DeliveryQueue<T> implements QueueGauges {
   readonly #options: QueueOptions<T>;
+  readonly #clock: Clock;
   readonly #slots = new Map<string, Slot<T>>();
   readonly #ready: Slot<T>[] = [];
   // Slots waiting out a backoff only because their destination did not answer.
@@ -77,6 +82,7 @@ export class DeliveryQueue<T> implements QueueGauges {
   constructor(options: QueueOptions<T>) {
     if (!Number.isInteger(options.concurrency) || options.concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
     this.#options = options;
+    this.#clock = options.clock ?? systemClock;
   }
 
   /**
@@ -88,8 +94,8 @@ export class DeliveryQueue<T> implements QueueGauges {
   push(destination: string, key: string, value: T, options: { readonly observedAt?: number; readonly skipIfBusy?: boolean } = {}): PushResult {
     if (this.#abort.signal.aborted) return 'skipped';
     const slot = this.#slot(destination, key);
-    if (options.skipIfBusy === true && (slot.current !== undefined || slot.pending.length > 0 || slot.retryTimer !== undefined)) return 'skipped';
-    const result = this.#add(slot, { value, observedAt: options.observedAt ?? Date.now() });
+    if (options.skipIfBusy === true && (slot.current !== undefined || slot.pending.length > 0 || slot.retryWait !== undefined)) return 'skipped';
+    const result = this.#add(slot, { value, observedAt: options.observedAt ?? this.#clock.now() });
     this.#schedule(slot);
     this.#pump();
     return result;
@@ -98,7 +104,7 @@ export class DeliveryQueue<T> implements QueueGauges {
   /** Stops: aborts deliveries in flight, cancels retries, forgets everything waiting. */
   stop(): void {
     this.#abort.abort(new Error('the relay stopped delivering'));
-    for (const slot of this.#slots.values()) clearTimeout(slot.retryTimer);
+    for (const slot of this.#slots.values()) slot.retryWait?.abort();
     this.#slots.clear();
     this.#ready.length = 0;
     this.#unreachable.clear();
@@ -125,7 +131,7 @@ export class DeliveryQueue<T> implements QueueGauges {
   }
 
   retrying(): ReadonlyMap<string, number> {
-    return this.#count((slot) => slot.retryTimer !== undefined);
+    return this.#count((slot) => slot.retryWait !== undefined);
   }
 
   #count(predicate: (slot: Slot<T>) => boolean): Map<string, number> {
@@ -138,7 +144,7 @@ export class DeliveryQueue<T> implements QueueGauges {
     const id = `${destination}\u0000${key}`;
     let slot = this.#slots.get(id);
     if (slot === undefined) {
-      slot = { destination, key, pending: [], current: undefined, failures: 0, retryTimer: undefined, unreachable: false, ready: false };
+      slot = { destination, key, pending: [], current: undefined, failures: 0, retryWait: undefined, unreachable: false, ready: false };
       this.#slots.set(id, slot);
     }
     return slot;
@@ -158,7 +164,7 @@ export class DeliveryQueue<T> implements QueueGauges {
 
   // Marks the slot ready to send, unless it is busy, backing off, or has nothing to send.
   #schedule(slot: Slot<T>): void {
-    if (slot.ready || slot.current !== undefined || slot.retryTimer !== undefined || slot.pending.length === 0) return;
+    if (slot.ready || slot.current !== undefined || slot.retryWait !== undefined || slot.pending.length === 0) return;
     slot.ready = true;
     this.#ready.push(slot);
   }
@@ -200,7 +206,7 @@ export class DeliveryQueue<T> implements QueueGauges {
     slot.failures = 0;
     this.#setUnreachable(slot, false);
     if (outcome.kind === 'accepted') {
-      if (current !== undefined) this.#options.metrics.latency.observe({ destination: slot.destination }, (Date.now() - current.observedAt) / 1000);
+      if (current !== undefined) this.#options.metrics.latency.observe({ destination: slot.destination }, (this.#clock.now() - current.observedAt) / 1000);
       this.#releaseUnreachable(slot.destination);
     } else {
       this.#options.log.error({ destination: slot.destination, key: slot.key, status: outcome.status, reason: outcome.reason }, 'delivery rejected by the function; not retried');
@@ -209,7 +215,7 @@ export class DeliveryQueue<T> implements QueueGauges {
   }
 
   #next(slot: Slot<T>): void {
-    if (slot.pending.length === 0 && slot.current === undefined && slot.retryTimer === undefined) {
+    if (slot.pending.length === 0 && slot.current === undefined && slot.retryWait === undefined) {
       this.#slots.delete(`${slot.destination}\u0000${slot.key}`);
       return;
     }
@@ -234,12 +240,19 @@ export class DeliveryQueue<T> implements QueueGauges {
       'delivery failed; retrying',
     );
     this.#setUnreachable(slot, outcome.reason === 'unreachable');
-    slot.retryTimer = setTimeout(() => {
-      slot.retryTimer = undefined;
-      this.#setUnreachable(slot, false);
-      this.#schedule(slot);
-      this.#pump();
-    }, delayMs);
+    const wait = new AbortController();
+    slot.retryWait = wait;
+    void this.#clock.sleep(delayMs, wait.signal).then(() => {
+      if (!wait.signal.aborted) this.#retryDue(slot);
+    });
+  }
+
+  // The retry delay is over: the slot may send again.
+  #retryDue(slot: Slot<T>): void {
+    slot.retryWait = undefined;
+    this.#setUnreachable(slot, false);
+    this.#schedule(slot);
+    this.#pump();
   }
 
   #requeue(slot: Slot<T>, failed: Waiting<T>): void {
@@ -266,8 +279,8 @@ export class DeliveryQueue<T> implements QueueGauges {
     if (set === undefined || set.size === 0) return;
     this.#unreachable.delete(destination);
     for (const slot of set) {
-      clearTimeout(slot.retryTimer);
-      slot.retryTimer = undefined;
+      slot.retryWait?.abort();
+      slot.retryWait = undefined;
       slot.unreachable = false;
       this.#schedule(slot);
     }

@@ -2,26 +2,10 @@
 // them on to the functions and never needs client-node's typed classes (whose deserialization
 // costs ~0.1 ms per Node and turns timestamps into Dates).
 
-/** Object metadata, as far as the relay reads it; everything else is passed on untouched. */
-export interface ObjectMeta {
-  readonly name?: string;
-  readonly namespace?: string;
-  readonly uid?: string;
-  readonly resourceVersion?: string;
-  readonly deletionTimestamp?: string | null;
-  readonly labels?: Readonly<Record<string, string>>;
-  readonly annotations?: Readonly<Record<string, string>>;
-  readonly finalizers?: readonly string[];
-  readonly [field: string]: unknown;
-}
+import type { KubeObject } from '../../shared/kube/object.ts';
+import { formatKey } from '../../shared/wire/keys.ts';
 
-/** A Kubernetes object as JSON. */
-export interface KubeObject {
-  readonly apiVersion?: string;
-  readonly kind?: string;
-  readonly metadata?: ObjectMeta;
-  readonly [field: string]: unknown;
-}
+export type { KubeObject, ObjectMeta } from '../../shared/kube/object.ts';
 
 /** A kind the relay watches. */
 export interface ResourceType {
@@ -41,26 +25,16 @@ export const services: ResourceType = { resource: 'services', kind: 'Service', a
 export const watchedResources: readonly ResourceType[] = [nodes, services];
 
 /**
- * The object's key, as the host formats it (shared/host/function.ts `formatKey`): `Node/worker-1`,
- * `Service/default/web`. Undefined when the object has no name (or, for a namespaced kind, no
- * namespace), which the API server never sends.
+ * The object's key, as the wire contract formats it (shared/wire/keys.ts `formatKey`):
+ * `Node/worker-1`, `Service/default/web`. Undefined when the object has no name (or, for a
+ * namespaced kind, no namespace), which the API server never sends.
  */
 export function objectKey(type: ResourceType, object: KubeObject): string | undefined {
   const name = object.metadata?.name;
   if (name === undefined || name === '') return undefined;
-  if (!type.namespaced) return `${type.kind}/${name}`;
+  if (!type.namespaced) return formatKey({ kind: type.kind, name });
   const namespace = object.metadata?.namespace;
-  return namespace === undefined || namespace === '' ? undefined : `${type.kind}/${namespace}/${name}`;
-}
-
-/**
- * ApiServerSource's `subject`: a selfLink-like path, `/apis/<apiVersion>/namespaces/<namespace>/<kind
- * in lower case>s/<name>`, core kinds under `/apis` too and an empty namespace segment for
- * cluster-scoped kinds (knative/eventing pkg/adapter/apiserver/events `createSelfLink`).
- */
-export function subject(type: ResourceType, object: KubeObject): string {
-  const namespace = object.metadata?.namespace ?? '';
-  return `/apis/${type.apiVersion}/namespaces/${namespace}/${type.kind.toLowerCase()}s/${object.metadata?.name ?? ''}`;
+  return namespace === undefined || namespace === '' ? undefined : formatKey({ kind: type.kind, name, namespace });
 }
 
 /**

@@ -19,24 +19,24 @@
 
 import { HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { Backoff, sleep, type BackoffPolicy } from './backoff.ts';
+import { systemClock, type Clock } from '../../shared/clock.ts';
+import { Backoff, type BackoffPolicy } from './backoff.ts';
 import type { RelayMetrics } from './metrics.ts';
 import { normalize, objectKey, resourceVersionOf, type KubeObject, type ResourceType } from './resources.ts';
+import type { WatchChange } from '../../shared/catalogue.ts';
 
-/** What happened to an object. */
-export type ChangeType = 'add' | 'update' | 'delete';
+export type { ChangeType } from '../../shared/catalogue.ts';
 
-/** One object change, after diffing against what the relay knew. */
-export interface Change {
+/** One object change, after diffing against what the relay knew: what a feed reads, and where it came from. */
+export interface ResourceChange extends WatchChange {
   readonly resource: ResourceType;
-  readonly type: ChangeType;
   /** `Node/worker-1`, `Service/default/web`. */
   readonly key: string;
   /** The new state; for `delete`, the last known one. */
   readonly object: KubeObject;
   /** The state before this change, when the relay knew one. */
   readonly previous?: KubeObject | undefined;
-  /** `Date.now()` when the relay saw the change. */
+  /** When the relay saw the change (its clock's now(): `Date.now()` in production). */
   readonly observedAt: number;
 }
 
@@ -75,12 +75,14 @@ export interface WatchDeps {
   readonly kubeConfig: KubeConfig;
   readonly settings: WatchSettings;
   /** Called synchronously for each change, in order. A throw makes the watch relist (and the change come again). */
-  readonly onChange: (change: Change) => void;
+  readonly onChange: (change: ResourceChange) => void;
   /** Called when the watch opens or closes. */
   readonly onEstablished?: (established: boolean) => void;
   readonly metrics: RelayMetrics;
   readonly log: Logger;
   readonly random?: () => number;
+  /** What the loop's backoffs wait on, and what it times watches and changes by; default the system clock. */
+  readonly clock?: Clock;
 }
 
 // Why a watch ended.
@@ -103,6 +105,7 @@ export class ResourceWatch {
   readonly #log: Logger;
   readonly #backoff: Backoff;
   readonly #random: () => number;
+  readonly #clock: Clock;
   // Last known state per key; undefined until the first LIST.
   #known = new Map<string, KubeObject>();
   // Where the next watch starts; undefined means a LIST is needed first.
@@ -116,6 +119,7 @@ export class ResourceWatch {
     this.#deps = deps;
     this.#log = deps.log.child({ resource: type.resource });
     this.#random = deps.random ?? Math.random;
+    this.#clock = deps.clock ?? systemClock;
     this.#backoff = new Backoff(deps.settings.backoff, this.#random);
   }
 
@@ -139,11 +143,11 @@ export class ResourceWatch {
     let previous: WatchEnd | undefined;
     while (!signal.aborted) {
       if (this.#resourceVersion === undefined && !(await this.#relist(signal))) continue;
-      const started = Date.now();
+      const started = this.#clock.now();
       const end = await this.#watchOnce(signal);
       if (end === 'stopped') break;
       this.#deps.metrics.watchRestarts.inc({ resource: this.type.resource, reason: end });
-      await this.#pause(end, { lived: Date.now() - started, previous }, signal);
+      await this.#pause(end, { lived: this.#clock.now() - started, previous }, signal);
       previous = end;
     }
     this.#setEstablished(false);
@@ -160,7 +164,7 @@ export class ResourceWatch {
     const level = end === 'closed' || end === 'timeout' || end === 'gone' ? 'info' : 'warn';
     const delayMs = immediate ? 0 : this.#backoff.next();
     this.#log[level]({ reason: end, livedMs: history.lived, delayMs, resourceVersion: this.#resourceVersion }, 'watch ended; reopening');
-    await sleep(delayMs, signal);
+    await this.#clock.sleep(delayMs, signal);
   }
 
   // One LIST, diffed against the last known state. False (after a backoff) when it failed.
@@ -172,7 +176,7 @@ export class ResourceWatch {
       if (signal.aborted) return false;
       const delayMs = this.#backoff.next();
       this.#log.warn({ err: error, delayMs }, 'LIST failed; retrying');
-      await sleep(delayMs, signal);
+      await this.#clock.sleep(delayMs, signal);
       return false;
     }
     this.#deps.metrics.lists.inc({ resource: this.type.resource, reason: this.#listReason });
@@ -184,7 +188,7 @@ export class ResourceWatch {
   async #replace(listed: Listed, signal: AbortSignal): Promise<boolean> {
     const next = new Map<string, KubeObject>();
     try {
-      const observedAt = Date.now();
+      const observedAt = this.#clock.now();
       for (const raw of listed.items) this.#diffItem(normalize(this.type, raw), next, observedAt);
       for (const [key, object] of this.#known) {
         if (!next.has(key)) this.#emit({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
@@ -193,7 +197,7 @@ export class ResourceWatch {
       this.#listReason = 'handler';
       const delayMs = this.#backoff.next();
       this.#log.error({ err: error, delayMs }, 'handling the LIST failed; listing again');
-      await sleep(delayMs, signal);
+      await this.#clock.sleep(delayMs, signal);
       return false;
     }
     this.#log.info({ objects: next.size, known: this.#known.size, resourceVersion: listed.resourceVersion, reason: this.#listReason }, 'listed');
@@ -212,7 +216,7 @@ export class ResourceWatch {
     this.#emit({ resource: this.type, type: previous === undefined ? 'add' : 'update', key, object, previous, observedAt });
   }
 
-  #emit(change: Change): void {
+  #emit(change: ResourceChange): void {
     this.#deps.onChange(change);
     this.#deps.metrics.changes.inc({ resource: this.type.resource, type: change.type });
   }
@@ -292,7 +296,7 @@ export class ResourceWatch {
       const previous = this.#known.get(key);
       if (previous === undefined || resourceVersionOf(previous) !== resourceVersionOf(object)) {
         // Emitted before it is recorded: if emitting throws, the relist sees the change as new.
-        this.#emit({ resource: this.type, type: previous === undefined ? 'add' : 'update', key, object, previous, observedAt: Date.now() });
+        this.#emit({ resource: this.type, type: previous === undefined ? 'add' : 'update', key, object, previous, observedAt: this.#clock.now() });
         this.#known.set(key, object);
       }
     }
@@ -303,7 +307,7 @@ export class ResourceWatch {
     const key = objectKey(this.type, object);
     if (key !== undefined) {
       const previous = this.#known.get(key);
-      this.#emit({ resource: this.type, type: 'delete', key, object, previous, observedAt: Date.now() });
+      this.#emit({ resource: this.type, type: 'delete', key, object, previous, observedAt: this.#clock.now() });
       this.#known.delete(key);
     }
     this.#resourceVersion = resourceVersionOf(object) || this.#resourceVersion;

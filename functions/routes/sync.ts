@@ -10,7 +10,7 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
-import type { Cidr } from '../../shared/cidr.ts';
+import type { Cidr } from '../../shared/net/ip.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';

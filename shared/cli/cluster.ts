@@ -1,7 +1,7 @@
 // `cirrus cluster`: the local control plane in the foreground.
 
 import type { Config } from '../config.ts';
-import type { Io } from './main.ts';
+import type { Io } from './io.ts';
 
 /** Starts the control plane, prints `KUBECONFIG=<path>`, and stops it when `io.signal` aborts. */
 export async function runCluster(config: Config<'clusterName' | 'dataDir'>, io: Io): Promise<number> {

@@ -6,15 +6,11 @@ import { readFileSync } from 'node:fs';
 import {
   ConfigError, envName, flagName, optionSpec, parseCommandLine, type CommandLine, type CommandOptions, type OptionName,
 } from '../config.ts';
+import { formatDuration } from '../duration.ts';
+import type { Io } from './io.ts';
+import { catalogue } from './root.ts';
 
-/** Where a command writes, what environment it reads, and the signal that asks it to stop. */
-export interface Io {
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
-  readonly env: NodeJS.ProcessEnv;
-  /** Aborted on SIGINT or SIGTERM: long-running commands stop cleanly and return. */
-  readonly signal: AbortSignal;
-}
+export type { Io } from './io.ts';
 
 interface Command<K extends OptionName> extends CommandOptions<K> {
   readonly summary: string;
@@ -39,7 +35,7 @@ const commands = {
   serve: command({
     summary: 'Serve one function over HTTP (what a container or Knative Service runs).',
     description:
-      'Serves <function> (node-init, node-lifecycle, service-lb or routes) on --bind-address:--port: CloudEvents on POST /,\n' +
+      `Serves <function> (${functionList()}) on --bind-address:--port: CloudEvents on POST /,\n` +
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
     options: [
       'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port',
@@ -54,8 +50,8 @@ const commands = {
     summary: 'Ask a served function to reconcile one object, or all of them.',
     description:
       'POSTs to <url>/reconcile and prints the report: what was changed, or with --dry-run what would be.\n' +
-      '<function> is node-init (alias: node), node-lifecycle, service-lb (alias: service) or routes; name the\n' +
-      'object (a Service as <namespace>/<name>), or pass --all. routes always reconciles the whole cluster.',
+      `<function> is ${functionList()}, or ${catalogue.flatMap((e) => e.reconcileAliases.map((a) => `${a} for ${e.name}`)).join(', ')}; name the object (a namespaced\n` +
+      'one as <namespace>/<name>), or pass --all. A function whose objects are the whole cluster reconciles all of it.',
     options: ['url', 'all', 'dryRun', 'signingSecretFile'],
     positionals: ['function', 'name'],
     minPositionals: 1,
@@ -64,7 +60,7 @@ const commands = {
   start: command({
     summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
     description:
-      'Serves the functions --controllers selects (default all that the provider supports) under\n' +
+      `Serves the functions --controllers selects (${functionList()}; default all that the provider supports) under\n` +
       '/<function> on --bind-address:--port, and runs the relay delivering to them, signed. The cluster is\n' +
       '--kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is started\n' +
       '(printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml.',
@@ -171,11 +167,22 @@ export function commandHelp(name: CommandName): string {
     const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
     const required = cmd.required?.includes(option) ? ' (required)' : '';
     const fallback = spec.schema.safeParse(undefined);
-    const shown = fallback.success && fallback.data !== undefined ? ` Default: ${JSON.stringify(fallback.data)}.` : '';
+    const shown = fallback.success && fallback.data !== undefined ? ` Default: ${JSON.stringify(fallback.data)}.` : periodDefault(option);
     return `  --${flagName(option)}${value}${required}\n      ${spec.help}${shown}\n      Env: ${envName(option)}`;
   });
   const args = (cmd.positionals ?? []).map((arg, i) => (i < (cmd.minPositionals ?? Infinity) ? ` <${arg}>` : ` [<${arg}>]`)).join('');
   return [`Usage: cirrus ${name}${args} [flags]`, '', cmd.description, '', 'Flags:', ...flags, ''].join('\n');
+}
+
+// A period option's default is its function's period.
+function periodDefault(option: OptionName): string {
+  const entry = catalogue.find((e) => e.period.option === option);
+  return entry === undefined ? '' : ` Default: ${formatDuration(entry.period.defaultMs)} (${entry.name}).`;
+}
+
+// The functions, with the Go controller each stands for.
+function functionList(): string {
+  return catalogue.map((e) => `${e.name} [${e.controller.name}, ${e.controller.alias}]`).join(', ');
 }
 
 function packageVersion(): string {

@@ -2,14 +2,16 @@
 // served function's POST /reconcile, printing its report.
 
 import { ConfigError, type CommandLine } from '../config.ts';
-import { canonicalFunction } from '../names.ts';
-import { signatureHeader, signRequest } from '../host/auth.ts';
-import type { Io } from './main.ts';
+import { findFunction, type FunctionEntry } from '../catalogue.ts';
+import { signatureHeader, signRequest } from '../wire/signing.ts';
+import type { Io } from './io.ts';
+import { catalogue } from './root.ts';
 import { readSecret } from './secret.ts';
 
 /** Calls the function and prints the report; exit status 0 when it answered 2xx. */
 export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>, io: Io): Promise<number> {
-  const { canonical, body } = request(line);
+  const { entry, body } = request(line);
+  const canonical = entry.name;
   const secret = await readSecret(line.config.signingSecretFile);
   const url = new URL('reconcile', line.config.url.endsWith('/') ? line.config.url : `${line.config.url}/`);
   url.searchParams.set('dryRun', String(line.config.dryRun));
@@ -33,20 +35,20 @@ export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun' | 
 }
 
 // The function and the body of its /reconcile request; throws ConfigError for a bad command line.
-function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>): { canonical: string; body: object } {
+function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>): { entry: FunctionEntry; body: object } {
   const [fn = '', name] = line.positionals;
-  const canonical = canonicalFunction(fn === 'node' ? 'node-init' : fn);
-  if (canonical === undefined) throw new ConfigError(`unknown function '${fn}'`);
-  // routes has one object, the cluster's route table: it always reconciles all of it.
-  const all = line.config.all || (canonical === 'routes' && name === undefined);
+  const entry = findFunction(catalogue, fn) ?? catalogue.find((e) => e.reconcileAliases.includes(fn));
+  if (entry === undefined) throw new ConfigError(`unknown function '${fn}'`);
+  // A function whose object is the whole cluster (routes: the route table) always reconciles all of it.
+  const all = line.config.all || (entry.target.wholeCluster === true && name === undefined);
   if ((name === undefined) === !all) throw new ConfigError('name one object, or pass --all (not both)');
-  return { canonical, body: name === undefined ? { all: true } : objectName(canonical, name) };
+  return { entry, body: name === undefined ? { all: true } : objectName(entry, name) };
 }
 
-// Services are namespaced: `<namespace>/<name>`. Nodes are not.
-function objectName(fn: string, name: string): { name: string; namespace?: string } {
-  if (fn !== 'service-lb') return { name };
-  const [namespace, serviceName, ...rest] = name.split('/');
-  if (!namespace || !serviceName || rest.length > 0) throw new ConfigError(`name a Service as <namespace>/<name>, not '${name}'`);
-  return { namespace, name: serviceName };
+// Namespaced objects (Services) are named `<namespace>/<name>`; Nodes are not.
+function objectName(entry: FunctionEntry, name: string): { name: string; namespace?: string } {
+  if (!entry.target.namespaced) return { name };
+  const [namespace, local, ...rest] = name.split('/');
+  if (!namespace || !local || rest.length > 0) throw new ConfigError(`name a ${entry.target.kind} as <namespace>/<name>, not '${name}'`);
+  return { namespace, name: local };
 }

@@ -1,10 +1,11 @@
 // `cirrus relay`: the watch-to-event bridge, with its probes and metrics on --port.
 
+import type { PeriodOption } from '../catalogue.ts';
 import { loadKubeConfig } from '../kube/client.ts';
-import { ConfigError, type CommandLine } from '../config.ts';
+import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
-import type { LeaseSettings } from '../../functions/relay/index.ts';
-import type { Io } from './main.ts';
+import type { Io } from './io.ts';
+import { catalogue, loadRelay, type LeaseSettings } from './root.ts';
 import { readSecret } from './secret.ts';
 
 /** The options `cirrus relay` takes. */
@@ -17,12 +18,12 @@ export type RelayCommandOptions =
 /** Runs the relay until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): Promise<number> {
   const { config } = line;
-  const relayModule = await import('../../functions/relay/index.ts');
+  const relayModule = await loadRelay();
   const knative = relayModule.readKnativeEnvironment(io.env);
   let routing;
   try {
     const file = config.routingConfig === undefined ? undefined : await relayModule.loadRoutingFile(config.routingConfig);
-    routing = relayModule.buildRoutingTable({ file, to: config.to, periods: periods(config), sink: knative.sink });
+    routing = relayModule.buildRoutingTable(catalogue, { file, to: config.to, periods: periodsOf(config), sink: knative.sink });
   } catch (error) {
     if (error instanceof relayModule.RoutingError) throw new ConfigError(error.message);
     throw error;
@@ -38,7 +39,8 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
     ceOverrides: knative.ceOverrides,
   });
   const { serve } = await import('../host/serve.ts');
-  const app = await relayModule.buildRelayApp(relay, logger);
+  const { buildProbeApp } = await import('../host/probes.ts');
+  const app = await buildProbeApp({ logger, registry: relay.registry, readiness: () => relayModule.relayReadiness(relay.status()) });
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
   logger.info({ address: server.address, identity: relay.identity, destinations: routing.destinations.map((d) => d.name) }, 'relay serving');
   await server.closed;
@@ -46,17 +48,13 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   return 0;
 }
 
-// Period flags override the routing file; a value equal to the flag's default counts as unset, so
-// that a routing file's periods take effect when no flag or variable was given.
-function periods(config: CommandLine<RelayCommandOptions>['config']): Partial<Record<'node-lifecycle' | 'routes' | 'node-init' | 'service-lb', number>> {
-  const given: Partial<Record<'node-lifecycle' | 'routes' | 'node-init' | 'service-lb', number>> = {};
-  const flags = [
-    ['node-lifecycle', config.nodeMonitorPeriod, 5_000],
-    ['routes', config.routeReconciliationPeriod, 10_000],
-    ['node-init', config.nodeStatusUpdateFrequency, 300_000],
-    ['service-lb', config.serviceSyncPeriod, 0],
-  ] as const;
-  for (const [name, value, fallback] of flags) if (value !== fallback) given[name] = value;
+/** The periods set by flags or variables, by function; a function whose option is unset keeps the routing file's or its own default. */
+export function periodsOf(config: Partial<Config<PeriodOption>>): Record<string, number> {
+  const given: Record<string, number> = {};
+  for (const entry of catalogue) {
+    const value = config[entry.period.option];
+    if (value !== undefined) given[entry.name] = value;
+  }
   return given;
 }
 

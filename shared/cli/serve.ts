@@ -6,32 +6,29 @@ import { resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { findFunction, knownNames, type FunctionEntry } from '../catalogue.ts';
 import { initCloudProvider } from '../cloud/registry.ts';
-import type { CloudProvider } from '../cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { AppOptions, FunctionApp } from '../host/app.ts';
-import type { FunctionDefinition } from '../host/function.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
-import { canonicalFunction, knownFunctionNames } from '../names.ts';
-import type { Io } from './main.ts';
+import type { Io } from './io.ts';
+import { catalogue } from './root.ts';
 import { readSecret } from './secret.ts';
 
 /** The options `cirrus serve` takes. */
-export type ServeOptions =
+export type ServeCommandOptions =
   | 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port'
   | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'configureCloudRoutes' | 'clusterCidr' | 'concurrentRouteOperations'
   | 'signingSecretFile' | 'logLevel';
 
 /** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
-export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise<number> {
+export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): Promise<number> {
   const { config } = line;
-  const name = canonicalFunction(line.positionals[0] ?? '');
-  if (name === undefined) {
-    throw new ConfigError(`unknown function '${line.positionals[0] ?? ''}' (known: ${knownFunctionNames().join(', ')})`);
-  }
+  const entry = functionNamed(line.positionals[0] ?? '');
+  const { name } = entry;
   const log = createLogger({ name, level: config.logLevel });
-  const { app, providerName } = await buildFunctionApp(name, config, { signal: io.signal, log });
+  const { app, providerName } = await buildFunctionApp(entry, config, { signal: io.signal, log });
   const { serve } = await import('../host/index.ts');
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
   log.info({ address: server.address, provider: providerName }, `${name} serving`);
@@ -40,15 +37,22 @@ export async function runServe(line: CommandLine<ServeOptions>, io: Io): Promise
 }
 
 /** The options that shape a function's app, wherever it runs (`cirrus serve`, AWS Lambda). */
-export type FunctionOptions = Exclude<ServeOptions, 'bindAddress' | 'port'>;
+export type FunctionOptions = Exclude<ServeCommandOptions, 'bindAddress' | 'port'>;
+
+/** The catalogue entry for a function name or alias; throws ConfigError listing the known names. */
+export function functionNamed(name: string): FunctionEntry {
+  const entry = findFunction(catalogue, name);
+  if (entry === undefined) throw new ConfigError(`unknown function '${name}' (known: ${knownNames(catalogue).join(', ')})`);
+  return entry;
+}
 
 /**
- * The ready app of function `name` (canonical), as `cirrus serve` runs it: the provider module
+ * The ready app of function `entry`, as `cirrus serve` runs it: the provider module
  * imported, the kubeconfig loaded, the provider initialized, signatures verified when a signing
  * secret is configured. `pressure: false` turns load shedding off.
  */
 export async function buildFunctionApp(
-  name: string,
+  entry: FunctionEntry,
   config: Config<FunctionOptions>,
   context: { readonly signal: AbortSignal; readonly log: Logger; readonly pressure?: false },
 ): Promise<{ app: FunctionApp; providerName: string }> {
@@ -57,38 +61,11 @@ export async function buildFunctionApp(
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, { signal, log, kubeConfig });
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const definition = await functionFor(name, { core, cloud, config });
+  const definition = await entry.load({ core, cloud, config });
   const { buildApp } = await import('../host/index.ts');
   const secret = await readSecret(config.signingSecretFile);
   const options: AppOptions = { logger: log, ...(secret === undefined ? {} : { auth: { secret } }), ...(context.pressure === false ? { pressure: false } : {}) };
   return { app: await buildApp(definition, options), providerName: cloud.providerName() };
-}
-
-/** The function called `name`, built for the given cluster, provider and configuration. */
-// Each function module is imported only by the process that serves it.
-export async function functionFor(name: string, deps: { core: CoreV1Api; cloud: CloudProvider; config: Config<FunctionOptions> }): Promise<FunctionDefinition> {
-  const { core, cloud, config } = deps;
-  switch (name) {
-    case 'node-init':
-      return (await import('../../functions/node-init/index.ts')).nodeInitFunction({ core, cloud, concurrency: config.concurrentNodeSyncs });
-    case 'node-lifecycle':
-      return (await import('../../functions/node-lifecycle/index.ts')).nodeLifecycleFunction({ core, cloud, concurrency: config.concurrentNodeSyncs });
-    case 'service-lb':
-      return (await import('../../functions/service-lb/index.ts')).serviceLbFunction({
-        core, cloud, clusterName: config.clusterName, concurrency: config.concurrentServiceSyncs,
-      });
-    case 'routes':
-      return (await import('../../functions/routes/index.ts')).routesFunction({
-        core,
-        cloud,
-        clusterName: config.clusterName,
-        clusterCidrs: config.clusterCidr,
-        configureCloudRoutes: config.configureCloudRoutes,
-        concurrency: config.concurrentRouteOperations,
-      });
-    default:
-      throw new ConfigError(`unknown function '${name}'`);
-  }
 }
 
 /** Imports `specifier` — a file path (relative to the working directory) or a package name — for its side effects. */

@@ -7,19 +7,21 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { selectControllers, type FunctionEntry } from '../catalogue.ts';
 import { initCloudProvider } from '../cloud/registry.ts';
 import type { CloudProvider } from '../cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { FunctionDefinition } from '../host/function.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
-import { selectControllers } from '../names.ts';
-import type { Io } from './main.ts';
+import type { Io } from './io.ts';
+import { periodsOf } from './relay.ts';
+import { catalogue, loadRelay } from './root.ts';
 import { readSecret } from './secret.ts';
-import { functionFor, importProviderModule, type ServeOptions } from './serve.ts';
+import { importProviderModule, type ServeCommandOptions } from './serve.ts';
 
 /** The options `cirrus start` takes. */
-export type StartOptions = ServeOptions | 'controllers' | 'nodeMonitorPeriod' | 'routeReconciliationPeriod'
+export type StartOptions = ServeCommandOptions | 'controllers' | 'nodeMonitorPeriod' | 'routeReconciliationPeriod'
   | 'nodeStatusUpdateFrequency' | 'leaderElect' | 'dataDir';
 
 const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
@@ -55,9 +57,9 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
   }
 }
 
-function controllersOf(config: Config<StartOptions>): string[] {
+function controllersOf(config: Config<StartOptions>): FunctionEntry[] {
   try {
-    return selectControllers(config.controllers);
+    return selectControllers(catalogue, config.controllers);
   } catch (error) {
     throw new ConfigError(`--controllers: ${(error as Error).message}`);
   }
@@ -95,35 +97,20 @@ interface Context {
 
 // The selected functions the provider and configuration allow; the others are skipped with a
 // warning, as the Go CCM skips a controller whose cloud capability is missing.
-async function buildFunctions(selected: string[], context: Context): Promise<FunctionDefinition[]> {
+async function buildFunctions(selected: readonly FunctionEntry[], context: Context): Promise<FunctionDefinition[]> {
   const core = context.kubeConfig.makeApiClient(CoreV1Api);
+  const { cloud, config } = context;
   const definitions: FunctionDefinition[] = [];
-  for (const name of selected) {
-    const reason = skipReason(name, context);
+  for (const entry of selected) {
+    const reason = entry.skipReason(cloud, config);
     if (reason !== undefined) {
-      context.log.warn({ function: name }, `${name} not started: ${reason}`);
+      context.log.warn({ function: entry.name }, `${entry.name} not started: ${reason}`);
       continue;
     }
-    definitions.push(await functionFor(name, { core, cloud: context.cloud, config: context.config }));
+    definitions.push(await entry.load({ core, cloud, config }));
   }
   if (definitions.length === 0) throw new Error('no function can run: see the warnings above');
   return definitions;
-}
-
-function skipReason(name: string, context: Context): string | undefined {
-  const { cloud } = context;
-  const provider = cloud.providerName();
-  if ((name === 'node-init' || name === 'node-lifecycle') && !cloud.instancesV2() && !cloud.instances()) return `provider ${provider} has no instances`;
-  if (name === 'service-lb' && !cloud.loadBalancer()) return `provider ${provider} has no load balancers`;
-  return name === 'routes' ? routesSkipReason(context) : undefined;
-}
-
-function routesSkipReason({ cloud, config }: Context): string | undefined {
-  const provider = cloud.providerName();
-  if (!config.configureCloudRoutes) return '--configure-cloud-routes=false';
-  if (!cloud.routes()) return `provider ${provider} has no routes`;
-  if (config.clusterCidr.length === 0) return 'no --cluster-cidr';
-  return undefined;
 }
 
 // One server for the functions, and the relay delivering to it, signed with a secret of this
@@ -143,10 +130,10 @@ async function serveAll(
     await server.closed;
   });
   const local = `http://127.0.0.1:${server.port}`;
-  const relayModule = await import('../../functions/relay/index.ts');
-  const routing = relayModule.buildRoutingTable({
+  const relayModule = await loadRelay();
+  const routing = relayModule.buildRoutingTable(catalogue, {
     to: definitions.map((d) => `${d.name}=${local}/${d.name}`),
-    periods: { 'node-lifecycle': config.nodeMonitorPeriod, routes: config.routeReconciliationPeriod, 'node-init': config.nodeStatusUpdateFrequency },
+    periods: periodsOf(config),
   });
   const logger = createLogger({ name: 'relay', level: config.logLevel });
   const relay = relayModule.startRelay({ kubeConfig, routing, logger, secret, leaderElection: config.leaderElect ? {} : false });

@@ -1,8 +1,7 @@
 // The provider registry, with the semantics of k8s.io/cloud-provider's plugins.go: a name is
 // registered once; an unknown name is an error that lists the known ones; the factory receives
 // the cloud-config file's contents (and its path, for providers that watch it for changes).
-// Built-in providers are registered here with factories that import them on first use, so a
-// function that runs one provider never loads the others.
+// The built-in providers are registered by the composition root (shared/cli/root.ts).
 
 import { readFile } from 'node:fs/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -85,6 +84,3 @@ export async function initCloudProvider(name: string, configPath: string | undef
 function known(): string {
   return `registered: ${registeredCloudProviders().join(', ') || 'none'}`;
 }
-
-registerCloudProvider('fake', async (context) => (await import('../../providers/fake/index.ts')).fakeFromConfig(context));
-registerCloudProvider('static', async (context) => (await import('../../providers/static/index.ts')).createStaticProvider(context));

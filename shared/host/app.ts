@@ -4,29 +4,28 @@
 // 2xx once the work is done, 400 for a request that cannot succeed, 503 + Retry-After for "later",
 // 500 for a failure. The app never listens; ./serve.ts does.
 
-import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import underPressure from '@fastify/under-pressure';
-import fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyPluginAsync,
-  type FastifyPluginOptions,
-  type FastifyReply,
-  type FastifyRequest,
-  type FastifyTypeProviderDefault,
-  type RawReplyDefaultExpression,
-  type RawRequestDefaultExpression,
-  type RawServerDefault,
+import type {
+  FastifyBaseLogger,
+  FastifyPluginAsync,
+  FastifyPluginOptions,
+  FastifyReply,
+  FastifyRequest,
+  FastifyTypeProviderDefault,
+  RawServerDefault,
 } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { readVerifiedBody, UnauthorizedError, type AuthOptions } from './auth.ts';
-import { acceptedEventTypes, eventMode, eventObjectKey, eventTypes, formatIssue, readCloudEvent } from './cloudevents.ts';
+import { acceptedEventTypes, eventMode, eventTypes } from '../wire/types.ts';
+import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
+import { eventObjectKey, formatKey, type ObjectKey } from '../wire/keys.ts';
+import type { AuthOptions } from '../wire/signing.ts';
+import { readVerifiedBody, UnauthorizedError } from './auth.ts';
 import { errorReply, InvalidRequestError, type ErrorReply } from './errors.ts';
-import { formatKey, type FunctionDefinition, type ObjectKey, type ReconcileOptions, type Report } from './function.ts';
+import type { FunctionDefinition, ReconcileOptions, Report } from './function.ts';
 import { createHostMetrics, type HostMetrics } from './metrics.ts';
+import { addProbeRoutes, createHostApp, type HostApp } from './probes.ts';
 
 /** Load shedding on the reconcile routes (@fastify/under-pressure); a limit of 0 is off. */
 export interface PressureOptions {
@@ -71,7 +70,7 @@ export interface AppOptions {
   /** Also export prom-client's process metrics (default true; see createHostMetrics). */
   readonly processMetrics?: boolean;
   /**
-   * Verify the relay's request signatures (./auth.ts): a request to a reconcile route without a
+   * Verify the relay's request signatures (shared/wire/signing.ts): a request to a reconcile route without a
    * valid `X-Cirrus-Signature` is answered 401 before its body is parsed. Probes and /metrics stay
    * open. Default: no verification.
    */
@@ -79,7 +78,7 @@ export interface AppOptions {
 }
 
 /** The app buildApp returns: a Fastify instance logging through a pino Logger. */
-export type FunctionApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
+export type FunctionApp = HostApp;
 
 type Scope = FastifyPluginAsync<FastifyPluginOptions, RawServerDefault, FastifyTypeProviderDefault, Logger>;
 
@@ -132,21 +131,9 @@ async function assemble(definitions: readonly FunctionDefinition[], options: App
   const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true });
   const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
   const bodyLimit = options.bodyLimit ?? defaultBodyLimit;
-  const app = fastify({
-    loggerInstance: options.logger,
-    logController: new QuietLogController(),
-    // Our own id, not the `ce-id` header (or X-Request-Id): the sender controls those, retries of
-    // one event share its id, and structured mode has no such header. The event id is logged
-    // as `ceId` next to this one.
-    genReqId: () => randomUUID(),
-    bodyLimit,
-    return503OnClosing: true,
-    // The routes validate with zod and have no JSON schemas. Left to itself, Fastify loads Ajv and
-    // fast-json-stringify at construction anyway: 35-85 ms and 8 MB of a cold start (measured).
-    schemaController: { compilersFactory: { buildValidator: noSchemas, buildSerializer: noSchemas } },
-  });
-  addClosingHooks(app);
-  addProbeRoutes(app, metrics);
+  const app = createHostApp({ logger: options.logger, bodyLimit });
+  addProbeRoutes(app, { registry: metrics.registry });
+  addWebhookOptions(app);
   for (const definition of definitions) {
     const [defaultKind] = definition.kinds;
     if (defaultKind === undefined) throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
@@ -160,50 +147,8 @@ async function assemble(definitions: readonly FunctionDefinition[], options: App
   return app;
 }
 
-function noSchemas(): never {
-  throw new Error('cirrus host: routes validate with zod, JSON schemas are not compiled');
-}
-
-// One line per reconcile (runReconcile) instead of Fastify's two per request: probes and scrapes
-// would otherwise fill the log, and per-request logging costs a quarter of the throughput
-// (reference/performance.md). Fastify's other lines (404s, errors outside the reconcile routes) stay.
-class QuietLogController extends LogController {
-  override incomingRequest(): void {
-    // not logged
-  }
-
-  override requestCompleted(): void {
-    // not logged
-  }
-}
-
-// Fastify answers requests that arrive once close() has begun with 503 (return503OnClosing), and
-// Node closes the connections that are idle then. A keep-alive connection whose request was in
-// flight would stay open until its keep-alive timeout (72 s), holding close() that long; it is
-// closed as soon as it goes idle. (Not by answering `Connection: close`: a request pipelined
-// behind it would then get no answer at all instead of the 503.)
-function addClosingHooks(app: FunctionApp): void {
-  let closing = false;
-  app.addHook('preClose', (done) => {
-    closing = true;
-    done();
-  });
-  app.addHook('onResponse', (_request, _reply, done) => {
-    // On the next turn: Node marks the connection idle after this response's listeners have run.
-    if (closing) setImmediate(() => { app.server.closeIdleConnections(); });
-    done();
-  });
-}
-
-function addProbeRoutes(app: FunctionApp, metrics: HostMetrics): void {
-  app.get('/healthz', () => ({ status: 'ok' }));
-  // Readiness only has to fail while closing, and Fastify already answers 503 then, before any handler.
-  app.get('/readyz', () => ({ status: 'ready' }));
-  app.get('/metrics', async (_request, reply) => {
-    const text = await metrics.registry.metrics();
-    return reply.type(metrics.registry.contentType).send(text);
-  });
-  // Knative senders may probe with OPTIONS (CloudEvents Web Hook spec): allow any origin to POST.
+// Knative senders may probe with OPTIONS (CloudEvents Web Hook spec): allow any origin to POST.
+function addWebhookOptions(app: FunctionApp): void {
   app.options('/', (request, reply) => {
     const origin = request.headers['webhook-request-origin'];
     if (typeof origin === 'string') reply.header('webhook-allowed-origin', origin);

@@ -3,28 +3,11 @@
 // (400 is never retried, 503 is retried after Retry-After, other 5xx with backoff).
 
 import { findCause, RetryError } from '../cloud/errors.ts';
+import { InvalidRequestError, type ErrorBody } from '../wire/replies.ts';
 
-/**
- * The request itself is wrong and sending it again cannot help: a malformed CloudEvent, a kind
- * the function does not handle, a name that is not a valid Kubernetes name. The host answers 400
- * with `{ error: message, problems }`. Definitions may throw it (also as the `cause` of another
- * error); `problems` lists every individual problem, and is `[message]` when none are given.
- */
-export class InvalidRequestError extends Error {
-  override readonly name = 'InvalidRequestError';
-  readonly problems: readonly string[];
-  constructor(message: string, problems: readonly string[] = [message], options?: ErrorOptions) {
-    super(message, options);
-    this.problems = problems;
-  }
-}
-
-/** The JSON body of every error reply. */
-export interface ErrorBody {
-  readonly error: string;
-  /** Set on 400: each thing wrong with the request. */
-  readonly problems?: readonly string[];
-}
+// The 400 error and the error body are the wire contract's (shared/wire/replies.ts); functions
+// import them from here, with the rest of what they need from the host.
+export { InvalidRequestError, type ErrorBody } from '../wire/replies.ts';
 
 /** What to answer for an error, and how loudly to log it. */
 export interface ErrorReply {

@@ -4,13 +4,10 @@
 
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { ObjectKey } from '../wire/keys.ts';
 
-/** The object an event is about. `namespace` is undefined for cluster-scoped kinds. */
-export interface ObjectKey {
-  readonly kind: string;
-  readonly name: string;
-  readonly namespace?: string | undefined;
-}
+// The key is the wire contract's (shared/wire/keys.ts); a function names it with the rest of its definition.
+export type { ObjectKey } from '../wire/keys.ts';
 
 /** How a reconcile runs. */
 export interface ReconcileOptions {
@@ -68,9 +65,4 @@ export interface FunctionDefinition {
   reconcileAll(options: ReconcileOptions): Promise<Report>;
   /** Registers the function's own metrics (the host's registry is per app). */
   registerMetrics?(registry: Registry): void;
-}
-
-/** `Node/worker-1`, `Service/default/web`. */
-export function formatKey(key: ObjectKey): string {
-  return key.namespace ? `${key.kind}/${key.namespace}/${key.name}` : `${key.kind}/${key.name}`;
 }

@@ -12,9 +12,9 @@ import awsLambdaFastify from '@fastify/aws-lambda';
 import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
-import { buildFunctionApp, type FunctionOptions } from '../cli/serve.ts';
+import type { FunctionEntry } from '../catalogue.ts';
+import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
 import { createLogger } from '../log.ts';
-import { canonicalFunction, knownFunctionNames } from '../names.ts';
 import { extensionSecretStore, materializeSecrets } from './secrets.ts';
 
 /** The options a function takes on Lambda: those of `cirrus serve` but the listening address, and the secret IDs. */
@@ -65,11 +65,11 @@ type Proxy = (event: HttpEvent, context: Context) => Promise<HttpResult>;
  * tries again. Throws ConfigError at once for an unknown function name.
  */
 export function lambdaHandler(name: string, options: LambdaHandlerOptions = {}): LambdaHandler {
-  const canonical = canonicalFunction(name);
-  if (canonical === undefined) throw new ConfigError(`unknown function '${name}' (known: ${knownFunctionNames().join(', ')})`);
+  const entry = functionNamed(name);
+  const canonical = entry.name;
   let proxy: Promise<Proxy> | undefined;
   const start = (): Promise<Proxy> => {
-    proxy ??= startFunction(canonical, options).catch((error: unknown) => {
+    proxy ??= startFunction(entry, options).catch((error: unknown) => {
       proxy = undefined;
       throw error;
     });
@@ -85,7 +85,8 @@ export function lambdaHandler(name: string, options: LambdaHandlerOptions = {}):
   });
 }
 
-async function startFunction(name: string, options: LambdaHandlerOptions): Promise<Proxy> {
+async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions): Promise<Proxy> {
+  const { name } = entry;
   const env = options.env ?? process.env;
   const parsed = parseConfig(lambdaCommand, [], env);
   const log = createLogger({ name, level: parsed.logLevel });
@@ -93,7 +94,7 @@ async function startFunction(name: string, options: LambdaHandlerOptions): Promi
     const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
     // Lambda freezes a sandbox between events: the event-loop delay measured across a freeze is
     // not load, and a sandbox takes one event at a time anyway. No load shedding here.
-    const { app, providerName } = await buildFunctionApp(name, config, { signal: options.signal ?? sigterm(), log, pressure: false });
+    const { app, providerName } = await buildFunctionApp(entry, config, { signal: options.signal ?? sigterm(), log, pressure: false });
     log.info({ provider: providerName }, `${name} ready on AWS Lambda`);
     // decorateRequest: the app is ready, it takes no more decorators (and the routes do not need
     // the event). The cast: the adapter is typed for Fastify's default logger type, and only

@@ -23,6 +23,7 @@ import { envName, options, type OptionName } from '../../shared/config.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 import { apiServerSourceSchema, knativeServiceSchema, pingSourceSchema, scaleAnnotation, type KnativeService } from './knative.ts';
 import { build, identity, knativeRoot, referencedFiles, type KubeObject } from './kustomize.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const exampleDir = join(knativeRoot, 'overlays/example');
@@ -39,7 +40,7 @@ const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   lambda: build(lambdaDir, { readFile: readWithSigningSecret }),
 };
 
-const functionNames = ['node-init', 'node-lifecycle', 'service-lb', 'routes'] as const;
+const functionNames = catalogue.map((entry) => entry.name);
 
 function ofKind(objects: readonly KubeObject[], kind: string, apiVersion?: string): KubeObject[] {
   return objects.filter((o) => o.kind === kind && (apiVersion === undefined || o.apiVersion === apiVersion));
@@ -233,7 +234,7 @@ describe('deploy/knative', () => {
       assert.equal(env['CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE'], 'cirrus-system');
       const routingPath = env['CIRRUS_ROUTING_CONFIG'] ?? '';
       const routing = load(mountedFile(relay, objects, routingPath));
-      const table = buildRoutingTable({ file: routing });
+      const table = buildRoutingTable(catalogue, { file: routing });
       const expected = knativeServices(objects).map((s) => [component(s), `http://${s.metadata.name}.${s.metadata.namespace}.svc.cluster.local`]);
       assert.deepEqual(table.destinations.map((d) => [d.name, d.url]).sort(), expected.sort(), `${name}: one destination per Knative Service`);
     }
@@ -263,7 +264,7 @@ describe('deploy/knative', () => {
     assert.ok(relay);
     const env = containerEnv(relay, objects);
     assert.equal(env['CIRRUS_SIGNING_SECRET_FILE'], '/etc/cirrus/signing/secret', 'the relay signs: the URLs are public');
-    const table = buildRoutingTable({ file: load(mountedFile(relay, objects, env['CIRRUS_ROUTING_CONFIG'] ?? '')) });
+    const table = buildRoutingTable(catalogue, { file: load(mountedFile(relay, objects, env['CIRRUS_ROUTING_CONFIG'] ?? '')) });
     const serverless = z.object({ functions: z.record(z.string(), z.unknown()) }).parse(load(readFileSync(join(repoRoot, 'serverless.yml'), 'utf8')));
     assert.deepEqual(table.destinations.map((d) => d.name).sort(), Object.keys(serverless.functions).sort(), 'one destination per Lambda');
     for (const destination of table.destinations) assert.match(destination.url, /^https:\/\/[a-z0-9-]+\.lambda-url\.[a-z0-9-]+\.on\.aws\/$/, destination.name);

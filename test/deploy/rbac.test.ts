@@ -36,6 +36,7 @@ import { knativeRoot, readObjects, type KubeObject } from './kustomize.ts';
 import {
   apply, awaitAccess, describePermission, localize, permissionsOf, RecordingKubeConfig, refusedFor, remove, samePermission, withoutPermission,
 } from './rbac-harness.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const runId = uniqueName('rbac');
@@ -238,7 +239,7 @@ async function relayScenario(c: Context): Promise<void> {
   const relay = startRelay({
     kubeConfig: c.account,
     // Node-init's feed watches Nodes, service-lb's watches Services; no periodic triggers.
-    routing: buildRoutingTable({ to: [`node-init=${url}`, `service-lb=${url}`], periods: { 'node-init': 0, 'node-lifecycle': 0, 'service-lb': 0, routes: 0 } }),
+    routing: buildRoutingTable(catalogue, { to: [`node-init=${url}`, `service-lb=${url}`], periods: { 'node-init': 0, 'node-lifecycle': 0, 'service-lb': 0, routes: 0 } }),
     logger,
     leaderElection: { name: 'cirrus-relay', namespace: c.namespace, leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 200 },
     watch: { backoff: { initialMs: 100, maxMs: 1_000, jitter: 0 } },

@@ -11,6 +11,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import { buildRoutingTable, startRelay, type Relay, type RelayOptions, type RoutingSources } from '../../functions/relay/index.ts';
 import { silentLogger } from '../helpers/builders.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 /** One request a function server received. */
 export interface Received {
@@ -151,7 +152,7 @@ export function testRelay(
 ): Relay {
   const relay = startRelay({
     kubeConfig,
-    routing: buildRoutingTable({ periods: noPeriods, ...routing }),
+    routing: buildRoutingTable(catalogue, { periods: noPeriods, ...routing }),
     logger: silentLogger(),
     leaderElection: false,
     ...fastTimings,

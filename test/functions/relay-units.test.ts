@@ -1,22 +1,27 @@
 // The relay's pure parts, without a cluster: backoff, routing table and decisions, merging, the
-// delivery queue (with a scripted send), the request format and the reading of replies.
+// delivery queue (with a scripted send, on a manual clock), the request format and the reading of replies.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { backoffDelay } from '../../functions/relay/backoff.ts';
 import { classify, eventRequest, parseRetryAfter } from '../../functions/relay/delivery.ts';
+import { relayReadiness, type RelayStatus } from '../../functions/relay/index.ts';
 import { createRelayMetrics } from '../../functions/relay/metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from '../../functions/relay/queue.ts';
 import { nodes, services, type KubeObject } from '../../functions/relay/resources.ts';
-import {
-  buildRoutingTable, involvesLoadBalancer, mergeOutgoing, needsInitialization, needsLifecycleCheck, nodeSetMayChange, parseDuration,
-  readKnativeEnvironment, route, routesMayChange, RoutingError, type Outgoing,
-} from '../../functions/relay/routing.ts';
-import type { Change, ChangeType } from '../../functions/relay/watch.ts';
-import { verifyRequest } from '../../shared/host/auth.ts';
+import { buildRoutingTable, mergeOutgoing, readKnativeEnvironment, route, RoutingError, type Outgoing } from '../../functions/relay/routing.ts';
+import { needsInitialization } from '../../functions/node-init/feed.ts';
+import { needsLifecycleCheck } from '../../functions/node-lifecycle/feed.ts';
+import { routesMayChange } from '../../functions/routes/feed.ts';
+import { involvesLoadBalancer, nodeSetMayChange } from '../../functions/service-lb/feed.ts';
+import { parseDuration } from '../../shared/duration.ts';
+import type { ResourceChange, ChangeType } from '../../functions/relay/watch.ts';
+import { verifyRequest } from '../../shared/wire/signing.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import { silentLogger } from '../helpers/builders.ts';
 import { metric } from './relay-harness.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 function node(fields: { name?: string; uid?: string; labels?: Record<string, string>; spec?: object; status?: object; deletionTimestamp?: string } = {}): KubeObject {
   return {
@@ -26,7 +31,7 @@ function node(fields: { name?: string; uid?: string; labels?: Record<string, str
   };
 }
 
-function change(type: ChangeType, object: KubeObject, previous?: KubeObject): Change {
+function change(type: ChangeType, object: KubeObject, previous?: KubeObject): ResourceChange {
   return { resource: object.metadata?.namespace ? services : nodes, type, key: `Node/${object.metadata?.name ?? ''}`, object, previous, observedAt: 1_700_000_000_000 };
 }
 
@@ -48,7 +53,7 @@ describe('relay routing table', () => {
   });
 
   it('builds from a file, --to flags, K_SINK and period overrides, later ones winning', () => {
-    const table = buildRoutingTable({
+    const table = buildRoutingTable(catalogue, {
       file: { destinations: { 'node-init': 'http://file/', broker: { url: 'http://broker/', feed: 'all' } }, periods: { routes: '30s', 'node-init': 0 } },
       to: ['node-init=http://flag/', 'routes=https://routes.example/'],
       sink: 'http://sink/',
@@ -64,7 +69,7 @@ describe('relay routing table', () => {
   });
 
   it('takes K_SINK alone as the one destination, with the upstream periods', () => {
-    const table = buildRoutingTable(readKnativeEnvironment({ K_SINK: 'http://broker-ingress/ns/default' }));
+    const table = buildRoutingTable(catalogue, readKnativeEnvironment({ K_SINK: 'http://broker-ingress/ns/default' }));
     assert.deepEqual(table.destinations, [{ name: 'sink', url: 'http://broker-ingress/ns/default', feed: 'all' }]);
     assert.deepEqual(table.periods, { 'node-init': 300_000, 'node-lifecycle': 5_000, 'service-lb': 0, routes: 10_000 });
   });
@@ -77,7 +82,7 @@ describe('relay routing table', () => {
 
   it('lists every problem at once', () => {
     assert.throws(
-      () => buildRoutingTable({ to: ['node-init', 'routes=ftp://x', 'other=http://x/'], periods: { routes: -1 } }),
+      () => buildRoutingTable(catalogue, { to: ['node-init', 'routes=ftp://x', 'other=http://x/'], periods: { routes: -1 } }),
       (error: unknown) => {
         assert.ok(error instanceof RoutingError);
         assert.equal(error.problems.length, 4, error.problems.join('\n'));
@@ -88,8 +93,8 @@ describe('relay routing table', () => {
         return true;
       },
     );
-    assert.throws(() => buildRoutingTable({}), /no destination/);
-    assert.throws(() => buildRoutingTable({ file: { destinations: { routes: 'http://x/' }, periods: { routes: 'soon' }, extra: 1 } }), (error: unknown) => {
+    assert.throws(() => buildRoutingTable(catalogue, {}), /no destination/);
+    assert.throws(() => buildRoutingTable(catalogue, { file: { destinations: { routes: 'http://x/' }, periods: { routes: 'soon' }, extra: 1 } }), (error: unknown) => {
       assert.ok(error instanceof RoutingError);
       assert.deepEqual([...error.problems].sort(), ['routing file: Unrecognized key: "extra"', 'routing file: periods.routes: "soon" is not a duration such as 300ms, 5s, 1m30s or 0']);
       return true;
@@ -147,7 +152,7 @@ describe('relay routing decisions', () => {
   });
 
   it('routes one node change to each feed that wants it, under the right keys', () => {
-    const table = buildRoutingTable({ to: ['node-init=http://a/', 'service-lb=http://b/', 'routes=http://c/', 'all=http://d/', 'node-lifecycle=http://e/'] });
+    const table = buildRoutingTable(catalogue, { to: ['node-init=http://a/', 'service-lb=http://b/', 'routes=http://c/', 'all=http://d/', 'node-lifecycle=http://e/'] });
     const routed = route(table, change('add', node({ spec: taint('node.cloudprovider.kubernetes.io/uninitialized'), status: ready })));
     assert.deepEqual(routed.map((r) => [r.destination.name, r.key, r.outgoing.kind]), [
       ['node-init', 'Node/n1', 'object'],
@@ -225,6 +230,21 @@ describe('relay delivery requests', () => {
   });
 });
 
+describe('relay readiness', () => {
+  const base = { identity: 'relay-1', holder: 'relay-0' };
+  const cases: { name: string; status: RelayStatus; ready: boolean; state: string }[] = [
+    { name: 'a leader with every watch open', status: { ...base, role: 'leader', ready: true, watches: { nodes: true } }, ready: true, state: 'ready' },
+    { name: 'a leader still opening a watch', status: { ...base, role: 'leader', ready: false, watches: { nodes: false } }, ready: false, state: 'not-ready' },
+    { name: 'a standby that reads the Lease', status: { ...base, role: 'standby', ready: true, watches: {} }, ready: true, state: 'standby' },
+    { name: 'a stopped relay', status: { ...base, role: 'stopped', ready: false, watches: {} }, ready: false, state: 'stopped' },
+  ];
+  for (const { name, status, ready, state } of cases) {
+    it(`${name}: ${ready ? 200 : 503} with status ${state}`, () => {
+      assert.deepEqual(relayReadiness(status), { ready, body: { status: state, ...status } });
+    });
+  }
+});
+
 describe('relay delivery queue', () => {
   interface Sent {
     readonly destination: string;
@@ -232,9 +252,18 @@ describe('relay delivery queue', () => {
     readonly value: string;
   }
 
-  function queue(send: (sent: Sent) => Promise<DeliveryOutcome> | DeliveryOutcome, concurrency = 10): { queue: DeliveryQueue<string>; sent: Sent[]; metrics: ReturnType<typeof createRelayMetrics> } {
+  interface Harness {
+    readonly queue: DeliveryQueue<string>;
+    readonly sent: Sent[];
+    readonly metrics: ReturnType<typeof createRelayMetrics>;
+    /** The queue's clock: retry delays pass only when the test advances it. */
+    readonly clock: ManualClock;
+  }
+
+  function queue(send: (sent: Sent) => Promise<DeliveryOutcome> | DeliveryOutcome, concurrency = 10): Harness {
     const sent: Sent[] = [];
     const metrics = createRelayMetrics({ processMetrics: false, gauges: () => undefined });
+    const clock = new ManualClock(0);
     const q = new DeliveryQueue<string>({
       concurrency,
       retry: { initialMs: 20, maxMs: 80, jitter: 0 },
@@ -247,8 +276,14 @@ describe('relay delivery queue', () => {
       },
       metrics,
       log: silentLogger(),
+      clock,
     });
-    return { queue: q, sent, metrics };
+    return { queue: q, sent, metrics, clock };
+  }
+
+  // Lets the scripted sends answer and the queue act on the answers (all of it is promise jobs).
+  async function settle(): Promise<void> {
+    await nextTurn();
   }
   const accepted: DeliveryOutcome = { kind: 'accepted', status: 202 };
 
@@ -279,7 +314,7 @@ describe('relay delivery queue', () => {
       perKey.set(key, (perKey.get(key) ?? 0) + 1);
       most = Math.max(most, inFlight);
       mostPerKey = Math.max(mostPerKey, perKey.get(key) ?? 0);
-      await sleep(5);
+      await nextTurn();
       inFlight -= 1;
       perKey.set(key, (perKey.get(key) ?? 0) - 1);
       return accepted;
@@ -292,14 +327,22 @@ describe('relay delivery queue', () => {
 
   it('retries with backoff until accepted, merging newer values into the retry', async () => {
     let failures = 2;
-    const { queue: q, sent, metrics } = queue(() => {
+    const { queue: q, sent, metrics, clock } = queue(() => {
       if (failures === 0) return accepted;
       failures -= 1;
       return { kind: 'retry', reason: 'status', status: 500, detail: 'boom' };
     });
     q.push('d', 'k', 'a:1');
-    await sleep(5);
+    await settle();
+    assert.deepEqual(clock.pending.map((p) => p.ms), [20], 'the first retry waits the initial delay');
     q.push('d', 'k', 'a:2');
+    clock.advance(19);
+    await settle();
+    assert.equal(sent.length, 1, 'not retried before the delay is over');
+    clock.advance(1);
+    await settle();
+    assert.deepEqual(clock.pending.map((p) => p.ms), [40], 'the second retry waits twice as long');
+    clock.advance(40);
     await q.idle();
     assert.deepEqual(sent.map((s) => s.value), ['a:1', 'a:2', 'a:2']);
     assert.equal(await metric(metrics.registry, 'cirrus_relay_retries_total', { reason: 'status' }), 2);
@@ -323,21 +366,23 @@ describe('relay delivery queue', () => {
 
   it("caps a Retry-After at the backoff ceiling", async () => {
     let first = true;
-    const { queue: q, sent } = queue(() => {
+    const { queue: q, sent, clock } = queue(() => {
       if (!first) return accepted;
       first = false;
       return { kind: 'retry', reason: 'retry-after', detail: '503', retryAfterMs: 3_600_000 };
     });
-    const started = Date.now();
     q.push('d', 'k', 'a:1');
+    await settle();
+    assert.deepEqual(clock.pending.map((p) => p.ms), [80], 'waits the 80 ms ceiling, not an hour');
+    clock.advance(80);
     await q.idle();
     assert.equal(sent.length, 2);
-    assert.ok(Date.now() - started < 1_000, 'waited the 80 ms ceiling, not an hour');
   });
 
   it('releases keys waiting on an unreachable destination as soon as it answers again', async () => {
     let up = false;
     const sent: string[] = [];
+    const clock = new ManualClock(0);
     const q = new DeliveryQueue<string>({
       concurrency: 5,
       retry: { initialMs: 60_000, maxMs: 60_000, jitter: 0 },
@@ -348,14 +393,17 @@ describe('relay delivery queue', () => {
       },
       metrics: createRelayMetrics({ processMetrics: false, gauges: () => undefined }),
       log: silentLogger(),
+      clock,
     });
     q.push('d', 'a', 'a:1');
     q.push('d', 'b', 'b:1');
-    await sleep(20);
+    await settle();
     assert.deepEqual(q.retrying(), new Map([['d', 2]]));
     up = true;
     q.push('d', 'c', 'c:1');
     await q.idle();
     assert.deepEqual(sent.sort(), ['a:1', 'a:1', 'b:1', 'b:1', 'c:1'], 'a and b went again right after c was accepted, not a minute later');
+    assert.equal(clock.now(), 0, 'without the clock moving');
+    assert.deepEqual(clock.pending, [], 'and their retry waits are over');
   });
 });

@@ -11,11 +11,12 @@ import { before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { createRelayMetrics } from '../../functions/relay/metrics.ts';
-import { buildRelayApp } from '../../functions/relay/index.ts';
+import { relayReadiness } from '../../functions/relay/index.ts';
 import { nodes } from '../../functions/relay/resources.ts';
-import { ResourceWatch, defaultWatchSettings, type Change } from '../../functions/relay/watch.ts';
+import { ResourceWatch, defaultWatchSettings, type ResourceChange } from '../../functions/relay/watch.ts';
 import { buildApp } from '../../shared/host/app.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { buildProbeApp } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { createNode, newNode, silentLogger, uninitialized } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
@@ -319,7 +320,7 @@ describe('relay', { skip: controlPlaneSkip }, () => {
   it('reports readiness and metrics over HTTP', async (t) => {
     const fn = await functionServer(t);
     const relay = testRelay(t, admin, { to: [`service-lb=${fn.url}`] });
-    const app = await buildRelayApp(relay, silentLogger());
+    const app = await buildProbeApp({ logger: silentLogger(), registry: relay.registry, readiness: () => relayReadiness(relay.status()) });
     t.after(() => app.close());
     await ready(relay);
     const readyz = await app.inject({ method: 'GET', url: '/readyz' });
@@ -339,7 +340,7 @@ describe('relay', { skip: controlPlaneSkip }, () => {
 
   it('recovers from a failure of its own event handling by relisting, and emits the change again', async (t) => {
     const name = uniqueName('handler');
-    const changes: Change[] = [];
+    const changes: ResourceChange[] = [];
     let failed = false;
     const metrics = createRelayMetrics({ processMetrics: false, gauges: () => undefined });
     const watch = new ResourceWatch(nodes, {

@@ -7,7 +7,7 @@ import {
   conditionCurrent, conditionPatch, deleteReason, isResponsibleForRoute, networkCondition, nodeResult, parseClusterCidrs, planRoutes, podCidrs,
   routeAction, routesCreated, sameAddresses, type CidrAction, type NodePlan,
 } from '../../functions/routes/plan.ts';
-import { canonicalCidr, cidrContains, formatCidr, lastAddress, parseCidr, parseIp } from '../../shared/cidr.ts';
+import { canonicalCidr, cidrContains, formatCidr, lastAddress, parseCidr, parseIp } from '../../shared/net/ip.ts';
 import type { Route } from '../../shared/cloud/provider.ts';
 
 const a = (type: string, address: string): V1NodeAddress => ({ type, address });

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { V1Node } from '@kubernetes/client-node';
 import type { Context, LambdaFunctionURLEvent } from 'aws-lambda';
-import { signRequest } from '../../shared/host/auth.ts';
+import { signRequest } from '../../shared/wire/signing.ts';
 
 /** A request as the relay would send it. */
 export interface HttpRequest {

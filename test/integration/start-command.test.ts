@@ -10,7 +10,8 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig, loadYaml, type V1Node, type V1Service } from '@kubernetes/client-node';
-import { selectControllers } from '../../shared/names.ts';
+import { catalogue } from '../../functions/catalogue.ts';
+import { selectControllers } from '../../shared/catalogue.ts';
 import { controlPlaneSkip } from '../helpers/cluster.ts';
 import { childPids, isRunning } from '../helpers/processes.ts';
 
@@ -37,12 +38,12 @@ describe('--controllers', () => {
   ];
   for (const [entries, want] of cases) {
     it(`[${entries.join(',')}] runs ${want.join(', ') || 'nothing'}`, () => {
-      assert.deepEqual(selectControllers(entries), want);
+      assert.deepEqual(selectControllers(catalogue, entries).map((entry) => entry.name), want);
     });
   }
 
   it('names an unknown controller', () => {
-    assert.throws(() => selectControllers(['*', '-bogus']), /^Error: "-bogus" is not in the list of known controllers/);
+    assert.throws(() => selectControllers(catalogue, ['*', '-bogus']), /^Error: "-bogus" is not in the list of known controllers/);
   });
 });
 

@@ -1,12 +1,12 @@
-// Request signing (shared/host/auth.ts) and its check in the function host: what a signature
+// Request signing (shared/wire/signing.ts) and its check in the function host: what a signature
 // covers, when it is refused, and that the host answers 401 before reading anything else.
 
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildApp, type FunctionApp } from '../../shared/host/app.ts';
-import { signatureHeader, signRequest, verifyRequest, type SignedRequest } from '../../shared/host/auth.ts';
 import type { FunctionDefinition, ObjectKey } from '../../shared/host/function.ts';
+import { signatureHeader, signRequest, verifyRequest, type SignedRequest } from '../../shared/wire/signing.ts';
 import { silentLogger } from '../helpers/builders.ts';
 
 const secret = 'a shared secret';

@@ -3,13 +3,18 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { describe, it } from 'node:test';
 import {
   acceptedEventTypes,
+  binaryModeHeaders,
   contentMode,
   eventMode,
   eventObjectKey,
   eventTypes,
+  extensionNames,
+  formatKey,
+  objectSubject,
+  parseErrorBody,
   readCloudEvent,
   type CloudEvent,
-} from '../../shared/host/cloudevents.ts';
+} from '../../shared/wire/index.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 
 // What ApiServerSource sends in binary mode for a Node (knative/eventing events.go): lower-case
@@ -250,5 +255,32 @@ describe('eventObjectKey', () => {
     assert.deepEqual(problemsOf(() => eventObjectKey(event({ kind: 'Node', name: 5 }, { metadata: { name: ['x'] } }), 'resource')).problems, [
       'name: no "name" extension and no data.metadata.name',
     ]);
+  });
+});
+
+describe('the wire, sender to receiver', () => {
+  it('reads back the binary-mode headers a sender writes, percent-encoding included', () => {
+    const key = { kind: 'Service', name: 'web', namespace: 'default' };
+    const headers = binaryModeHeaders({
+      specversion: '1.0', id: 'e-1', source: 'https://10.96.0.1:443', type: eventTypes.resourceUpdate,
+      subject: objectSubject('v1', key), [extensionNames.kind]: key.kind, [extensionNames.name]: key.name,
+      [extensionNames.namespace]: key.namespace, cluster: 'east side "β" 100%',
+    });
+    assert.equal(headers['ce-subject'], '/apis/v1/namespaces/default/services/web');
+    assert.equal(headers['ce-cluster'], 'east%20side%20%22%CE%B2%22%20100%25');
+    const event = readCloudEvent({ ...headers, 'content-type': 'application/json' }, {});
+    assert.equal(event.extensions['cluster'], 'east side "β" 100%');
+    assert.deepEqual(eventObjectKey(event, 'resource'), key);
+    assert.equal(formatKey(eventObjectKey(event, 'resource')), 'Service/default/web');
+  });
+
+  it('forms subjects and keys of cluster-scoped objects with an empty namespace', () => {
+    assert.equal(objectSubject('v1', { kind: 'Node', name: 'worker-1' }), '/apis/v1/namespaces//nodes/worker-1');
+    assert.equal(formatKey({ kind: 'Node', name: 'worker-1', namespace: '' }), 'Node/worker-1');
+  });
+
+  it('reads error replies back', () => {
+    assert.deepEqual(parseErrorBody('{"error":"invalid","problems":["a",7]}'), { error: 'invalid', problems: ['a'] });
+    for (const text of ['', 'busy', 'null', '"x"', '[]', '{"error":3}']) assert.equal(parseErrorBody(text), undefined, text);
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, envName, flagName, options, parseCommandLine, parseConfig, type OptionName } from '../../shared/config.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 
 describe('option names', () => {
   const cases: { option: OptionName; flag: string; env: string }[] = [
@@ -179,8 +180,10 @@ describe('route options', () => {
 describe('relay options', () => {
   const command = { options: ['to', 'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency', 'serviceSyncPeriod'] as const };
 
-  it('has the Go defaults for the periods, in milliseconds', () => {
-    assert.deepEqual(parseConfig(command, [], {}), { to: [], nodeMonitorPeriod: 5_000, routeReconciliationPeriod: 10_000, nodeStatusUpdateFrequency: 300_000, serviceSyncPeriod: 0 });
+  it('leaves the periods unset, to the functions\' own defaults: the Go ones, in milliseconds', () => {
+    assert.deepEqual(parseConfig(command, [], {}), { to: [] });
+    const defaults = Object.fromEntries(catalogue.map((entry) => [entry.period.option, entry.period.defaultMs]));
+    assert.deepEqual(defaults, { nodeMonitorPeriod: 5_000, routeReconciliationPeriod: 10_000, nodeStatusUpdateFrequency: 300_000, serviceSyncPeriod: 0 });
   });
 
   it('reads Go durations', () => {

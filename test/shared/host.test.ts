@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
 import { buildApp, type AppOptions, type FunctionApp } from '../../shared/host/app.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import { buildProbeApp, type Readiness } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { createLogger, redactedPaths } from '../../shared/log.ts';
 
@@ -556,6 +557,22 @@ describe('probes and OPTIONS', () => {
     assert.equal(response.statusCode, 204);
     assert.equal(response.headers['allow'], 'POST');
     assert.equal(response.headers['webhook-allowed-origin'], 'eventing.knative.dev');
+  });
+
+  it('serves the same probes without a function, asking a readiness callback (the relay)', async (t) => {
+    const registry = new Registry();
+    new Counter({ name: 'probe_things_total', help: 'things', registers: [registry] }).inc(2);
+    let readiness: Readiness = { ready: false, body: { status: 'standby', role: 'standby' } };
+    const app = await buildProbeApp({ logger: createLogger({ name: 'x', level: 'silent' }), registry, readiness: () => readiness });
+    t.after(() => app.close());
+    assert.deepEqual(json((await app.inject({ method: 'GET', url: '/healthz' })).body), { status: 'ok' });
+    const notReady = await app.inject({ method: 'GET', url: '/readyz' });
+    assert.equal(notReady.statusCode, 503);
+    assert.deepEqual(json(notReady.body), { status: 'standby', role: 'standby' });
+    readiness = { ready: true, body: { status: 'ready' } };
+    assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+    assert.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /^probe_things_total 2$/m);
+    assert.equal((await app.inject({ method: 'POST', url: '/', payload: {} })).statusCode, 404);
   });
 
   it('refuses to build a function without kinds', async () => {

@@ -1,50 +1,13 @@
-// The event contract (DESIGN.md, "The event contract"): CloudEvents 1.0 over HTTP in Knative
-// ApiServerSource's format, in binary or structured content mode, plus cirrus's own trigger
-// types. This module reads an HTTP request into one validated event shape and finds the object
-// it names; it knows nothing about Fastify or about which kinds a function handles.
+// CloudEvents 1.0 over HTTP as the event contract uses it (DESIGN.md, "The event contract"):
+// binary content mode (attributes in `ce-*` headers, percent-encoded, `data` in the body) and
+// structured mode (`application/cloudevents+json`, the whole event in the body). Both directions
+// of the HTTP binding live here: the relay writes binary-mode headers with {@link binaryModeHeaders},
+// a function reads any request into one validated event shape with {@link readCloudEvent}. Nothing
+// here knows about Fastify or about which kinds a function handles.
 
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { InvalidRequestError } from './errors.ts';
-import type { ObjectKey } from './function.ts';
-
-/** The event types a function accepts. */
-export const eventTypes = {
-  /** ApiServerSource, Resource mode: `data` is the object (for delete, its last known state). */
-  resourceAdd: 'dev.knative.apiserver.resource.add',
-  resourceUpdate: 'dev.knative.apiserver.resource.update',
-  resourceDelete: 'dev.knative.apiserver.resource.delete',
-  /** ApiServerSource, Reference mode: `data` is `{ apiVersion, kind, name, namespace }`. */
-  refAdd: 'dev.knative.apiserver.ref.add',
-  refUpdate: 'dev.knative.apiserver.ref.update',
-  refDelete: 'dev.knative.apiserver.ref.delete',
-  /** cirrus's own periodic or manual trigger: reconcile everything the function owns; `data` is ignored. */
-  reconcileAll: 'dev.cirrus-ccm.reconcile.all',
-} as const;
-
-/** One of {@link eventTypes}. */
-export type EventType = (typeof eventTypes)[keyof typeof eventTypes];
-
-/** Every accepted type, in a stable order (for error messages). */
-export const acceptedEventTypes: readonly EventType[] = Object.values(eventTypes);
-
-/** What an event asks for: one object, carried whole (`resource`) or by reference (`ref`), or `all`. */
-export type EventMode = 'resource' | 'ref' | 'all';
-
-const modes: ReadonlyMap<string, EventMode> = new Map<EventType, EventMode>([
-  [eventTypes.resourceAdd, 'resource'],
-  [eventTypes.resourceUpdate, 'resource'],
-  [eventTypes.resourceDelete, 'resource'],
-  [eventTypes.refAdd, 'ref'],
-  [eventTypes.refUpdate, 'ref'],
-  [eventTypes.refDelete, 'ref'],
-  [eventTypes.reconcileAll, 'all'],
-]);
-
-/** The mode of an accepted event type; undefined for any other type. */
-export function eventMode(type: string): EventMode | undefined {
-  return modes.get(type);
-}
+import { InvalidRequestError } from './replies.ts';
 
 /** An extension attribute's value: CloudEvents' String, Integer and Boolean types in JSON. */
 export type ExtensionValue = string | number | boolean;
@@ -102,13 +65,30 @@ interface RawEvent {
   readonly problems: readonly string[];
 }
 
-const headerPrefix = 'ce-';
+/** The prefix of a binary-mode attribute header: `ce-type`, `ce-kind`, … */
+export const attributeHeaderPrefix = 'ce-';
+
+/**
+ * Binary-mode headers for `attributes` (core attributes and extensions alike, by their lower-case
+ * names): `ce-<name>`, each value percent-encoded as the HTTP binding requires, in the order given.
+ */
+export function binaryModeHeaders(attributes: Readonly<Record<string, string>>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(attributes)) headers[`${attributeHeaderPrefix}${name}`] = encodeHeaderValue(value);
+  return headers;
+}
+
+// The CloudEvents HTTP binding: space, double quote, percent and anything outside printable
+// ASCII are percent-encoded (UTF-8) in header values.
+function encodeHeaderValue(value: string): string {
+  return value.replace(/[^\x21\x23\x24\x26-\x7e]/gu, (character) => encodeURIComponent(character));
+}
 
 function fromBinary(headers: IncomingHttpHeaders, body: unknown): RawEvent {
   const attributes: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (!name.startsWith(headerPrefix) || value === undefined) continue;
-    attributes[name.slice(headerPrefix.length)] = percentDecode(Array.isArray(value) ? value.join(',') : value);
+    if (!name.startsWith(attributeHeaderPrefix) || value === undefined) continue;
+    attributes[name.slice(attributeHeaderPrefix.length)] = percentDecode(Array.isArray(value) ? value.join(',') : value);
   }
   // In binary mode the Content-Type header is the datacontenttype attribute.
   if (headers['content-type'] !== undefined) attributes['datacontenttype'] = headers['content-type'];
@@ -209,49 +189,4 @@ const modeHint: Record<ContentMode, string> = {
 /** `path: message` for one zod issue; the path is an attribute name. */
 export function formatIssue(issue: z.core.$ZodIssue): string {
   return issue.path.length === 0 ? issue.message : `${issue.path.join('.')}: ${issue.message}`;
-}
-
-// Data is only a fallback for the key (the extensions come first), so a field of the wrong type
-// counts as missing rather than making the whole event invalid.
-const text = z.string().min(1).optional().catch(undefined);
-const resourceData = z.object({ kind: text, metadata: z.object({ name: text, namespace: text }).optional().catch(undefined) });
-const refData = z.object({ kind: text, name: text, namespace: text });
-
-interface KeyFields {
-  readonly kind?: string | undefined;
-  readonly name?: string | undefined;
-  readonly namespace?: string | undefined;
-}
-
-function dataFields(data: unknown, mode: 'resource' | 'ref'): KeyFields {
-  if (mode === 'ref') return refData.safeParse(data).data ?? {};
-  const parsed = resourceData.safeParse(data).data;
-  return { kind: parsed?.kind, name: parsed?.metadata?.name, namespace: parsed?.metadata?.namespace };
-}
-
-function extension(event: CloudEvent, name: string): string | undefined {
-  const value = event.extensions[name];
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
-/**
- * The object a Kubernetes event is about. Each of kind, name and namespace comes from the
- * extension of that name when present, else from `data` (`kind` + `metadata.name` /
- * `metadata.namespace` in resource mode, `kind` / `name` / `namespace` in ref mode). An empty
- * `namespace` extension means a cluster-scoped object, as ApiServerSource sends for Nodes.
- * Throws InvalidRequestError when no kind or no name can be found.
- */
-export function eventObjectKey(event: CloudEvent, mode: 'resource' | 'ref'): ObjectKey {
-  const data = dataFields(event.data, mode);
-  const kind = extension(event, 'kind') ?? data.kind;
-  const name = extension(event, 'name') ?? data.name;
-  const namespace = Object.hasOwn(event.extensions, 'namespace') ? extension(event, 'namespace') : data.namespace;
-  if (kind === undefined || name === undefined) {
-    const problems = [
-      ...(kind === undefined ? ['kind: no "kind" extension and no data.kind'] : []),
-      ...(name === undefined ? [`name: no "name" extension and no ${mode === 'resource' ? 'data.metadata.name' : 'data.name'}`] : []),
-    ];
-    throw new InvalidRequestError('the event does not name an object', problems);
-  }
-  return namespace === undefined ? { kind, name } : { kind, name, namespace };
 }

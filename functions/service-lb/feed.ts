@@ -1,0 +1,47 @@
+// service-lb's feed (the service controller's event handlers): per-Service events for Services
+// that have or had a load balancer, and one coalesced `reconcile.all` when a node change can
+// change load balancers' node sets (a node added or deleted; its exclude label, providerID,
+// deletionTimestamp or ToBeDeletedByClusterAutoscaler taint changed — upstream's
+// shouldSyncUpdatedNode and stable node predicates).
+
+import type { V1Node } from '@kubernetes/client-node';
+import type { Feed, WatchChange } from '../../shared/catalogue.ts';
+import type { KubeObject } from '../../shared/kube/object.ts';
+import { finalizer, inLoadBalancers, syncedAnnotation } from './predicates.ts';
+
+// The predicates are typed for client-node's V1Node; they read only labels, taints and
+// deletionTimestamp (for presence), which the raw JSON has in the same shape.
+function asNode(object: KubeObject): V1Node {
+  return object as unknown as V1Node;
+}
+
+function providerId(node: KubeObject | undefined): string | undefined {
+  return (node?.['spec'] as { providerID?: string } | undefined)?.providerID;
+}
+
+/**
+ * A node change after which a load balancer's node set may differ: a node added or deleted, or
+ * one whose membership (exclude label, deletionTimestamp, ToBeDeletedByClusterAutoscaler taint)
+ * or providerID changed.
+ */
+export function nodeSetMayChange(change: WatchChange): boolean {
+  if (change.type !== 'update' || change.previous === undefined) return true;
+  return inLoadBalancers(asNode(change.previous)) !== inLoadBalancers(asNode(change.object)) || providerId(change.previous) !== providerId(change.object);
+}
+
+/**
+ * A Service service-lb must hear about: of type LoadBalancer, or carrying cirrus's finalizer or
+ * sync record (a load balancer may exist that must go). Other Services are no work for it.
+ */
+export function involvesLoadBalancer(service: KubeObject | undefined): boolean {
+  if (service === undefined) return false;
+  const type = (service['spec'] as { type?: string } | undefined)?.type;
+  const metadata = service.metadata;
+  return type === 'LoadBalancer' || (metadata?.finalizers ?? []).includes(finalizer) || metadata?.annotations?.[syncedAnnotation] !== undefined;
+}
+
+/** Service events for load-balanced Services; a `reconcile.all` when the node set may have changed. */
+export const serviceLbFeed: Feed = (change) => {
+  if (change.resource.kind === 'Node') return nodeSetMayChange(change) ? 'all' : undefined;
+  return involvesLoadBalancer(change.object) || involvesLoadBalancer(change.previous) ? 'object' : undefined;
+};

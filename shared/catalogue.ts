@@ -1,0 +1,111 @@
+// What a function is, as everything around it sees it: a catalogue entry. The entries themselves
+// are listed once, in functions/catalogue.ts; the command line, the relay's routing, the AWS
+// Lambda entry and the tests that check deploy/ read them from there, and nothing else lists the
+// functions. This module holds the entry's shape and the lookups over a catalogue (names, the Go
+// CCM's --controllers), so that shared/ needs no function by name.
+
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CloudProvider } from './cloud/provider.ts';
+import type { Config } from './config.ts';
+import type { FunctionDefinition } from './host/function.ts';
+import type { KubeObject } from './kube/object.ts';
+
+/** What happened to a watched object. */
+export type ChangeType = 'add' | 'update' | 'delete';
+
+/** One watched object's change, as a feed sees it (the relay's changes carry more). */
+export interface WatchChange {
+  readonly resource: { readonly kind: string };
+  readonly type: ChangeType;
+  /** The new state; for `delete`, the last known one. */
+  readonly object: KubeObject;
+  /** The state before this change, when the watcher knew one. */
+  readonly previous?: KubeObject | undefined;
+}
+
+/**
+ * What a function wants from one watch change: `object`, the object's own event (a reconcile of
+ * that key); `all`, one coalesced `reconcile.all` of the function; undefined, nothing.
+ */
+export type FeedDecision = 'object' | 'all' | undefined;
+
+/** Decides, for every watched change, what the function receives. Pure and cheap: it runs for every change. */
+export type Feed = (change: WatchChange) => FeedDecision;
+
+/** The options a function's implementation reads. */
+export type FunctionOption =
+  | 'clusterName'
+  | 'concurrentNodeSyncs'
+  | 'concurrentServiceSyncs'
+  | 'configureCloudRoutes'
+  | 'clusterCidr'
+  | 'concurrentRouteOperations';
+
+/** The options that set a function's period. */
+export type PeriodOption = 'nodeMonitorPeriod' | 'routeReconciliationPeriod' | 'nodeStatusUpdateFrequency' | 'serviceSyncPeriod';
+
+/** What a function's implementation is built from. */
+export interface FunctionDeps {
+  readonly core: CoreV1Api;
+  readonly cloud: CloudProvider;
+  readonly config: Config<FunctionOption>;
+}
+
+/** One function of the catalogue. */
+export interface FunctionEntry {
+  /** Canonical name: the URL path under `cirrus start`, the metrics label, the relay's destination. */
+  readonly name: string;
+  /** The Go CCM controller whose work it does (k8s.io/cloud-provider names/controller_names.go): name and short alias. */
+  readonly controller: { readonly name: string; readonly alias: string };
+  /** Short names `cirrus reconcile` also takes (`cirrus reconcile node …`). */
+  readonly reconcileAliases: readonly string[];
+  /** What a manual reconcile names: its kind, whether it is namespaced; `wholeCluster` when every request is one pass over all. */
+  readonly target: { readonly kind: string; readonly namespaced: boolean; readonly wholeCluster?: boolean };
+  /** The kinds whose watches its feed reads. */
+  readonly watches: readonly string[];
+  /** Which watch changes it receives. */
+  readonly feed: Feed;
+  /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
+  readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
+  /** Why it cannot run with this provider and configuration (as the Go CCM skips a controller); undefined when it can. */
+  skipReason(cloud: CloudProvider, config: Config<FunctionOption>): string | undefined;
+  /** Imports the implementation (only a process that serves the function loads it) and builds it. */
+  load(deps: FunctionDeps): Promise<FunctionDefinition>;
+}
+
+/** The functions, in the order `cirrus start` runs them. */
+export type Catalogue = readonly FunctionEntry[];
+
+/** The entry a name or alias (a Go controller name included) stands for; undefined when none. */
+export function findFunction(catalogue: Catalogue, name: string): FunctionEntry | undefined {
+  return catalogue.find((entry) => entry.name === name || entry.controller.name === name || entry.controller.alias === name);
+}
+
+/** Every name and alias accepted, for messages. */
+export function knownNames(catalogue: Catalogue): string[] {
+  return catalogue.flatMap((entry) => [entry.name, entry.controller.name, entry.controller.alias]);
+}
+
+/**
+ * The functions `--controllers` selects, with the Go CCM's rules: `foo` enables, `-foo` disables,
+ * the first explicit mention wins, `*` enables every controller not disabled. Names are the Go
+ * controller names, their aliases, or function names. Throws an Error naming an unknown name.
+ */
+export function selectControllers(catalogue: Catalogue, entries: readonly string[]): FunctionEntry[] {
+  const decided = new Map<FunctionEntry, boolean>();
+  let star = false;
+  for (const entry of entries) {
+    if (entry === '*') {
+      star = true;
+      continue;
+    }
+    const disabled = entry.startsWith('-');
+    const name = disabled ? entry.slice(1) : entry;
+    const fn = catalogue.find((e) => e.controller.name === name || e.controller.alias === name || e.name === name);
+    if (fn === undefined) {
+      throw new Error(`"${entry}" is not in the list of known controllers (${catalogue.map((e) => e.controller.name).join(', ')}, or their aliases)`);
+    }
+    if (!decided.has(fn)) decided.set(fn, !disabled);
+  }
+  return catalogue.filter((fn) => decided.get(fn) ?? star);
+}

@@ -1,0 +1,83 @@
+// The layout's rules that lint cannot see: no import circle between files (type-only and dynamic
+// imports included, which import-x's no-cycle skips), and no file outside the places that may
+// (the catalogue, the functions' folders, deploy/, serverless.yml and the Lambda entry, docs,
+// tests) names a function. The layer rule itself is in eslint.config.js.
+
+import assert from 'node:assert/strict';
+import { globSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import ts from 'typescript';
+import { catalogue } from '../functions/catalogue.ts';
+
+const repoRoot = fileURLToPath(new URL('../', import.meta.url));
+const sources = globSync('{bin,shared,functions,providers,examples,bench}/**/*.{ts,js}', { cwd: repoRoot });
+
+// Every relative import of `file` (static, dynamic, type-only, re-exports), as repository paths.
+function localImports(file: string): string[] {
+  const info = ts.preProcessFile(readFileSync(join(repoRoot, file), 'utf8'), true, true);
+  return info.importedFiles.map((f) => f.fileName).filter((name) => name.startsWith('.')).map((name) => relative(repoRoot, join(repoRoot, dirname(file), name)));
+}
+
+// The first import circle found, as the files around it; undefined when there is none.
+function findCircle(graph: ReadonlyMap<string, readonly string[]>): string[] | undefined {
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const visit = (file: string): string[] | undefined => {
+    if (state.get(file) === 'done') return undefined;
+    if (state.get(file) === 'open') return [...path.slice(path.indexOf(file)), file];
+    state.set(file, 'open');
+    path.push(file);
+    for (const next of graph.get(file) ?? []) {
+      const circle = visit(next);
+      if (circle) return circle;
+    }
+    path.pop();
+    state.set(file, 'done');
+    return undefined;
+  };
+  for (const file of graph.keys()) {
+    const circle = visit(file);
+    if (circle) return circle;
+  }
+  return undefined;
+}
+
+const names = catalogue.map((entry) => entry.name);
+const spelled = new RegExp(`['"\`/](${names.join('|')})['"\`/]`, 'g');
+
+// Whether the code of `file` (comments aside) spells a function's name as a string or a path
+// segment. In providers/, `'routes'` is the contract's capability (CloudProvider.routes()).
+function namesAFunction(file: string, text = readFileSync(join(repoRoot, file), 'utf8')): boolean {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
+  const found = [...code.matchAll(spelled)].map((match) => match[1]);
+  return found.some((name) => !(file.startsWith('providers/') && name === 'routes'));
+}
+
+describe('layout', () => {
+  it('has no import circle between files', () => {
+    const graph = new Map(sources.map((file) => [file, localImports(file)]));
+    assert.equal(findCircle(graph)?.join(' → '), undefined);
+  });
+
+  it('finds a circle when there is one (the check can fail)', () => {
+    assert.deepEqual(findCircle(new Map([['a.ts', ['b.ts']], ['b.ts', ['c.ts']], ['c.ts', ['b.ts']]])), ['b.ts', 'c.ts', 'b.ts']);
+  });
+
+  it('names the functions only in the catalogue, their folders, the manifests, docs and tests', () => {
+    // bin/lambda.js is the Lambda half of the manifests: Lambda finds a handler by its export name
+    // (serverless.yml's `handler: bin/lambda.<name>`), so the names are written there, and
+    // test/deploy/serverless.test.ts checks them against serverless.yml and the catalogue.
+    const allowed = (file: string): boolean => file.startsWith('functions/') || file === 'bin/lambda.js';
+    const offenders = sources.filter((file) => !allowed(file) && namesAFunction(file));
+    assert.deepEqual(offenders, []);
+  });
+
+  it('sees a function named in code, and not in a comment or as the provider capability routes()', () => {
+    assert.equal(namesAFunction('x.ts', "const target = 'node-init';"), true);
+    assert.equal(namesAFunction('x.ts', 'await import(`../functions/service-lb/index.ts`);'), true);
+    assert.equal(namesAFunction('x.ts', '// e.g. node-init\n/* POST /routes */ const a = 1;'), false);
+    assert.equal(namesAFunction('providers/x/index.ts', "type Capability = 'loadBalancer' | 'routes';"), false);
+  });
+});
