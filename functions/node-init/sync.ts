@@ -9,6 +9,7 @@
 import type { CoreV1Api, V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
+import { instanceMetadata, nodeAddresses } from '../../shared/cloud/instances.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
@@ -17,7 +18,6 @@ import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import { desiredAddresses } from './addresses.ts';
 import { applyPatch, initializationPatch, isUninitialized, labelReconcile, type NodePatch } from './labels.ts';
-import { instanceMetadata, legacyAddresses } from './metadata.ts';
 
 /** What the node-init reconcile works with. */
 export interface NodeInitDeps {
@@ -144,7 +144,7 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
 }
 
 async function refreshAddresses(deps: NodeInitDeps, node: V1Node, report: ObjectReport, options: SyncOptions): Promise<ObjectReport> {
-  const cloudAddresses = await addressesFromCloud(deps.cloud, node, options.signal);
+  const cloudAddresses = await nodeAddresses(deps.cloud, node, options.signal);
   const addresses = cloudAddresses && desiredAddresses(node, cloudAddresses);
   if (!addresses) return report;
   const name = node.metadata?.name ?? '';
@@ -152,15 +152,6 @@ async function refreshAddresses(deps: NodeInitDeps, node: V1Node, report: Object
   if (!options.dryRun) await patchAddresses(deps.core, name, addresses);
   const result = report.result === 'unchanged' ? 'addresses-updated' : report.result;
   return { ...report, result, changes: [...report.changes, change] };
-}
-
-// One cloud call per node: InstancesV2 metadata, or the legacy addresses by provider ID (name as fallback).
-async function addressesFromCloud(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<V1NodeAddress[] | undefined> {
-  const v2 = cloud.instancesV2();
-  if (v2) return (await v2.instanceMetadata(node, signal))?.nodeAddresses.map((a) => ({ ...a }));
-  const legacy = cloud.instances();
-  if (!legacy) return undefined;
-  return legacyAddresses(legacy, node.spec?.providerID ?? '', node.metadata?.name ?? '', signal);
 }
 
 function secondsSinceCreation(node: V1Node): number {

@@ -4,8 +4,8 @@
 
 import type { CoreV1Api, V1Node, V1Taint } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { findCause, InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
-import type { CloudProvider, Instances } from '../../shared/cloud/provider.ts';
+import { instanceExists, instanceShutdown } from '../../shared/cloud/instances.ts';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
@@ -106,45 +106,6 @@ async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: Monito
 
 function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typeof eventFor> {
   return eventFor(nodeReference(node), { ...spec, component });
-}
-
-async function instanceExists(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<boolean> {
-  const v2 = cloud.instancesV2();
-  if (v2) return v2.instanceExists(node, signal);
-  const legacy = requireInstances(cloud);
-  const providerId = await providerIdOf(cloud, legacy, node, signal);
-  if (providerId === undefined) return false;
-  return legacy.instanceExistsByProviderId(providerId, signal);
-}
-
-async function instanceShutdown(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<boolean> {
-  try {
-    const v2 = cloud.instancesV2();
-    if (v2) return await v2.instanceShutdown(node, signal);
-    const legacy = requireInstances(cloud);
-    const providerId = await providerIdOf(cloud, legacy, node, signal);
-    return providerId !== undefined && (await legacy.instanceShutdownByProviderId(providerId, signal));
-  } catch (error) {
-    if (findCause(error, NotImplementedError)) return false;
-    throw error;
-  }
-}
-
-function requireInstances(cloud: CloudProvider): Instances {
-  const legacy = cloud.instances();
-  if (!legacy) throw new Error('cloud provider does not support instances');
-  return legacy;
-}
-
-// The node's provider ID, or from the cloud by name; undefined when the cloud has no such instance.
-async function providerIdOf(cloud: CloudProvider, legacy: Instances, node: V1Node, signal?: AbortSignal): Promise<string | undefined> {
-  if (node.spec?.providerID) return node.spec.providerID;
-  try {
-    return `${cloud.providerName()}://${await legacy.instanceId(node.metadata?.name ?? '', signal)}`;
-  } catch (error) {
-    if (error instanceof InstanceNotFoundError) return undefined;
-    throw error;
-  }
 }
 
 /** The periodic pass (and a manual "all"): every node, `concurrency` at a time; failures are reported per node. */

@@ -1,5 +1,5 @@
-// The outcomes the provider contract defines, as classes to branch on with `instanceof`.
-// Never branch on an error's message. A provider may wrap these (`{ cause }`); findCause() looks
+// The outcomes the provider contract defines, as classes. Never branch on an error's message, nor
+// with `instanceof` (lint forbids it): a provider may wrap these (`{ cause }`), and findCause() looks
 // through causes, as Go's errors.As does.
 
 /** The instance does not exist (not: it is stopped). */

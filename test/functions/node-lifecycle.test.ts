@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
-import { NotImplementedError } from '../../shared/cloud/errors.ts';
+import { InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { createNode, eventsAbout, firstResult, newNode, ownTaints, setReady, silentLogger, uninitialized, withProviderId, withReady } from '../helpers/builders.ts';
@@ -117,6 +117,17 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     const gone = uniqueName('legacy-gone');
     await createNode(core, newNode(gone, withReady('False')));
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name: gone }, run)), 'deleted', 'InstanceNotFound from instanceId means gone');
+  });
+
+  it('deletes a NotReady node when the legacy instanceId throws a wrapped InstanceNotFound', async () => {
+    const name = uniqueName('legacy-wrapped');
+    cloud.disabled.add('instancesV2');
+    cloud.errors.set('instanceId', new Error('instance lookup failed', { cause: new InstanceNotFoundError() }));
+    await createNode(core, newNode(name, withReady('False')));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'deleted', 'a wrapped InstanceNotFound means gone too');
+    assert.equal(await exists(name), false);
+    assert.deepEqual(cloud.methods(), ['instanceId']);
+    assert.deepEqual(await events(name), [`Normal/DeletingNode/Deleting node ${name} because it does not exist in the cloud provider`]);
   });
 
   it('checks every node in the periodic pass, one failure not stopping the others', async () => {
