@@ -1,20 +1,23 @@
 // Node addresses: the `alpha.kubernetes.io/provided-node-ip` rules and change detection, as
 // k8s.io/cloud-provider's node controller and component-helpers compute them. Pure functions.
 
-import { isIP } from 'node:net';
 import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import { annotationProvidedNodeIp } from '../../shared/kube/well-known.ts';
+import { formatIp, parseIp, unmapIp, type Ip, type IpSyntax } from '../../shared/net/ip.ts';
+
+// Node IPs as Node.js's net.isIP reads them (no leading zeros in IPv4 octets), without a zone.
+const NODE_IP: IpSyntax = { leadingZeros: false };
+
+// A node IP as it is compared: an IPv4-mapped IPv6 address is its IPv4 address.
+function parseNodeIp(text: string): Ip | undefined {
+  const ip = parseIp(text, NODE_IP);
+  return ip === undefined ? undefined : unmapIp(ip);
+}
 
 /** The canonical text of an IP address (IPv6 compressed, IPv4-mapped IPv6 as IPv4), or undefined. */
 export function canonicalIp(text: string): string | undefined {
-  const family = isIP(text);
-  if (family === 4) return text;
-  if (family !== 6) return undefined;
-  const host = new URL(`http://[${text}]/`).hostname.slice(1, -1);
-  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
-  if (!mapped) return host;
-  const [high, low] = [parseInt(mapped[1] ?? '0', 16), parseInt(mapped[2] ?? '0', 16)];
-  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+  const ip = parseNodeIp(text);
+  return ip === undefined ? undefined : formatIp(ip);
 }
 
 /**
@@ -26,15 +29,16 @@ export function parseNodeIpAnnotation(value: string): string[] {
   if (value.trim() === '') throw new Error('the annotation is empty');
   if (parts.length > 2) throw new Error(`"${value}" has more than two IPs`);
   const ips = parts.map((p) => {
-    const ip = canonicalIp(p);
+    const ip = parseNodeIp(p);
     if (ip === undefined) throw new Error(`"${p}" is not an IP address`);
     return ip;
   });
-  if (ips.length === 2) {
-    if (isIP(ips[0] ?? '') === isIP(ips[1] ?? '')) throw new Error(`"${value}" must be one IPv4 and one IPv6 address`);
-    if (ips.some((ip) => ip === '0.0.0.0' || ip === '::')) throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
+  const [first, second] = ips;
+  if (first !== undefined && second !== undefined) {
+    if (first.family === second.family) throw new Error(`"${value}" must be one IPv4 and one IPv6 address`);
+    if (ips.some((ip) => ip.value === 0n)) throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
   }
-  return ips;
+  return ips.map(formatIp);
 }
 
 /**

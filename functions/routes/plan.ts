@@ -3,7 +3,7 @@
 // which listed routes must go, and what the NetworkUnavailable condition must say.
 
 import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
-import { canonicalCidr, cidrContains, firstAddress, lastAddress, parseCidr, type Cidr } from '../../shared/cidr.ts';
+import { canonicalCidr, cidrContains, firstAddress, lastAddress, parseCidr, type Cidr } from '../../shared/net/ip.ts';
 import type { Route } from '../../shared/cloud/provider.ts';
 
 /**
@@ -24,7 +24,7 @@ export function parseClusterCidrs(texts: readonly string[]): Cidr[] {
   });
   const [first, second] = cidrs;
   if (first !== undefined && second !== undefined && first.family === second.family) {
-    throw new Error(`cluster CIDRs "${texts[0] ?? ''}" and "${texts[1] ?? ''}" are both IPv${first.family}: two cluster CIDRs must be dual stack, one IPv4 and one IPv6`);
+    throw new Error(`cluster CIDRs "${texts[0] ?? ''}" and "${texts[1] ?? ''}" are both ${first.family}: two cluster CIDRs must be dual stack, one IPv4 and one IPv6`);
   }
   return cidrs;
 }

@@ -13,9 +13,8 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { RetryError } from '../../shared/cloud/errors.ts';
 import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
-import { canonicalIp } from './ip.ts';
 import type { Allocation } from './ipam.ts';
-import type { AllocationsLocation } from './pools.ts';
+import { canonicalLoadBalancerIp, type AllocationsLocation } from './pools.ts';
 
 /** The allocations as read, with the version a write must be conditional on. */
 export interface AllocationState {
@@ -151,7 +150,7 @@ const allocationSchema = z.object({
   namespace: z.string(),
   name: z.string(),
   pool: z.string().default(''),
-  addresses: z.array(z.string().refine((address) => canonicalIp(address) !== undefined)),
+  addresses: z.array(z.string().refine((address) => canonicalLoadBalancerIp(address) !== undefined)),
 });
 
 /** The ConfigMap's data as allocations, by key; a value that is not an allocation is listed as invalid. */
@@ -177,7 +176,7 @@ function parseAllocation(value: string): Allocation | undefined {
   if (!result.success) return undefined;
   const { namespace, name, pool, addresses } = result.data;
   // Canonical text, so that an address written by hand in another form still counts as taken.
-  return { namespace, name, pool, addresses: addresses.map((address) => canonicalIp(address) ?? address) };
+  return { namespace, name, pool, addresses: addresses.map((address) => canonicalLoadBalancerIp(address) ?? address) };
 }
 
 function serialize(allocation: Allocation): string {

@@ -8,7 +8,7 @@
 // Load balancer allocations are not in the snapshot: they live in a ConfigMap (allocations.ts).
 
 import { CoreV1Api } from '@kubernetes/client-node';
-import { CloudConfigError } from '../../shared/cloud/errors.ts';
+import { CloudConfigError, findCause } from '../../shared/cloud/errors.ts';
 import type { CloudProvider, InstancesV2, LoadBalancer } from '../../shared/cloud/provider.ts';
 import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import { AllocationStore } from './allocations.ts';
@@ -83,8 +83,9 @@ function reload(holder: { inventory: Inventory }, contents: string, context: Pro
     if (problem !== undefined) throw new CloudConfigError(file, problem.field, problem.problem);
     holder.inventory = next;
   } catch (error) {
-    if (!(error instanceof CloudConfigError)) throw error;
-    const { field, problem, message } = error;
+    const invalid = findCause(error, CloudConfigError);
+    if (!invalid) throw error;
+    const { field, problem, message } = invalid;
     context.log.error({ file, field, problem }, `rejected a change to the static inventory, keeping the last good one: ${message}`);
     return;
   }

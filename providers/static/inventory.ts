@@ -4,11 +4,11 @@
 // Validation is strict (unknown fields are errors) because a typo such as `providerId` would
 // otherwise be silently ignored and the machine would come up without what the user wrote.
 
-import { isIP } from 'node:net';
 import type { V1NodeAddress } from '@kubernetes/client-node';
 import { loadAll, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
+import { parseIp, type IpSyntax } from '../../shared/net/ip.ts';
 import { allocationsSchema, buildLoadBalancers, loadBalancersSchema, poolSchema, type LoadBalancerConfig } from './pools.ts';
 import { dnsSubdomainProblem, labelKeyProblem, labelValueProblem, providerIdProblem } from './syntax.ts';
 
@@ -55,11 +55,14 @@ function refineWith(check: Check) {
 
 const labelValue = z.string().superRefine(refineWith(labelValueProblem));
 
+// Node addresses as Node.js's net.isIP reads them: no leading zeros in IPv4 octets, a zone allowed.
+const INVENTORY_IP: IpSyntax = { leadingZeros: false, zone: true };
+
 const addressSchema = z.strictObject({
   type: z.enum(ADDRESS_TYPES),
   address: z.string().min(1, 'must not be empty'),
 }).superRefine((address, context) => {
-  if (address.type.endsWith('IP') && isIP(address.address) === 0) {
+  if (address.type.endsWith('IP') && parseIp(address.address, INVENTORY_IP) === undefined) {
     context.addIssue({ code: 'custom', path: ['address'], message: `must be an IPv4 or IPv6 address, as the type is ${address.type}` });
   }
 });

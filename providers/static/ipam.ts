@@ -6,8 +6,9 @@
 // controller records it on the Service as a Warning event (SyncLoadBalancerFailed).
 
 import type { V1Service } from '@kubernetes/client-node';
-import { blockContains, formatIp, lowestFree, parseIp, type Ip, type IpFamily } from './ip.ts';
-import { poolSize, type LoadBalancerConfig, type Pool } from './pools.ts';
+import { formatIp, type Ip, type IpFamily } from '../../shared/net/ip.ts';
+import { blockContains, lowestFree } from './ip.ts';
+import { parseLoadBalancerIp, poolSize, type LoadBalancerConfig, type Pool } from './pools.ts';
 
 /** Names the pool a Service's addresses come from; wins over the namespace's pool and the default. */
 export const POOL_ANNOTATION = 'static.cirrus-ccm.dev/pool';
@@ -118,7 +119,7 @@ function requestedAddresses(service: V1Service, families: readonly IpFamily[], w
   const { texts, source } = requestSource(service, who);
   const requested = new Map<IpFamily, Ip>();
   for (const text of texts) {
-    const ip = parseIp(text);
+    const ip = parseLoadBalancerIp(text);
     if (ip === undefined) throw new AllocationError(`${who} requests "${text}" in ${source}, which is not an IPv4 or IPv6 address`);
     const same = requested.get(ip.family);
     if (same !== undefined) {
@@ -196,7 +197,7 @@ function checkFree(request: AddressRequest, address: string, holders: ReadonlyMa
 function kept(request: AddressRequest, own: Allocation | undefined, family: IpFamily): string | undefined {
   if (own === undefined) return undefined;
   for (const address of own.addresses) {
-    const ip = parseIp(address);
+    const ip = parseLoadBalancerIp(address);
     if (ip?.family !== family) continue;
     if (own.pool === request.pool.name || request.pool.blocks.some((block) => blockContains(block, ip))) return address;
   }
@@ -212,7 +213,7 @@ function freeAddress(request: AddressRequest, family: IpFamily, holders: Readonl
   }
   const { pool } = request;
   const inPool = [...holders].filter(([address]) => {
-    const ip = parseIp(address);
+    const ip = parseLoadBalancerIp(address);
     return ip?.family === family && pool.blocks.some((block) => blockContains(block, ip));
   }).map(([, holder]) => holder.uid);
   const size = poolSize(pool, family);
@@ -226,7 +227,7 @@ function freeAddress(request: AddressRequest, family: IpFamily, holders: Readonl
 function takenValues(holders: ReadonlyMap<string, Holder>, family: IpFamily): bigint[] {
   const values: bigint[] = [];
   for (const address of holders.keys()) {
-    const ip = parseIp(address);
+    const ip = parseLoadBalancerIp(address);
     if (ip?.family === family) values.push(ip.value);
   }
   return values.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));

@@ -1,11 +1,16 @@
 // The `loadBalancers` section of the static provider's cloud-config: address pools for Services of
 // type LoadBalancer, and where allocations are recorded. inventory.ts parses it as part of the
 // file; this module holds its schema and the checks that span entries (names, overlaps,
-// namespaces, the default). The format is documented in docs/providers/static.md.
+// namespaces, the default), and how its addresses are written. The format is documented in
+// docs/providers/static.md.
 
 import { z } from 'zod';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
-import { blockSize, firstCommon, formatIp, parseBlock, type AddressBlock, type IpFamily } from './ip.ts';
+import {
+  canonicalIp, cidrOf, familyBits, formatCidr, formatIp, lastAddress, parseIp, parsePrefixLength, type Cidr, type Ip, type IpFamily,
+  type IpSyntax,
+} from '../../shared/net/ip.ts';
+import { blockSize, firstCommon, type AddressBlock } from './ip.ts';
 import { dnsLabelProblem, dnsSubdomainProblem } from './syntax.ts';
 
 /** An address pool, validated. Frozen. */
@@ -36,6 +41,110 @@ export interface LoadBalancerConfig {
 
 /** Where allocations are recorded when the file does not say. */
 export const DEFAULT_ALLOCATIONS: AllocationsLocation = Object.freeze({ namespace: 'kube-system', configMap: 'cirrus-lb-ipam' });
+
+/**
+ * How load balancer addresses are written, in pools, requests and the allocations record: IPv4
+ * without leading zeros (which some tools read as octal), IPv4 addresses as such (never inside an
+ * IPv6 address), no zone.
+ */
+const LOAD_BALANCER_IP: IpSyntax = { leadingZeros: false, embeddedIpv4: false };
+
+/** Parses a load balancer address (see LOAD_BALANCER_IP); undefined when `text` is none. */
+export function parseLoadBalancerIp(text: string): Ip | undefined {
+  return parseIp(text, LOAD_BALANCER_IP);
+}
+
+/**
+ * The canonical form of a load balancer address, or undefined when `text` is none. Addresses are
+ * always written out in this form, so that one address is one string wherever it is compared: in the
+ * allocations ConfigMap, in requests and in Service status.
+ */
+export function canonicalLoadBalancerIp(text: string): string | undefined {
+  return canonicalIp(text, LOAD_BALANCER_IP);
+}
+
+const EXAMPLES = 'a CIDR (like 192.0.2.0/28), a range (like 192.0.2.10-192.0.2.20) or a single address';
+
+/**
+ * Parses a pool entry: a CIDR (`192.0.2.0/28`, `2001:db8::/120`), a range of two addresses of the
+ * same family joined by "-" (`192.0.2.10-192.0.2.20`), or a single address. Returns the block, or
+ * the problem with `text` as a sentence fragment (for CloudConfigError).
+ *
+ * Usable addresses: an IPv4 CIDR of /30 or wider leaves out its first and last address (network
+ * and broadcast: a CIDR usually names the link's subnet, and those two are not host addresses on
+ * it); an IPv6 CIDR of /126 or wider leaves out its first address (the subnet-router anycast
+ * address, RFC 4291 §2.6.1). /31, /32, /127, /128, ranges and single addresses are used whole.
+ */
+export function parseBlock(text: string): AddressBlock | string {
+  const block = text.includes('/') ? parseCidrBlock(text) : parseRange(text);
+  if (typeof block === 'string') return block;
+  return reservedProblem(block) ?? block;
+}
+
+function parseCidrBlock(text: string): AddressBlock | string {
+  const [address = '', prefixText = '', extra] = text.split('/').map((part) => part.trim());
+  if (extra !== undefined) return `is not ${EXAMPLES}`;
+  const ip = parseLoadBalancerIp(address);
+  if (ip === undefined) return notAnAddress(address);
+  const prefix = parsePrefixLength(prefixText, ip.family, LOAD_BALANCER_IP);
+  if (prefix === undefined) return `has the prefix length /${prefixText}; an ${ip.family} prefix length is 0 to ${familyBits(ip.family)}`;
+  const cidr = cidrOf(ip, prefix);
+  if (cidr.network !== ip.value) return `has bits set after its /${prefix} prefix; the network is ${formatCidr(cidr)}`;
+  return cidrBlock(text, cidr);
+}
+
+// IPv4 /30 and wider lose network and broadcast, IPv6 /126 and wider the subnet-router anycast address.
+function cidrBlock(text: string, cidr: Cidr): AddressBlock {
+  const [first, last] = [cidr.network, lastAddress(cidr).value];
+  const trims = familyBits(cidr.family) - cidr.prefix >= 2;
+  const usableLast = trims && cidr.family === 'IPv4' ? last - 1n : last;
+  return { text, family: cidr.family, first, last, usableFirst: trims ? first + 1n : first, usableLast };
+}
+
+function parseRange(text: string): AddressBlock | string {
+  const parts = text.split('-').map((part) => part.trim());
+  if (parts.length > 2) return `is not ${EXAMPLES}`;
+  const [startText = '', endText = startText] = parts;
+  const start = parseLoadBalancerIp(startText);
+  if (start === undefined) return notAnAddress(startText);
+  const end = parseLoadBalancerIp(endText);
+  if (end === undefined) return notAnAddress(endText);
+  if (start.family !== end.family) return `starts with an ${start.family} address and ends with an ${end.family} address`;
+  if (end.value < start.value) return `ends (${formatIp(end)}) before it starts (${formatIp(start)})`;
+  return { text, family: start.family, first: start.value, last: end.value, usableFirst: start.value, usableLast: end.value };
+}
+
+function notAnAddress(address: string): string {
+  if (address.includes('%')) return `holds ${JSON.stringify(address)}, an address with a zone, which cannot be a load balancer address`;
+  if (parseIp(address, { ...LOAD_BALANCER_IP, embeddedIpv4: true })?.family === 'IPv6') {
+    return `holds ${JSON.stringify(address)}, an IPv6 address with an embedded IPv4 part; write IPv4 addresses as such`;
+  }
+  return `holds ${JSON.stringify(address)}, which is not an IPv4 or IPv6 address; write ${EXAMPLES}`;
+}
+
+// Addresses no Service may have: a pool that reaches into them is a typo or a misunderstanding.
+const RESERVED: readonly (readonly [cidr: string, what: string])[] = [
+  ['0.0.0.0/8', '"this network" addresses'],
+  ['127.0.0.0/8', 'loopback addresses'],
+  ['224.0.0.0/4', 'multicast addresses'],
+  ['255.255.255.255/32', 'the limited broadcast address'],
+  ['::/128', 'the unspecified address'],
+  ['::1/128', 'the loopback address'],
+  ['::ffff:0:0/96', 'IPv4-mapped addresses'],
+  ['ff00::/8', 'multicast addresses'],
+];
+
+const RESERVED_BLOCKS = RESERVED.map(([cidr, what]) => ({ block: parseCidrBlock(cidr) as AddressBlock, what }));
+
+function reservedProblem(block: AddressBlock): string | undefined {
+  for (const { block: reserved, what } of RESERVED_BLOCKS) {
+    const shared = firstCommon(block, reserved);
+    if (shared !== undefined) {
+      return `holds ${formatIp({ family: block.family, value: shared })}, which is in ${reserved.text} (${what}): no load balancer can have such an address`;
+    }
+  }
+  return undefined;
+}
 
 type Check = (value: string) => string | undefined;
 

@@ -5,15 +5,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Service } from '@kubernetes/client-node';
-import { CloudConfigError } from '../../shared/cloud/errors.ts';
+import { CloudConfigError, findCause } from '../../shared/cloud/errors.ts';
 import { parseInventory } from '../../providers/static/index.ts';
-import {
-  blockContains, blockSize, canonicalIp, firstCommon, formatIp, lowestFree, parseBlock, parseIp, type AddressBlock,
-} from '../../providers/static/ip.ts';
+import { formatIp } from '../../shared/net/ip.ts';
+import { blockContains, blockSize, firstCommon, lowestFree, type AddressBlock } from '../../providers/static/ip.ts';
 import {
   ADDRESSES_ANNOTATION, allocate, AllocationError, POOL_ANNOTATION, readRequest, type Allocation,
 } from '../../providers/static/ipam.ts';
-import { reloadProblem, type LoadBalancerConfig } from '../../providers/static/pools.ts';
+import {
+  canonicalLoadBalancerIp as canonicalIp, parseBlock, parseLoadBalancerIp as parseIp, reloadProblem, type LoadBalancerConfig,
+} from '../../providers/static/pools.ts';
 
 function block(text: string): AddressBlock {
   const parsed = parseBlock(text);
@@ -257,10 +258,11 @@ describe('parseInventory: invalid loadBalancers', () => {
   for (const { name, yaml, field, problem } of cases) {
     it(`rejects ${name}`, () => {
       assert.throws(() => parseInventory(yaml, 'inventory.yaml'), (error) => {
-        assert.ok(error instanceof CloudConfigError, `a CloudConfigError, not ${String(error)}`);
-        assert.equal(error.file, 'inventory.yaml');
-        assert.equal(error.field, field);
-        assert.match(error.problem, problem);
+        const invalid = findCause(error, CloudConfigError);
+        assert.ok(invalid, `a CloudConfigError, not ${String(error)}`);
+        assert.equal(invalid.file, 'inventory.yaml');
+        assert.equal(invalid.field, field);
+        assert.match(invalid.problem, problem);
         return true;
       });
     });

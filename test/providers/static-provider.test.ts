@@ -13,6 +13,7 @@ import { CloudConfigError, findCause, InstanceNotFoundError } from '../../shared
 import type { CloudProvider, InstanceMetadata, InstancesV2 } from '../../shared/cloud/provider.ts';
 import { createStaticProvider, parseInventory, type StaticProviderOptions } from '../../providers/static/index.ts';
 import { initCloudProvider } from '../../shared/cloud/registry.ts';
+import '../../shared/cli/root.ts'; // registers the built-in providers, as the command line does
 
 const silent = pino({ level: 'silent' });
 const never = new AbortController().signal;
@@ -62,7 +63,7 @@ async function metadata(instances: InstancesV2, of: V1Node): Promise<InstanceMet
 }
 
 function isNotFound(error: unknown): boolean {
-  return error instanceof InstanceNotFoundError;
+  return findCause(error, InstanceNotFoundError) !== undefined;
 }
 
 /** Replaces `file` at once, as a careful writer does: a reader never sees it half written. */
@@ -179,10 +180,11 @@ describe('parseInventory: invalid files', () => {
   for (const { name, yaml, field, problem } of cases) {
     it(`rejects ${name}`, () => {
       assert.throws(() => parseInventory(yaml, 'inventory.yaml'), (error) => {
-        assert.ok(error instanceof CloudConfigError, `a CloudConfigError, not ${String(error)}`);
-        assert.equal(error.file, 'inventory.yaml');
-        assert.equal(error.field, field);
-        assert.match(error.problem, problem);
+        const invalid = findCause(error, CloudConfigError);
+        assert.ok(invalid, `a CloudConfigError, not ${String(error)}`);
+        assert.equal(invalid.file, 'inventory.yaml');
+        assert.equal(invalid.field, field);
+        assert.match(invalid.problem, problem);
         return true;
       });
     });
@@ -239,9 +241,10 @@ describe('examples/static', () => {
 describe('createStaticProvider', () => {
   it('needs a cloud-config', async () => {
     await assert.rejects(createStaticProvider({ config: undefined, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }), (error) => {
-      assert.ok(error instanceof CloudConfigError);
-      assert.equal(error.field, '');
-      assert.match(error.problem, /^the static provider needs --cloud-config with an inventory file$/);
+      const invalid = findCause(error, CloudConfigError);
+      assert.ok(invalid);
+      assert.equal(invalid.field, '');
+      assert.match(invalid.problem, /^the static provider needs --cloud-config with an inventory file$/);
       return true;
     });
   });
