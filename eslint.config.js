@@ -10,21 +10,36 @@ import tseslint from 'typescript-eslint';
 // imports only shared/ (the catalogue, which lists the functions, reads their folders); a provider
 // imports only the contract (shared/cloud/), the Kubernetes helpers (shared/kube/) and the IP
 // module (shared/net/).
-const folders = (dir) => readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+const folders = (dir) =>
+  readdirSync(dir, { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => d.name);
 const layerRule = (zones) => ({ 'import-x/no-restricted-paths': ['error', { zones }] });
 const layers = [
   {
     files: ['shared/**/*.ts'],
     ignores: ['shared/cli/root.ts'],
     rules: layerRule([
-      { target: './shared', from: './functions', message: 'shared/ never imports functions/: take it from the composition root (shared/cli/root.ts).' },
-      { target: './shared', from: './providers', message: 'shared/ never imports providers/: take it from the composition root (shared/cli/root.ts).' },
+      {
+        target: './shared',
+        from: './functions',
+        message: 'shared/ never imports functions/: take it from the composition root (shared/cli/root.ts).',
+      },
+      {
+        target: './shared',
+        from: './providers',
+        message: 'shared/ never imports providers/: take it from the composition root (shared/cli/root.ts).',
+      },
     ]),
   },
   {
     files: ['functions/**/*.ts'],
     rules: layerRule([
-      { target: './functions', from: './providers', message: 'A function sees only the contract (shared/cloud/), never a provider.' },
+      {
+        target: './functions',
+        from: './providers',
+        message: 'A function sees only the contract (shared/cloud/), never a provider.',
+      },
       ...folders('functions').map((name) => ({
         target: `./functions/${name}`,
         from: './functions',
@@ -37,7 +52,13 @@ const layers = [
     files: ['providers/**/*.ts'],
     rules: layerRule([
       { target: './providers', from: './functions', message: 'A provider never imports a function.' },
-      { target: './providers', from: './shared', except: ['./cloud', './kube', './net'], message: 'A provider sees only the contract (shared/cloud/), the Kubernetes helpers (shared/kube/) and shared/net/.' },
+      {
+        target: './providers',
+        from: './shared',
+        except: ['./cloud', './kube', './net'],
+        message:
+          'A provider sees only the contract (shared/cloud/), the Kubernetes helpers (shared/kube/) and shared/net/.',
+      },
       ...folders('providers').map((name) => ({
         target: `./providers/${name}`,
         from: './providers',
@@ -54,15 +75,23 @@ export default tseslint.config(
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'bin/cirrus.js', 'bin/lambda.js'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: {
+        projectService: { allowDefaultProject: ['eslint.config.js', 'bin/cirrus.js', 'bin/lambda.js'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     rules: {
       complexity: ['error', 10],
       'max-params': ['error', 4],
-      '@typescript-eslint/no-floating-promises': ['error', {
-        // node:test registers suites and tests synchronously; their returned promises are the runner's.
-        allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['describe', 'it', 'test', 'suite'] }],
-      }],
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        {
+          // node:test registers suites and tests synchronously; their returned promises are the runner's.
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['describe', 'it', 'test', 'suite'] },
+          ],
+        },
+      ],
       '@typescript-eslint/explicit-module-boundary-types': 'error',
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
       // @kubernetes/client-node declares its API objects as classes but serializes plain objects;
@@ -85,10 +114,15 @@ export default tseslint.config(
     // A provider may wrap the contract's errors ({ cause }); instanceof misses a wrapped one. (findCause's
     // own `instanceof type` in shared/cloud/errors.ts names no contract class, so nothing is exempted.)
     rules: {
-      'no-restricted-syntax': ['error', {
-        selector: "BinaryExpression[operator='instanceof']:matches([right.name=/^(InstanceNotFoundError|NotImplementedError|ImplementedElsewhereError|RetryError|CloudConfigError)$/], [right.property.name=/^(InstanceNotFoundError|NotImplementedError|ImplementedElsewhereError|RetryError|CloudConfigError)$/])",
-        message: 'Match contract errors with findCause(error, Class) from shared/cloud/errors.ts: a provider may wrap them, and instanceof misses a wrapped one.',
-      }],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            "BinaryExpression[operator='instanceof']:matches([right.name=/^(InstanceNotFoundError|NotImplementedError|ImplementedElsewhereError|RetryError|CloudConfigError)$/], [right.property.name=/^(InstanceNotFoundError|NotImplementedError|ImplementedElsewhereError|RetryError|CloudConfigError)$/])",
+          message:
+            'Match contract errors with findCause(error, Class) from shared/cloud/errors.ts: a provider may wrap them, and instanceof misses a wrapped one.',
+        },
+      ],
     },
   },
 );

@@ -18,20 +18,38 @@ export interface Cirrus {
 
 export const clusterCidr = '10.244.0.0/16';
 
-export async function startCirrus(kubeConfig: KubeConfig, cloud: CloudProvider, logLevel: LevelWithSilent): Promise<Cirrus> {
+export async function startCirrus(
+  kubeConfig: KubeConfig,
+  cloud: CloudProvider,
+  logLevel: LevelWithSilent,
+): Promise<Cirrus> {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   // The defaults of `cirrus start`, with a cluster CIDR for routes.
   const config = {
-    clusterName: 'kubernetes', concurrentNodeSyncs: 10, concurrentServiceSyncs: 10, configureCloudRoutes: true, clusterCidr: [clusterCidr], concurrentRouteOperations: 10,
+    clusterName: 'kubernetes',
+    concurrentNodeSyncs: 10,
+    concurrentServiceSyncs: 10,
+    configureCloudRoutes: true,
+    clusterCidr: [clusterCidr],
+    concurrentRouteOperations: 10,
   };
   const definitions = await Promise.all(catalogue.map((entry) => entry.load({ core, cloud, config })));
   const secret = randomBytes(32).toString('hex');
-  const app = await buildMultiApp(definitions, { logger: createLogger({ name: 'cirrus', level: logLevel }), auth: { secret } });
+  const app = await buildMultiApp(definitions, {
+    logger: createLogger({ name: 'cirrus', level: logLevel }),
+    auth: { secret },
+  });
   const controller = new AbortController();
   const server = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
   const url = `http://127.0.0.1:${server.port}`;
   const routing = buildRoutingTable(catalogue, { to: definitions.map((d) => `${d.name}=${url}/${d.name}`) });
-  const relay = startRelay({ kubeConfig, routing, logger: createLogger({ name: 'relay', level: logLevel }), secret, leaderElection: false });
+  const relay = startRelay({
+    kubeConfig,
+    routing,
+    logger: createLogger({ name: 'relay', level: logLevel }),
+    secret,
+    leaderElection: false,
+  });
   await relay.ready;
   return {
     url,

@@ -4,7 +4,14 @@
 // with its time for the node-sync scenario.
 
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
-import type { CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, Route, Routes } from '../shared/cloud/provider.ts';
+import type {
+  CloudProvider,
+  InstanceMetadata,
+  InstancesV2,
+  LoadBalancer,
+  Route,
+  Routes,
+} from '../shared/cloud/provider.ts';
 import { defaultLoadBalancerName } from '../shared/cloud/provider.ts';
 import { sleep } from './kube.ts';
 
@@ -20,14 +27,30 @@ export class BenchCloud implements CloudProvider {
   readonly #balancers = new Map<string, V1LoadBalancerStatus>();
   readonly #routeTable: Route[] = [];
 
-  providerName(): string { return 'fake'; }
-  hasClusterId(): boolean { return true; }
-  instances(): undefined { return undefined; }
-  zones(): undefined { return undefined; }
-  clusters(): undefined { return undefined; }
-  instancesV2(): InstancesV2 { return this.#instancesV2; }
-  loadBalancer(): LoadBalancer { return this.#loadBalancer; }
-  routes(): Routes { return this.#routes; }
+  providerName(): string {
+    return 'fake';
+  }
+  hasClusterId(): boolean {
+    return true;
+  }
+  instances(): undefined {
+    return undefined;
+  }
+  zones(): undefined {
+    return undefined;
+  }
+  clusters(): undefined {
+    return undefined;
+  }
+  instancesV2(): InstancesV2 {
+    return this.#instancesV2;
+  }
+  loadBalancer(): LoadBalancer {
+    return this.#loadBalancer;
+  }
+  routes(): Routes {
+    return this.#routes;
+  }
 
   async #call(method: string, ms = this.latencyMs): Promise<void> {
     this.calls[method] = (this.calls[method] ?? 0) + 1;
@@ -42,24 +65,42 @@ export class BenchCloud implements CloudProvider {
   }
 
   readonly #instancesV2: InstancesV2 = {
-    instanceExists: async () => { await this.#call('instanceExists'); return true; },
-    instanceShutdown: async () => { await this.#call('instanceShutdown'); return false; },
-    instanceMetadata: async (node) => { await this.#call('instanceMetadata'); return metadataFor(node.metadata?.name ?? ''); },
+    instanceExists: async () => {
+      await this.#call('instanceExists');
+      return true;
+    },
+    instanceShutdown: async () => {
+      await this.#call('instanceShutdown');
+      return false;
+    },
+    instanceMetadata: async (node) => {
+      await this.#call('instanceMetadata');
+      return metadataFor(node.metadata?.name ?? '');
+    },
   };
 
   readonly #loadBalancer: LoadBalancer = {
-    getLoadBalancer: async (_cluster, service) => { await this.#call('getLoadBalancer'); return this.#balancers.get(defaultLoadBalancerName(service)); },
+    getLoadBalancer: async (_cluster, service) => {
+      await this.#call('getLoadBalancer');
+      return this.#balancers.get(defaultLoadBalancerName(service));
+    },
     getLoadBalancerName: (_cluster, service) => defaultLoadBalancerName(service),
     ensureLoadBalancer: async (_cluster, service) => {
       await this.#call('ensureLoadBalancer', this.lbLatencyMs);
       const name = defaultLoadBalancerName(service);
-      const status = this.#balancers.get(name) ?? { ingress: [{ ip: ipPlus(0xc6120000, this.#balancers.size + 1), ipMode: 'VIP' }] };
+      const status = this.#balancers.get(name) ?? {
+        ingress: [{ ip: ipPlus(0xc6120000, this.#balancers.size + 1), ipMode: 'VIP' }],
+      };
       this.#balancers.set(name, status);
       return status;
     },
     updateLoadBalancer: async (_cluster, service, nodes) => {
       await this.#call('updateLoadBalancer', this.lbLatencyMs);
-      this.updates.push({ service: keyOf(service), nodes: nodes.map((n: V1Node) => n.metadata?.name ?? ''), at: performance.now() });
+      this.updates.push({
+        service: keyOf(service),
+        nodes: nodes.map((n: V1Node) => n.metadata?.name ?? ''),
+        at: performance.now(),
+      });
     },
     ensureLoadBalancerDeleted: async (_cluster, service) => {
       await this.#call('ensureLoadBalancerDeleted', this.lbLatencyMs);
@@ -68,11 +109,19 @@ export class BenchCloud implements CloudProvider {
   };
 
   readonly #routes: Routes = {
-    listRoutes: async () => { await this.#call('listRoutes'); return this.#routeTable.map((r) => ({ ...r })); },
-    createRoute: async (cluster, hint, route) => { await this.#call('createRoute'); this.#routeTable.push({ ...route, name: `${cluster}-${hint}` }); },
+    listRoutes: async () => {
+      await this.#call('listRoutes');
+      return this.#routeTable.map((r) => ({ ...r }));
+    },
+    createRoute: async (cluster, hint, route) => {
+      await this.#call('createRoute');
+      this.#routeTable.push({ ...route, name: `${cluster}-${hint}` });
+    },
     deleteRoute: async (_cluster, route) => {
       await this.#call('deleteRoute');
-      const index = this.#routeTable.findIndex((r) => r.name === route.name && r.destinationCidr === route.destinationCidr);
+      const index = this.#routeTable.findIndex(
+        (r) => r.name === route.name && r.destinationCidr === route.destinationCidr,
+      );
       if (index >= 0) this.#routeTable.splice(index, 1);
     },
   };

@@ -18,7 +18,12 @@ export const uninitializedTaint = 'node.cloudprovider.kubernetes.io/uninitialize
 /** A Node as a kubelet registers it, optionally with the uninitialized taint. */
 export function nodeObject(name: string, group: string, tainted: boolean): KubeObject {
   const taints = tainted ? [{ key: uninitializedTaint, value: 'true', effect: 'NoSchedule' }] : [];
-  return { apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'bench.cirrus/group': group } }, spec: { taints } };
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, labels: { 'bench.cirrus/group': group } },
+    spec: { taints },
+  };
 }
 
 /** Deletes every Node of a group (one DELETE collection). */

@@ -40,7 +40,12 @@ export class Kube {
   }
 
   /** One request; resolves with the parsed JSON body, rejects on a status of 400 or more. */
-  async call<T = KubeObject>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+  async call<T = KubeObject>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = 'application/json',
+  ): Promise<T> {
     const text = await this.#text(method, path, body, contentType);
     return (text === '' ? {} : JSON.parse(text)) as T;
   }
@@ -50,7 +55,11 @@ export class Kube {
   }
 
   /** Creates many objects, at most `concurrency` in flight; calls `created` as each create returns. */
-  async createAll(path: string, objects: readonly KubeObject[], options: { concurrency: number; ratePerSecond?: number; created?: (name: string) => void }): Promise<void> {
+  async createAll(
+    path: string,
+    objects: readonly KubeObject[],
+    options: { concurrency: number; ratePerSecond?: number; created?: (name: string) => void },
+  ): Promise<void> {
     const start = performance.now();
     let next = 0;
     const worker = async (): Promise<void> => {
@@ -58,7 +67,8 @@ export class Kube {
         const index = next++;
         const object = objects[index];
         if (object === undefined) return;
-        if (options.ratePerSecond !== undefined) await sleep(start + (index * 1000) / options.ratePerSecond - performance.now());
+        if (options.ratePerSecond !== undefined)
+          await sleep(start + (index * 1000) / options.ratePerSecond - performance.now());
         await this.call('POST', path, object);
         options.created?.(object.metadata.name);
       }
@@ -67,8 +77,16 @@ export class Kube {
   }
 
   /** Watches a collection from `resourceVersion`, calling `onEvent` per event, until the signal aborts. */
-  watch(path: string, resourceVersion: string, onEvent: (event: WatchEvent) => void, signal: AbortSignal): Promise<void> {
-    const url = new URL(`${path}${path.includes('?') ? '&' : '?'}watch=1&allowWatchBookmarks=false&resourceVersion=${resourceVersion}`, this.#url);
+  watch(
+    path: string,
+    resourceVersion: string,
+    onEvent: (event: WatchEvent) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const url = new URL(
+      `${path}${path.includes('?') ? '&' : '?'}watch=1&allowWatchBookmarks=false&resourceVersion=${resourceVersion}`,
+      this.#url,
+    );
     this.#count('WATCH', path);
     return new Promise((resolve, reject) => {
       const req = request(url, { ...this.#base, method: 'GET', signal }, (res) => {
@@ -84,9 +102,15 @@ export class Kube {
           }
         });
         res.on('end', resolve);
-        res.on('error', (error) => { if (signal.aborted) resolve(); else reject(error); });
+        res.on('error', (error) => {
+          if (signal.aborted) resolve();
+          else reject(error);
+        });
       });
-      req.on('error', (error) => { if (signal.aborted) resolve(); else reject(error); });
+      req.on('error', (error) => {
+        if (signal.aborted) resolve();
+        else reject(error);
+      });
       req.end();
     });
   }
@@ -113,14 +137,18 @@ export class Kube {
   #text(method: string, path: string, body: unknown, contentType: string): Promise<string> {
     this.#count(method, path);
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const headers = payload === undefined ? {} : { 'content-type': contentType, 'content-length': Buffer.byteLength(payload) };
+    const headers =
+      payload === undefined ? {} : { 'content-type': contentType, 'content-length': Buffer.byteLength(payload) };
     return new Promise((resolve, reject) => {
       const req = request(new URL(path, this.#url), { ...this.#base, method, headers }, (res) => {
         let text = '';
         res.setEncoding('utf8');
-        res.on('data', (chunk: string) => { text += chunk; });
+        res.on('data', (chunk: string) => {
+          text += chunk;
+        });
         res.on('end', () => {
-          if ((res.statusCode ?? 0) >= 400) reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
+          if ((res.statusCode ?? 0) >= 400)
+            reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
           else resolve(text);
         });
         res.on('error', reject);
@@ -137,7 +165,7 @@ function resourceOf(path: string): string {
   const start = parts[0] === 'api' ? 2 : 3;
   const rest = parts.slice(start);
   const tail = rest[0] === 'namespaces' && rest.length > 2 ? rest.slice(2) : rest;
-  return tail.length > 2 ? `${tail[0] ?? ''}/${tail[2] ?? ''}` : tail[0] ?? path;
+  return tail.length > 2 ? `${tail[0] ?? ''}/${tail[2] ?? ''}` : (tail[0] ?? path);
 }
 
 /** `after − before`, keeping only keys that changed. */

@@ -9,7 +9,10 @@ import type { LambdaHandler } from '../shared/lambda/index.ts';
 import { functionUrlEvent, lambdaContext } from '../test/helpers/lambda.ts';
 
 const name = process.argv[2] ?? '';
-const entry = await import(new URL('../bin/lambda.js', import.meta.url).href) as Record<string, LambdaHandler | undefined>;
+const entry = (await import(new URL('../bin/lambda.js', import.meta.url).href)) as Record<
+  string,
+  LambdaHandler | undefined
+>;
 const handler = entry[name];
 if (handler === undefined) throw new Error(`bin/lambda.js exports no handler '${name}'`);
 const result = await handler(functionUrlEvent({ method: 'GET', path: '/healthz' }), lambdaContext(name));

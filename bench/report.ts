@@ -25,20 +25,44 @@ export interface ScenarioResult {
 
 export function machine(): Record<string, string | number> {
   const cpu = cpus();
-  return { cpus: cpu.length, cpuModel: cpu[0]?.model ?? '', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, platform: process.platform };
+  return {
+    cpus: cpu.length,
+    cpuModel: cpu[0]?.model ?? '',
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    platform: process.platform,
+  };
 }
 
 export function table(figures: readonly Figure[]): string {
-  const rows = figures.map((f) => [f.scenario, f.metric, format(f.value), f.unit, f.goal ?? '', verdict(f), f.note ?? '']);
+  const rows = figures.map((f) => [
+    f.scenario,
+    f.metric,
+    format(f.value),
+    f.unit,
+    f.goal ?? '',
+    verdict(f),
+    f.note ?? '',
+  ]);
   const header = ['scenario', 'metric', 'value', 'unit', 'goal (§7)', 'ok', 'note'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === 2 ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => (i === 2 ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
 export async function writeResults(dir: string, content: unknown): Promise<string> {
   await mkdir(dir, { recursive: true });
-  const file = join(dir, `${new Date().toISOString().replaceAll(':', '-').replace(/\.\d+Z$/, 'Z')}.json`);
+  const file = join(
+    dir,
+    `${new Date()
+      .toISOString()
+      .replaceAll(':', '-')
+      .replace(/\.\d+Z$/, 'Z')}.json`,
+  );
   await writeFile(file, `${JSON.stringify(content, null, 2)}\n`);
   return file;
 }

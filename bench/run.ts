@@ -27,10 +27,16 @@ import { relayAlone } from './scenarios/relay.ts';
 const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay'] as const;
 
 const { values } = parseArgs({
-  options: { full: { type: 'boolean', default: false }, only: { type: 'string' }, 'log-level': { type: 'string', default: 'warn' } },
+  options: {
+    full: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    'log-level': { type: 'string', default: 'warn' },
+  },
 });
 const only = new Set(values.only?.split(',') ?? scenarioNames);
-const progress = (line: string): void => { process.stderr.write(`bench: ${line}\n`); };
+const progress = (line: string): void => {
+  process.stderr.write(`bench: ${line}\n`);
+};
 
 const results: Record<string, ScenarioResult> = {};
 const startedAt = new Date().toISOString();
@@ -39,7 +45,13 @@ const controlPlane = await ControlPlane.start({ assets });
 try {
   // Loaded as cirrus loads it (connections reused), so the figures are cirrus's.
   const kubeConfig = loadKubeConfig(controlPlane.info.adminKubeconfig);
-  const bench: Bench = { kube: await Kube.connect(kubeConfig), kubeConfig, cloud: new BenchCloud(), full: values.full, progress };
+  const bench: Bench = {
+    kube: await Kube.connect(kubeConfig),
+    kubeConfig,
+    cloud: new BenchCloud(),
+    full: values.full,
+    progress,
+  };
   progress(`kube-apiserver ${controlPlane.info.kubernetesVersion} at ${controlPlane.info.server}`);
   await runAll(bench, values['log-level'] as LevelWithSilent);
 } finally {
@@ -48,7 +60,11 @@ try {
 
 const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
 const file = await writeResults(fileURLToPath(new URL('results/', import.meta.url)), {
-  startedAt, full: values.full, machine: machine(), kubernetes: controlPlane.info.kubernetesVersion, results,
+  startedAt,
+  full: values.full,
+  machine: machine(),
+  kubernetes: controlPlane.info.kubernetesVersion,
+  results,
 });
 process.stdout.write(`\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\n`);
 
@@ -93,5 +109,24 @@ async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
 
 function notMeasured(): string[] {
   const measured = new Set(Object.values(results).flatMap((r) => r.figures.map((f) => f.goal?.split(' ')[0])));
-  return ['G1', 'G2', 'G3', 'G4', 'G5', 'G6', 'G7', 'G8', 'G9', 'G10', 'G11', 'G12', 'G13', 'G14', 'G15', 'G16', 'G17', 'G18'].filter((g) => !measured.has(g));
+  return [
+    'G1',
+    'G2',
+    'G3',
+    'G4',
+    'G5',
+    'G6',
+    'G7',
+    'G8',
+    'G9',
+    'G10',
+    'G11',
+    'G12',
+    'G13',
+    'G14',
+    'G15',
+    'G16',
+    'G17',
+    'G18',
+  ].filter((g) => !measured.has(g));
 }

@@ -25,7 +25,8 @@ const nodeInit: FunctionEntry = {
   // The Go CCM's --node-status-update-frequency: the pass that refreshes addresses.
   period: { option: 'nodeStatusUpdateFrequency', defaultMs: 300_000 },
   skipReason: noInstances,
-  load: async ({ core, cloud, config }) => (await import('./node-init/index.ts')).nodeInitFunction({ core, cloud, concurrency: config.concurrentNodeSyncs }),
+  load: async ({ core, cloud, config }) =>
+    (await import('./node-init/index.ts')).nodeInitFunction({ core, cloud, concurrency: config.concurrentNodeSyncs }),
 };
 
 const nodeLifecycle: FunctionEntry = {
@@ -39,7 +40,11 @@ const nodeLifecycle: FunctionEntry = {
   period: { option: 'nodeMonitorPeriod', defaultMs: 5_000 },
   skipReason: noInstances,
   load: async ({ core, cloud, config }) =>
-    (await import('./node-lifecycle/index.ts')).nodeLifecycleFunction({ core, cloud, concurrency: config.concurrentNodeSyncs }),
+    (await import('./node-lifecycle/index.ts')).nodeLifecycleFunction({
+      core,
+      cloud,
+      concurrency: config.concurrentNodeSyncs,
+    }),
 };
 
 const serviceLb: FunctionEntry = {
@@ -54,7 +59,12 @@ const serviceLb: FunctionEntry = {
   period: { option: 'serviceSyncPeriod', defaultMs: 0 },
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),
   load: async ({ core, cloud, config }) =>
-    (await import('./service-lb/index.ts')).serviceLbFunction({ core, cloud, clusterName: config.clusterName, concurrency: config.concurrentServiceSyncs }),
+    (await import('./service-lb/index.ts')).serviceLbFunction({
+      core,
+      cloud,
+      clusterName: config.clusterName,
+      concurrency: config.concurrentServiceSyncs,
+    }),
 };
 
 const routes: FunctionEntry = {

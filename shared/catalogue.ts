@@ -42,7 +42,8 @@ export type FunctionOption =
   | 'concurrentRouteOperations';
 
 /** The options that set a function's period. */
-export type PeriodOption = 'nodeMonitorPeriod' | 'routeReconciliationPeriod' | 'nodeStatusUpdateFrequency' | 'serviceSyncPeriod';
+export type PeriodOption =
+  'nodeMonitorPeriod' | 'routeReconciliationPeriod' | 'nodeStatusUpdateFrequency' | 'serviceSyncPeriod';
 
 /** What a function's implementation is built from. */
 export interface FunctionDeps {
@@ -78,7 +79,9 @@ export type Catalogue = readonly FunctionEntry[];
 
 /** The entry a name or alias (a Go controller name included) stands for; undefined when none. */
 export function findFunction(catalogue: Catalogue, name: string): FunctionEntry | undefined {
-  return catalogue.find((entry) => entry.name === name || entry.controller.name === name || entry.controller.alias === name);
+  return catalogue.find(
+    (entry) => entry.name === name || entry.controller.name === name || entry.controller.alias === name,
+  );
 }
 
 /** Every name and alias accepted, for messages. */
@@ -103,7 +106,9 @@ export function selectControllers(catalogue: Catalogue, entries: readonly string
     const name = disabled ? entry.slice(1) : entry;
     const fn = catalogue.find((e) => e.controller.name === name || e.controller.alias === name || e.name === name);
     if (fn === undefined) {
-      throw new Error(`"${entry}" is not in the list of known controllers (${catalogue.map((e) => e.controller.name).join(', ')}, or their aliases)`);
+      throw new Error(
+        `"${entry}" is not in the list of known controllers (${catalogue.map((e) => e.controller.name).join(', ')}, or their aliases)`,
+      );
     }
     if (!decided.has(fn)) decided.set(fn, !disabled);
   }

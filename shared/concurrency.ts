@@ -2,7 +2,8 @@
 
 /** Runs `fn` over `items` with at most `limit` calls in flight; results keep the items' order. */
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`mapLimit: limit must be a positive integer, got ${limit}`);
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new RangeError(`mapLimit: limit must be a positive integer, got ${limit}`);
   const results = new Array<R>(items.length);
   let next = 0;
   const worker = async (): Promise<void> => {

@@ -54,25 +54,40 @@ function optionalDuration(): z.ZodOptional<z.ZodPipe<z.ZodString, z.ZodTransform
 }
 
 /** A whole number from a flag or variable, within [min, max]. */
-function integer(min: number, max: number): z.ZodPipe<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>, z.ZodNumber> {
+function integer(
+  min: number,
+  max: number,
+): z.ZodPipe<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>, z.ZodNumber> {
   return z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
 }
 
 /** Every option cirrus knows. */
 export const options = {
-  cloudProvider: option('string', 'The provider for cloud services: the name it was registered under.', nonEmpty.optional(), 'name'),
+  cloudProvider: option(
+    'string',
+    'The provider for cloud services: the name it was registered under.',
+    nonEmpty.optional(),
+    'name',
+  ),
   cloudConfig: option('string', "The path to the cloud provider's configuration file.", nonEmpty.optional(), 'path'),
   clusterName: option(
     'string',
     'The name of the cluster: a prefix of cloud resource names, and the cluster and context name in written kubeconfigs.',
-    z.string().regex(
-      /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
-      'must be 1 to 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit',
-    )
+    z
+      .string()
+      .regex(
+        /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
+        'must be 1 to 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit',
+      )
       .default('kubernetes'),
     'name',
   ),
-  kubeconfig: option('string', 'Path to a kubeconfig file with the API server location and credentials.', nonEmpty.optional(), 'path'),
+  kubeconfig: option(
+    'string',
+    'Path to a kubeconfig file with the API server location and credentials.',
+    nonEmpty.optional(),
+    'path',
+  ),
   dataDir: option(
     'string',
     "Folder for the local control plane's certificates, kubeconfig, logs and etcd data; kept between runs. " +
@@ -86,8 +101,19 @@ export const options = {
     nonEmpty.optional(),
     'module',
   ),
-  bindAddress: option('string', 'The address to listen on.', z.string().refine((v) => isIP(v) !== 0, 'must be an IP address').default('0.0.0.0'), 'ip'),
-  port: { ...option('string', 'The port to listen on (Knative sets PORT).', integer(0, 65535).default(8080), 'port'), env: 'PORT' },
+  bindAddress: option(
+    'string',
+    'The address to listen on.',
+    z
+      .string()
+      .refine((v) => isIP(v) !== 0, 'must be an IP address')
+      .default('0.0.0.0'),
+    'ip',
+  ),
+  port: {
+    ...option('string', 'The port to listen on (Knative sets PORT).', integer(0, 65535).default(8080), 'port'),
+    env: 'PORT',
+  },
   concurrentNodeSyncs: option(
     'string',
     'Nodes reconciled at once by a periodic pass over all nodes (the Go CCM handles 1 at a time).',
@@ -100,14 +126,31 @@ export const options = {
     integer(1, 1000).default(10),
     'n',
   ),
-  configureCloudRoutes: option('boolean', 'Whether the routes function programs pod routes in the cloud (--configure-cloud-routes=false turns it off).', z.boolean().default(true)),
+  configureCloudRoutes: option(
+    'boolean',
+    'Whether the routes function programs pod routes in the cloud (--configure-cloud-routes=false turns it off).',
+    z.boolean().default(true),
+  ),
   clusterCidr: option(
     'string',
     'The CIDR(s) of pods in the cluster, comma-separated (one per IP family); routes outside them are left alone.',
-    z.string().transform((v) => v.split(',').map((c) => c.trim()).filter((c) => c !== '')).default([]),
+    z
+      .string()
+      .transform((v) =>
+        v
+          .split(',')
+          .map((c) => c.trim())
+          .filter((c) => c !== ''),
+      )
+      .default([]),
     'cidrs',
   ),
-  concurrentRouteOperations: option('string', 'Route creations and deletions in flight at once.', integer(1, 1000).default(10), 'n'),
+  concurrentRouteOperations: option(
+    'string',
+    'Route creations and deletions in flight at once.',
+    integer(1, 1000).default(10),
+    'n',
+  ),
   controllers: option(
     'list',
     'Controllers to run: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
@@ -120,19 +163,68 @@ export const options = {
     z.array(z.string()).default([]),
     'function=url',
   ),
-  routingConfig: option('string', "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.", nonEmpty.optional(), 'path'),
+  routingConfig: option(
+    'string',
+    "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.",
+    nonEmpty.optional(),
+    'path',
+  ),
   // The periods of the functions' passes over all objects; each default is the function's own (functions/catalogue.ts).
-  nodeMonitorPeriod: option('string', 'How often the relay triggers the node lifecycle pass over all nodes (0: never).', optionalDuration(), 'duration'),
-  routeReconciliationPeriod: option('string', 'How often the relay triggers the routes pass (0: never).', optionalDuration(), 'duration'),
-  nodeStatusUpdateFrequency: option('string', "How often the relay triggers node initialization's pass over all nodes (0: never).", optionalDuration(), 'duration'),
-  serviceSyncPeriod: option('string', 'How often the relay triggers the load balancer pass over all Services (0: never).', optionalDuration(), 'duration'),
-  concurrentDeliveries: option('string', 'Deliveries the relay has in flight at most.', integer(1, 10_000).default(64), 'n'),
-  leaderElect: option('boolean', 'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).', z.boolean().default(true)),
+  nodeMonitorPeriod: option(
+    'string',
+    'How often the relay triggers the node lifecycle pass over all nodes (0: never).',
+    optionalDuration(),
+    'duration',
+  ),
+  routeReconciliationPeriod: option(
+    'string',
+    'How often the relay triggers the routes pass (0: never).',
+    optionalDuration(),
+    'duration',
+  ),
+  nodeStatusUpdateFrequency: option(
+    'string',
+    "How often the relay triggers node initialization's pass over all nodes (0: never).",
+    optionalDuration(),
+    'duration',
+  ),
+  serviceSyncPeriod: option(
+    'string',
+    'How often the relay triggers the load balancer pass over all Services (0: never).',
+    optionalDuration(),
+    'duration',
+  ),
+  concurrentDeliveries: option(
+    'string',
+    'Deliveries the relay has in flight at most.',
+    integer(1, 10_000).default(64),
+    'n',
+  ),
+  leaderElect: option(
+    'boolean',
+    'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).',
+    z.boolean().default(true),
+  ),
   leaderElectLeaseDuration: option('string', 'How long a Lease holds without renewal.', duration('15s'), 'duration'),
-  leaderElectRenewDeadline: option('string', 'How long the leader tries to renew before it steps down.', duration('10s'), 'duration'),
-  leaderElectRetryPeriod: option('string', 'How often candidates try to acquire or renew the Lease.', duration('2s'), 'duration'),
+  leaderElectRenewDeadline: option(
+    'string',
+    'How long the leader tries to renew before it steps down.',
+    duration('10s'),
+    'duration',
+  ),
+  leaderElectRetryPeriod: option(
+    'string',
+    'How often candidates try to acquire or renew the Lease.',
+    duration('2s'),
+    'duration',
+  ),
   leaderElectResourceName: option('string', "The relay's Lease name.", nonEmpty.default('cirrus-relay'), 'name'),
-  leaderElectResourceNamespace: option('string', "The relay's Lease namespace.", nonEmpty.default('kube-system'), 'namespace'),
+  leaderElectResourceNamespace: option(
+    'string',
+    "The relay's Lease namespace.",
+    nonEmpty.default('kube-system'),
+    'namespace',
+  ),
   signingSecretFile: option(
     'string',
     'A file holding the secret that signs relay requests (X-Cirrus-Signature); serve then refuses unsigned ones with 401.',
@@ -157,8 +249,18 @@ export const options = {
     nonEmpty.optional(),
     'secret',
   ),
-  logLevel: option('string', 'Log level.', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'level'),
-  url: option('string', 'The URL of the function to call.', z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'), 'url'),
+  logLevel: option(
+    'string',
+    'Log level.',
+    z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    'level',
+  ),
+  url: option(
+    'string',
+    'The URL of the function to call.',
+    z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'),
+    'url',
+  ),
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
   dryRun: option('boolean', 'Report the changes without making them.', z.boolean().default(false)),
 } as const satisfies Record<string, OptionSpec>;
@@ -210,7 +312,11 @@ export interface CommandLine<K extends OptionName> {
  * result with the options' schemas and returns it frozen. Throws ConfigError naming the first
  * problem's flag, where its value came from, and what is wrong.
  */
-export function parseCommandLine<K extends OptionName>(command: CommandOptions<K>, args: readonly string[], env: NodeJS.ProcessEnv): CommandLine<K> {
+export function parseCommandLine<K extends OptionName>(
+  command: CommandOptions<K>,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): CommandLine<K> {
   const { flags, positionals } = parseFlags(command, args);
   const raw: Record<string, unknown> = {};
   const sources = new Map<string, string>();
@@ -230,7 +336,11 @@ export function parseCommandLine<K extends OptionName>(command: CommandOptions<K
 }
 
 /** parseCommandLine() for a command without positional arguments: the configuration alone. */
-export function parseConfig<K extends OptionName>(command: CommandOptions<K>, args: readonly string[], env: NodeJS.ProcessEnv): Config<K> {
+export function parseConfig<K extends OptionName>(
+  command: CommandOptions<K>,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): Config<K> {
   return parseCommandLine(command, args, env).config;
 }
 
@@ -241,13 +351,24 @@ function configError(error: z.ZodError, sources: Map<string, string>): ConfigErr
 }
 
 // The value of one option and where it came from: its flag, else its environment variable.
-function lookUp(name: OptionName, flags: Record<string, unknown>, env: NodeJS.ProcessEnv): { value: unknown; source: string } | undefined {
+function lookUp(
+  name: OptionName,
+  flags: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+): { value: unknown; source: string } | undefined {
   if (flags[name] !== undefined) return { value: flags[name], source: `--${flagName(name)}` };
   const fromEnv = env[envName(name)];
   if (fromEnv === undefined) return undefined;
   const source = `--${flagName(name)} (from ${envName(name)})`;
   if (options[name].kind === 'string') return { value: fromEnv, source };
-  if (options[name].kind === 'list') return { value: fromEnv.split(',').map((v) => v.trim()).filter((v) => v !== ''), source };
+  if (options[name].kind === 'list')
+    return {
+      value: fromEnv
+        .split(',')
+        .map((v) => v.trim())
+        .filter((v) => v !== ''),
+      source,
+    };
   if (/^(true|1)$/i.test(fromEnv)) return { value: true, source };
   if (/^(false|0)$/i.test(fromEnv)) return { value: false, source };
   throw new ConfigError(`${source}: '${fromEnv}' is not a boolean (true, false, 1 or 0)`);
@@ -258,20 +379,31 @@ function parseFlags<K extends OptionName>(
   args: readonly string[],
 ): { flags: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
   const names = command.options;
-  const config = Object.fromEntries(names.map((name) => {
-    const kind = options[name].kind;
-    return [flagName(name), kind === 'list' ? { type: 'string' as const, multiple: true } : { type: kind }];
-  }));
+  const config = Object.fromEntries(
+    names.map((name) => {
+      const kind = options[name].kind;
+      return [flagName(name), kind === 'list' ? { type: 'string' as const, multiple: true } : { type: kind }];
+    }),
+  );
   const allowed = command.positionals ?? [];
   let parsed;
   try {
     const goStyle = args.map((arg) => booleanAssignment(arg, names));
-    parsed = parseArgs({ args: goStyle, options: config, strict: true, allowPositionals: allowed.length > 0, allowNegative: true });
+    parsed = parseArgs({
+      args: goStyle,
+      options: config,
+      strict: true,
+      allowPositionals: allowed.length > 0,
+      allowNegative: true,
+    });
   } catch (error) {
-    throw new ConfigError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), { cause: error });
+    throw new ConfigError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), {
+      cause: error,
+    });
   }
   const positionals = parsed.positionals;
-  if (positionals.length > allowed.length) throw new ConfigError(`Unexpected argument '${positionals[allowed.length] ?? ''}'`);
+  if (positionals.length > allowed.length)
+    throw new ConfigError(`Unexpected argument '${positionals[allowed.length] ?? ''}'`);
   const missing = allowed[positionals.length];
   if (positionals.length < (command.minPositionals ?? allowed.length) && missing !== undefined) {
     throw new ConfigError(`missing argument <${missing}>`);

@@ -6,15 +6,34 @@
 //   await runFromProcess();
 
 export type {
-  CloudProvider, Clusters, InstanceMetadata, Instances, InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
+  CloudProvider,
+  Clusters,
+  InstanceMetadata,
+  Instances,
+  InstancesV2,
+  LoadBalancer,
+  Route,
+  Routes,
+  Zone,
+  Zones,
 } from './cloud/provider.ts';
 export { defaultLoadBalancerName } from './cloud/provider.ts';
 export {
-  CloudConfigError, findCause, ImplementedElsewhereError, InstanceNotFoundError, NotImplementedError, RetryError,
+  CloudConfigError,
+  findCause,
+  ImplementedElsewhereError,
+  InstanceNotFoundError,
+  NotImplementedError,
+  RetryError,
 } from './cloud/errors.ts';
 export {
-  initCloudProvider, isCloudProvider, registerCloudProvider, registeredCloudProviders,
-  type CloudProviderFactory, type InitOptions, type ProviderContext,
+  initCloudProvider,
+  isCloudProvider,
+  registerCloudProvider,
+  registeredCloudProviders,
+  type CloudProviderFactory,
+  type InitOptions,
+  type ProviderContext,
 } from './cloud/registry.ts';
 export { main, type Io } from './cli/main.ts';
 export { runFromProcess } from './cli/process.ts';

@@ -32,8 +32,10 @@ export async function globalSetup(): Promise<void> {
   controlPlane = await ControlPlane.start({ assets });
   process.env['CIRRUS_TEST_CLUSTER'] = controlPlane.infoFile;
   const { info } = controlPlane;
-  say(`real kube-apiserver ${info.kubernetesVersion} and etcd ${info.etcdVersion} (${assets.source}) ` +
-    `at ${info.server}, started in ${(info.startMs / 1000).toFixed(1)} s`);
+  say(
+    `real kube-apiserver ${info.kubernetesVersion} and etcd ${info.etcdVersion} (${assets.source}) ` +
+      `at ${info.server}, started in ${(info.startMs / 1000).toFixed(1)} s`,
+  );
 }
 
 /** Stops the control plane and keeps its logs for a failure report. */

@@ -17,7 +17,10 @@ const sources = globSync('{bin,shared,functions,providers,examples,bench}/**/*.{
 // Every relative import of `file` (static, dynamic, type-only, re-exports), as repository paths.
 function localImports(file: string): string[] {
   const info = ts.preProcessFile(readFileSync(join(repoRoot, file), 'utf8'), true, true);
-  return info.importedFiles.map((f) => f.fileName).filter((name) => name.startsWith('.')).map((name) => relative(repoRoot, join(repoRoot, dirname(file), name)));
+  return info.importedFiles
+    .map((f) => f.fileName)
+    .filter((name) => name.startsWith('.'))
+    .map((name) => relative(repoRoot, join(repoRoot, dirname(file), name)));
 }
 
 // The first import circle found, as the files around it; undefined when there is none.
@@ -62,7 +65,16 @@ describe('layout', () => {
   });
 
   it('finds a circle when there is one (the check can fail)', () => {
-    assert.deepEqual(findCircle(new Map([['a.ts', ['b.ts']], ['b.ts', ['c.ts']], ['c.ts', ['b.ts']]])), ['b.ts', 'c.ts', 'b.ts']);
+    assert.deepEqual(
+      findCircle(
+        new Map([
+          ['a.ts', ['b.ts']],
+          ['b.ts', ['c.ts']],
+          ['c.ts', ['b.ts']],
+        ]),
+      ),
+      ['b.ts', 'c.ts', 'b.ts'],
+    );
   });
 
   it('names the functions only in the catalogue, their folders, the manifests, docs and tests', () => {

@@ -10,7 +10,11 @@ export async function calibrate(bench: Bench): Promise<{ result: ScenarioResult;
   const concurrency = 32;
   const seconds = bench.full ? 15 : 5;
   const names = Array.from({ length: nodes }, (_, i) => `calib-${i}`);
-  await kube.createAll('/api/v1/nodes', names.map((n) => nodeObject(n, 'calib', false)), { concurrency: 16 });
+  await kube.createAll(
+    '/api/v1/nodes',
+    names.map((n) => nodeObject(n, 'calib', false)),
+    { concurrency: 16 },
+  );
   let sent = 0;
   const end = performance.now() + seconds * 1000;
   const started = performance.now();
@@ -27,7 +31,15 @@ export async function calibrate(bench: Bench): Promise<{ result: ScenarioResult;
   return {
     patchesPerSecond,
     result: {
-      figures: [{ scenario: 'calibration', metric: 'Node PATCH/s (API server ceiling)', value: patchesPerSecond, unit: '/s', note: `1 client, ${concurrency} in flight, ${seconds} s` }],
+      figures: [
+        {
+          scenario: 'calibration',
+          metric: 'Node PATCH/s (API server ceiling)',
+          value: patchesPerSecond,
+          unit: '/s',
+          note: `1 client, ${concurrency} in flight, ${seconds} s`,
+        },
+      ],
       detail: { concurrency, seconds, patches: sent },
     },
   };

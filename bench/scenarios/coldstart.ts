@@ -55,14 +55,24 @@ function startFigures(scenario: string, runs: number, starts: number[], rss: num
   const rssMax = Math.max(...rss);
   return [
     { scenario, metric: 'spawn → first 200 p50', value: p50, unit: 'ms', goal: 'G11 ≤ 300 ms', met: p50 <= 300 },
-    { scenario, metric: `spawn → first 200 max (p99 of ${runs})`, value: worst, unit: 'ms', goal: 'G11 p99 ≤ 500 ms', met: worst <= 500 },
+    {
+      scenario,
+      metric: `spawn → first 200 max (p99 of ${runs})`,
+      value: worst,
+      unit: 'ms',
+      goal: 'G11 p99 ≤ 500 ms',
+      met: worst <= 500,
+    },
     { scenario, metric: 'RSS after 2 s idle (max)', value: rssMax, unit: 'MB', goal: 'G12 ≤ 70 MB', met: rssMax <= 70 },
   ];
 }
 
 // As Lambda would run node-init: the fake provider, every secret from the extension.
 async function lambdaColdStart(handler: string, kubeconfig: string): Promise<{ startMs: number; rssMb: number }> {
-  const extension = await startSecretsExtension({ kubeconfig: await readFile(kubeconfig, 'utf8'), signing: 'bench-signing-secret' });
+  const extension = await startSecretsExtension({
+    kubeconfig: await readFile(kubeconfig, 'utf8'),
+    signing: 'bench-signing-secret',
+  });
   const env = {
     ...process.env,
     AWS_SESSION_TOKEN: extension.token,
@@ -74,7 +84,11 @@ async function lambdaColdStart(handler: string, kubeconfig: string): Promise<{ s
   };
   const start = performance.now();
   const child = spawn(process.execPath, [sandbox, handler], { stdio: ['ignore', 'pipe', 'inherit'], env });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => { resolve(); }));
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      resolve();
+    }),
+  );
   try {
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
     const first = JSON.parse(String((await lines.next()).value)) as { status?: number };
@@ -90,16 +104,35 @@ async function lambdaColdStart(handler: string, kubeconfig: string): Promise<{ s
 
 async function coldStart(fn: string, kubeconfig: string): Promise<{ startMs: number; rssMb: number }> {
   const port = await freePort();
-  const args = [cli, 'serve', fn, '--cloud-provider', 'fake', '--kubeconfig', kubeconfig, '--port', String(port), '--bind-address', '127.0.0.1', '--log-level', 'warn'];
+  const args = [
+    cli,
+    'serve',
+    fn,
+    '--cloud-provider',
+    'fake',
+    '--kubeconfig',
+    kubeconfig,
+    '--port',
+    String(port),
+    '--bind-address',
+    '127.0.0.1',
+    '--log-level',
+    'warn',
+  ];
   // Only routes reads it; the others take it and ignore it.
   args.push('--cluster-cidr', clusterCidr);
   const start = performance.now();
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => { resolve(); }));
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      resolve();
+    }),
+  );
   try {
     const deadline = start + 30_000;
     while (!(await healthy(port))) {
-      if (performance.now() > deadline || child.exitCode !== null) throw new Error(`cirrus serve ${fn} did not answer /healthz`);
+      if (performance.now() > deadline || child.exitCode !== null)
+        throw new Error(`cirrus serve ${fn} did not answer /healthz`);
       await sleep(5);
     }
     const startMs = performance.now() - start;
@@ -129,7 +162,9 @@ function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0); });
+      server.close(() => {
+        resolve(typeof address === 'object' && address !== null ? address.port : 0);
+      });
     });
   });
 }

@@ -21,11 +21,16 @@ export async function nodeInit(bench: Bench, run: NodeRun, ceiling: number | und
   const created = new Map<string, number>();
   const cleared = new Map<string, number>();
   const abort = new AbortController();
-  const watching = kube.watch('/api/v1/nodes', await listVersion(kube, '/api/v1/nodes'), ({ object }) => {
-    const name = object.metadata.name;
-    if (!name.startsWith(group) || cleared.has(name) || tainted(object)) return;
-    cleared.set(name, performance.now());
-  }, abort.signal);
+  const watching = kube.watch(
+    '/api/v1/nodes',
+    await listVersion(kube, '/api/v1/nodes'),
+    ({ object }) => {
+      const name = object.metadata.name;
+      if (!name.startsWith(group) || cleared.has(name) || tainted(object)) return;
+      cleared.set(name, performance.now());
+    },
+    abort.signal,
+  );
   const before = await kube.requestCounters();
   const sentBefore = { ...kube.sent };
   const start = performance.now();
@@ -49,8 +54,20 @@ export async function nodeInit(bench: Bench, run: NodeRun, ceiling: number | und
   const perSecond = run.count / ((lastCleared - start) / 1000);
   const cirrusWrites = writesOf(apiserver) - writesOf(ours);
   return {
-    figures: figuresOf(run, { latencies, perSecond, drainMs: lastCleared - lastCreate, writesPerNode: cirrusWrites / run.count, readsPerNode: (readsOf(apiserver) - readsOf(ours)) / run.count, ceiling }),
-    detail: { apiserverRequests: apiserver, harnessRequests: ours, nodes: run.count, cloudLatencyMs: bench.cloud.latencyMs },
+    figures: figuresOf(run, {
+      latencies,
+      perSecond,
+      drainMs: lastCleared - lastCreate,
+      writesPerNode: cirrusWrites / run.count,
+      readsPerNode: (readsOf(apiserver) - readsOf(ours)) / run.count,
+      ceiling,
+    }),
+    detail: {
+      apiserverRequests: apiserver,
+      harnessRequests: ours,
+      nodes: run.count,
+      cloudLatencyMs: bench.cloud.latencyMs,
+    },
   };
 }
 
@@ -70,7 +87,9 @@ function readsOf(counts: Counts): number {
 }
 
 function countOf(counts: Counts, wanted: (verb: string, resource: string) => boolean): number {
-  return Object.entries(counts).filter(([key]) => wanted(key.split(' ')[0] ?? '', key.split(' ')[1] ?? '')).reduce((sum, [, n]) => sum + n, 0);
+  return Object.entries(counts)
+    .filter(([key]) => wanted(key.split(' ')[0] ?? '', key.split(' ')[1] ?? ''))
+    .reduce((sum, [, n]) => sum + n, 0);
 }
 
 interface Measured {
@@ -87,15 +106,57 @@ function figuresOf(run: NodeRun, m: Measured): Figure[] {
   const p50 = percentile(m.latencies, 50);
   const p99 = percentile(m.latencies, 99);
   const figures: Figure[] = [
-    { scenario, metric: 'create → taint removed p50', value: p50, unit: 'ms', ...(run.mode === 'steady' ? { goal: 'G1 ≤ 250 ms', met: p50 <= 250 } : {}) },
-    { scenario, metric: 'create → taint removed p99', value: p99, unit: 'ms', ...(run.mode === 'steady' ? { goal: 'G1 ≤ 1000 ms', met: p99 <= 1000 } : {}) },
-    { scenario, metric: 'nodes initialized per second', value: m.perSecond, unit: '/s', ...(m.ceiling === undefined ? {} : { note: `${((100 * m.perSecond) / m.ceiling).toFixed(0)} % of the PATCH ceiling` }) },
-    { scenario, metric: 'API writes per node (nodes+events)', value: m.writesPerNode, unit: 'req', goal: 'G3 ≤ 2', met: m.writesPerNode <= 2 },
+    {
+      scenario,
+      metric: 'create → taint removed p50',
+      value: p50,
+      unit: 'ms',
+      ...(run.mode === 'steady' ? { goal: 'G1 ≤ 250 ms', met: p50 <= 250 } : {}),
+    },
+    {
+      scenario,
+      metric: 'create → taint removed p99',
+      value: p99,
+      unit: 'ms',
+      ...(run.mode === 'steady' ? { goal: 'G1 ≤ 1000 ms', met: p99 <= 1000 } : {}),
+    },
+    {
+      scenario,
+      metric: 'nodes initialized per second',
+      value: m.perSecond,
+      unit: '/s',
+      ...(m.ceiling === undefined
+        ? {}
+        : { note: `${((100 * m.perSecond) / m.ceiling).toFixed(0)} % of the PATCH ceiling` }),
+    },
+    {
+      scenario,
+      metric: 'API writes per node (nodes+events)',
+      value: m.writesPerNode,
+      unit: 'req',
+      goal: 'G3 ≤ 2',
+      met: m.writesPerNode <= 2,
+    },
     { scenario, metric: 'API reads per node (GET/LIST nodes+services)', value: m.readsPerNode, unit: 'req' },
   ];
   if (run.mode === 'burst') {
-    figures.push({ scenario, metric: 'last create → last taint removed', value: m.drainMs / 1000, unit: 's', goal: 'G2 ≤ 15 s (1000 nodes)', met: m.drainMs <= 15_000 });
-    if (m.ceiling !== undefined) figures.push({ scenario, metric: 'init rate / PATCH ceiling', value: (100 * m.perSecond) / m.ceiling, unit: '%', goal: 'G2 ≥ 50 %', met: m.perSecond >= m.ceiling / 2 });
+    figures.push({
+      scenario,
+      metric: 'last create → last taint removed',
+      value: m.drainMs / 1000,
+      unit: 's',
+      goal: 'G2 ≤ 15 s (1000 nodes)',
+      met: m.drainMs <= 15_000,
+    });
+    if (m.ceiling !== undefined)
+      figures.push({
+        scenario,
+        metric: 'init rate / PATCH ceiling',
+        value: (100 * m.perSecond) / m.ceiling,
+        unit: '%',
+        goal: 'G2 ≥ 50 %',
+        met: m.perSecond >= m.ceiling / 2,
+      });
   }
   return figures;
 }

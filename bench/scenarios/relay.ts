@@ -30,11 +30,18 @@ interface Sink {
 export async function relayAlone(bench: Bench, ceiling: number | undefined): Promise<ScenarioResult> {
   const { kube } = bench;
   const names = Array.from({ length: nodes }, (_, i) => `relay-${i}`);
-  await kube.createAll('/api/v1/nodes', names.map((n) => nodeObject(n, 'relay', false)), { concurrency: 16 });
+  await kube.createAll(
+    '/api/v1/nodes',
+    names.map((n) => nodeObject(n, 'relay', false)),
+    { concurrency: 16 },
+  );
   const sink = await startSink();
   const relay = startRelay({
-    kubeConfig: bench.kubeConfig, routing: buildRoutingTable(catalogue, { sink: sink.url }), logger: createLogger({ name: 'relay', level: 'warn' }),
-    leaderElection: false, processMetrics: false,
+    kubeConfig: bench.kubeConfig,
+    routing: buildRoutingTable(catalogue, { sink: sink.url }),
+    logger: createLogger({ name: 'relay', level: 'warn' }),
+    leaderElection: false,
+    processMetrics: false,
   });
   const figures: Figure[] = [];
   try {
@@ -64,7 +71,12 @@ async function phase(bench: Bench, sink: Sink, names: string[], p: Phase): Promi
       const n = seq++;
       if (p.ratePerSecond !== undefined) await sleep(started + (n * 1000) / p.ratePerSecond - performance.now());
       sent.set(n, performance.now());
-      await bench.kube.call('PATCH', `/api/v1/nodes/${names[n % names.length] ?? ''}`, { metadata: { labels: { 'bench.cirrus/seq': String(n) } } }, 'application/merge-patch+json');
+      await bench.kube.call(
+        'PATCH',
+        `/api/v1/nodes/${names[n % names.length] ?? ''}`,
+        { metadata: { labels: { 'bench.cirrus/seq': String(n) } } },
+        'application/merge-patch+json',
+      );
       acked.set(n, performance.now());
     }
   };
@@ -82,10 +94,41 @@ async function phase(bench: Bench, sink: Sink, names: string[], p: Phase): Promi
   const { ceiling } = p;
   const note = `${acked.size} writes, ${delivered} delivered${ceiling === undefined ? '' : `; ${((100 * eventsPerSecond) / ceiling).toFixed(0)} % of PATCH ceiling`}`;
   return [
-    { scenario, metric: 'events delivered per second', value: eventsPerSecond, unit: '/s', ...(paced ? {} : { goal: 'G7 ≥ 1000/s or ≥ 90 % of ceiling', met: eventsPerSecond >= Math.min(1000, 0.9 * (ceiling ?? 1000)) }), note },
-    { scenario, metric: 'write acked → sink receives p50', value: p50, unit: 'ms', ...(paced ? { goal: 'G8 ≤ 20 ms', met: p50 <= 20 } : {}), note: 'ack and delivery race: < 0 counted' },
-    { scenario, metric: 'write acked → sink receives p99', value: p99, unit: 'ms', ...(paced ? { goal: 'G8 ≤ 100 ms', met: p99 <= 100 } : {}) },
-    { scenario, metric: 'write sent → sink receives p50', value: percentile(fromSend, 50), unit: 'ms', note: 'upper bound: includes the write itself' },
+    {
+      scenario,
+      metric: 'events delivered per second',
+      value: eventsPerSecond,
+      unit: '/s',
+      ...(paced
+        ? {}
+        : {
+            goal: 'G7 ≥ 1000/s or ≥ 90 % of ceiling',
+            met: eventsPerSecond >= Math.min(1000, 0.9 * (ceiling ?? 1000)),
+          }),
+      note,
+    },
+    {
+      scenario,
+      metric: 'write acked → sink receives p50',
+      value: p50,
+      unit: 'ms',
+      ...(paced ? { goal: 'G8 ≤ 20 ms', met: p50 <= 20 } : {}),
+      note: 'ack and delivery race: < 0 counted',
+    },
+    {
+      scenario,
+      metric: 'write acked → sink receives p99',
+      value: p99,
+      unit: 'ms',
+      ...(paced ? { goal: 'G8 ≤ 100 ms', met: p99 <= 100 } : {}),
+    },
+    {
+      scenario,
+      metric: 'write sent → sink receives p50',
+      value: percentile(fromSend, 50),
+      unit: 'ms',
+      note: 'upper bound: includes the write itself',
+    },
     { scenario, metric: 'write sent → sink receives p99', value: percentile(fromSend, 99), unit: 'ms' },
   ];
 }
@@ -97,7 +140,9 @@ async function startSink(): Promise<Sink> {
     const at = performance.now();
     let body = '';
     req.setEncoding('utf8');
-    req.on('data', (chunk: string) => { body += chunk; });
+    req.on('data', (chunk: string) => {
+      body += chunk;
+    });
     req.on('end', () => {
       sink.delivered++;
       const seq = /"bench\.cirrus\/seq":"(\d+)"/.exec(body)?.[1];

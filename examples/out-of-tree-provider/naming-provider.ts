@@ -8,7 +8,13 @@
 
 import type { V1Node } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
-import { CloudConfigError, InstanceNotFoundError, registerCloudProvider, type CloudProvider, type InstancesV2 } from 'cirrus-ccm';
+import {
+  CloudConfigError,
+  InstanceNotFoundError,
+  registerCloudProvider,
+  type CloudProvider,
+  type InstancesV2,
+} from 'cirrus-ccm';
 
 interface NamingConfig {
   pattern: RegExp;
@@ -18,26 +24,32 @@ interface NamingConfig {
 function parseConfig(text: string | undefined, file: string | undefined): NamingConfig {
   if (text === undefined) throw new CloudConfigError(file, '', 'the naming provider needs --cloud-config');
   const raw = load(text) as { pattern?: unknown; region?: unknown } | null;
-  if (typeof raw?.pattern !== 'string') throw new CloudConfigError(file, 'pattern', 'must be a regular expression string');
+  if (typeof raw?.pattern !== 'string')
+    throw new CloudConfigError(file, 'pattern', 'must be a regular expression string');
   let pattern: RegExp;
   try {
     pattern = new RegExp(raw.pattern);
   } catch (error) {
     throw new CloudConfigError(file, 'pattern', (error as Error).message);
   }
-  if (raw.region !== undefined && typeof raw.region !== 'string') throw new CloudConfigError(file, 'region', 'must be a string');
+  if (raw.region !== undefined && typeof raw.region !== 'string')
+    throw new CloudConfigError(file, 'region', 'must be a string');
   return { pattern, region: raw.region ?? '' };
 }
 
 /** A provider whose only knowledge of machines is their names. */
 export function namingProvider(config: NamingConfig): CloudProvider {
-  const match = (node: V1Node): Record<string, string> | undefined => config.pattern.exec(node.metadata?.name ?? '')?.groups;
+  const match = (node: V1Node): Record<string, string> | undefined =>
+    config.pattern.exec(node.metadata?.name ?? '')?.groups;
   const instances: InstancesV2 = {
     instanceExists: async (node) => Promise.resolve(match(node) !== undefined),
     instanceShutdown: async () => Promise.resolve(false),
     instanceMetadata: async (node) => {
       const groups = match(node);
-      if (groups === undefined) throw new InstanceNotFoundError(`node name ${node.metadata?.name ?? ''} does not match ${String(config.pattern)}`);
+      if (groups === undefined)
+        throw new InstanceNotFoundError(
+          `node name ${node.metadata?.name ?? ''} does not match ${String(config.pattern)}`,
+        );
       return Promise.resolve({
         providerId: `naming://${node.metadata?.name ?? ''}`,
         instanceType: groups['type'] ?? '',
@@ -53,7 +65,11 @@ export function namingProvider(config: NamingConfig): CloudProvider {
     providerName: () => 'naming',
     hasClusterId: () => true,
     instancesV2: () => instances,
-    instances: none, zones: none, clusters: none, routes: none, loadBalancer: none,
+    instances: none,
+    zones: none,
+    clusters: none,
+    routes: none,
+    loadBalancer: none,
   };
 }
 

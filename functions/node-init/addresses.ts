@@ -36,7 +36,8 @@ export function parseNodeIpAnnotation(value: string): string[] {
   const [first, second] = ips;
   if (first !== undefined && second !== undefined) {
     if (first.family === second.family) throw new Error(`"${value}" must be one IPv4 and one IPv6 address`);
-    if (ips.some((ip) => ip.value === 0n)) throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
+    if (ips.some((ip) => ip.value === 0n))
+      throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
   }
   return ips.map(formatIp);
 }
@@ -52,7 +53,8 @@ export function addressesForNodeIp(annotation: string, cloud: readonly V1NodeAdd
   const claimed = new Set<string>();
   for (const nodeIp of nodeIps) {
     const matches = cloud.filter((a) => canonicalIp(a.address) === nodeIp);
-    if (matches.length === 0) throw new Error(`failed to get node address from cloud provider that matches ip: ${nodeIp}`);
+    if (matches.length === 0)
+      throw new Error(`failed to get node address from cloud provider that matches ip: ${nodeIp}`);
     for (const match of matches) {
       chosen.push(match);
       claimed.add(match.type);
@@ -78,7 +80,10 @@ export function desiredAddresses(node: V1Node, cloud: readonly V1NodeAddress[]):
   const current = node.status?.addresses ?? [];
   let next = cloud.map((a) => ({ type: a.type, address: a.address }));
   if (!next.some((a) => a.type === 'Hostname')) {
-    next = [...next, ...current.filter((a) => a.type === 'Hostname').map((a) => ({ type: a.type, address: a.address }))];
+    next = [
+      ...next,
+      ...current.filter((a) => a.type === 'Hostname').map((a) => ({ type: a.type, address: a.address })),
+    ];
   }
   const annotation = node.metadata?.annotations?.[annotationProvidedNodeIp];
   if (annotation !== undefined) next = addressesForNodeIp(annotation, next);

@@ -12,4 +12,5 @@ export function needsInitialization(change: WatchChange): boolean {
 }
 
 /** Per-node events for Nodes that need initialization. */
-export const nodeInitFeed: Feed = (change) => (change.resource.kind === 'Node' && needsInitialization(change) ? 'object' : undefined);
+export const nodeInitFeed: Feed = (change) =>
+  change.resource.kind === 'Node' && needsInitialization(change) ? 'object' : undefined;

@@ -67,10 +67,19 @@ async function initialize(deps: NodeInitDeps, node: V1Node, options: SyncOptions
   const patch = initializationPatch(node, metadata);
   // Addresses follow the initialization (they are status); computed for the node as patched.
   const addresses = desiredAddresses(applyPatch(node, patch), metadata.nodeAddresses);
-  const event = eventFor(nodeReference(node), { type: 'Normal', reason: 'Synced', message: 'Node synced successfully', component });
+  const event = eventFor(nodeReference(node), {
+    type: 'Normal',
+    reason: 'Synced',
+    message: 'Node synced successfully',
+    component,
+  });
   const changes: Change[] = [{ action: 'patch', target: key, detail: patch }];
   if (addresses) changes.push({ action: 'patch-status', target: key, detail: { status: { addresses } } });
-  changes.push({ action: 'event', target: key, detail: { type: event.type, reason: event.reason, message: event.message } });
+  changes.push({
+    action: 'event',
+    target: key,
+    detail: { type: event.type, reason: event.reason, message: event.message },
+  });
   if (options.dryRun) {
     // The API server validates the patch (and admission runs) without persisting it.
     await deps.core.patchNode({ name, body: patch, dryRun: 'All' }, mergePatch);
@@ -143,7 +152,12 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
   });
 }
 
-async function refreshAddresses(deps: NodeInitDeps, node: V1Node, report: ObjectReport, options: SyncOptions): Promise<ObjectReport> {
+async function refreshAddresses(
+  deps: NodeInitDeps,
+  node: V1Node,
+  report: ObjectReport,
+  options: SyncOptions,
+): Promise<ObjectReport> {
   const cloudAddresses = await nodeAddresses(deps.cloud, node, options.signal);
   const addresses = cloudAddresses && desiredAddresses(node, cloudAddresses);
   if (!addresses) return report;

@@ -24,4 +24,5 @@ export function needsLifecycleCheck(change: WatchChange): boolean {
 }
 
 /** Per-node events for Nodes that need a lifecycle check. */
-export const nodeLifecycleFeed: Feed = (change) => (change.resource.kind === 'Node' && needsLifecycleCheck(change) ? 'object' : undefined);
+export const nodeLifecycleFeed: Feed = (change) =>
+  change.resource.kind === 'Node' && needsLifecycleCheck(change) ? 'object' : undefined;

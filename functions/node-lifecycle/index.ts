@@ -23,7 +23,11 @@ export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDe
     throw new Error(`node-lifecycle: cloud provider "${options.cloud.providerName()}" does not support instances`);
   }
   const deps: NodeLifecycleDeps = { core: options.core, cloud: options.cloud, concurrency: options.concurrency ?? 10 };
-  const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'node-lifecycle', dryRun, objects });
+  const report = (dryRun: boolean, objects: Report['objects']): Report => ({
+    function: 'node-lifecycle',
+    dryRun,
+    objects,
+  });
   return {
     name: 'node-lifecycle',
     kinds: ['Node'],

@@ -12,6 +12,7 @@ import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import { taintShutdown } from '../../shared/kube/well-known.ts';
+import { hasShutdownTaint, readyStatus } from './feed.ts';
 
 /** What the node-lifecycle reconcile works with. */
 export interface NodeLifecycleDeps {
@@ -31,22 +32,21 @@ export interface MonitorOptions {
 const component = 'cloud-node-lifecycle-controller';
 const shutdownTaint: V1Taint = { key: taintShutdown, effect: 'NoSchedule' };
 
-/** The status of the node's Ready condition: True, False, or Unknown (also when absent). */
-export function readyStatus(node: V1Node): string {
-  return node.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? 'Unknown';
-}
-
-function hasShutdownTaint(node: V1Node): boolean {
-  return (node.spec?.taints ?? []).some((t) => t.key === taintShutdown && t.effect === 'NoSchedule');
-}
-
 /** Reconciles the node called `name`. */
-export async function monitorNode(deps: NodeLifecycleDeps, name: string, options: MonitorOptions): Promise<ObjectReport> {
-  return retryOnConflict(async () => {
-    const node = await readNode(deps.core, name);
-    if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
-    return monitorFetched(deps, node, options);
-  }, 5, 100);
+export async function monitorNode(
+  deps: NodeLifecycleDeps,
+  name: string,
+  options: MonitorOptions,
+): Promise<ObjectReport> {
+  return retryOnConflict(
+    async () => {
+      const node = await readNode(deps.core, name);
+      if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
+      return monitorFetched(deps, node, options);
+    },
+    5,
+    100,
+  );
 }
 
 async function monitorFetched(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
@@ -78,11 +78,19 @@ async function patchTaints(core: CoreV1Api, node: V1Node, taints: V1Taint[], opt
 async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
   const name = node.metadata?.name ?? '';
   const key = `Node/${name}`;
-  const deleting = event(node, { type: 'Normal', reason: 'DeletingNode', message: `Deleting node ${name} because it does not exist in the cloud provider` });
+  const deleting = event(node, {
+    type: 'Normal',
+    reason: 'DeletingNode',
+    message: `Deleting node ${name} because it does not exist in the cloud provider`,
+  });
   // The uid precondition keeps a node re-created under the same name from being deleted.
   const body = { preconditions: { uid: node.metadata?.uid ?? '' } };
   const changes: Change[] = [
-    { action: 'event', target: key, detail: { type: deleting.type, reason: deleting.reason, message: deleting.message } },
+    {
+      action: 'event',
+      target: key,
+      detail: { type: deleting.type, reason: deleting.reason, message: deleting.message },
+    },
     { action: 'delete', target: key, detail: body },
   ];
   if (options.dryRun) {
@@ -97,7 +105,11 @@ async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: Monito
     await deps.core.deleteNode({ name, body });
   } catch (error) {
     if (apiStatus(error) === 404) return { key, result: 'not-found', changes: changes.slice(0, 1) };
-    const failed = event(node, { type: 'Warning', reason: 'DeletingNodeFailed', message: `Failed deleting node ${name}: ${apiMessage(error)}` });
+    const failed = event(node, {
+      type: 'Warning',
+      reason: 'DeletingNodeFailed',
+      message: `Failed deleting node ${name}: ${apiMessage(error)}`,
+    });
     await recordEvent(deps.core, failed).catch(() => undefined);
     throw error;
   }

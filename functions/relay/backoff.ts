@@ -26,9 +26,15 @@ export function backoffDelay(policy: BackoffPolicy, failures: number, random: ()
 
 /** Throws RangeError naming `what` unless the policy's numbers make sense. */
 export function checkBackoff(policy: BackoffPolicy, what: string): void {
-  const valid = Number.isFinite(policy.initialMs) && policy.initialMs >= 0 && Number.isFinite(policy.maxMs) &&
-    policy.maxMs >= policy.initialMs && Number.isFinite(policy.jitter) && policy.jitter >= 0;
-  if (!valid) throw new RangeError(`${what}: need 0 <= initialMs <= maxMs and jitter >= 0, got ${JSON.stringify(policy)}`);
+  const valid =
+    Number.isFinite(policy.initialMs) &&
+    policy.initialMs >= 0 &&
+    Number.isFinite(policy.maxMs) &&
+    policy.maxMs >= policy.initialMs &&
+    Number.isFinite(policy.jitter) &&
+    policy.jitter >= 0;
+  if (!valid)
+    throw new RangeError(`${what}: need 0 <= initialMs <= maxMs and jitter >= 0, got ${JSON.stringify(policy)}`);
 }
 
 /** A failure counter with the delay it implies; reset() after a success. */

@@ -25,7 +25,14 @@
 
 import { randomUUID } from 'node:crypto';
 import {
-  binaryModeHeaders, eventTypes, extensionNames, objectSubject, parseErrorBody, signatureHeader, signRequest, triggerSource,
+  binaryModeHeaders,
+  eventTypes,
+  extensionNames,
+  objectSubject,
+  parseErrorBody,
+  signatureHeader,
+  signRequest,
+  triggerSource,
 } from '../../shared/wire/index.ts';
 import type { DeliveryOutcome } from './queue.ts';
 import type { Outgoing } from './routing.ts';
@@ -48,14 +55,19 @@ export interface EventRequest {
 
 /** The request for `outgoing`, with `id` as `ce-id`. */
 export function eventRequest(outgoing: Outgoing, context: DeliveryContext, id: string = randomUUID()): EventRequest {
-  const { attributes, body } = outgoing.kind === 'object' ? objectEvent(outgoing, context.source) : triggerEvent(outgoing);
+  const { attributes, body } =
+    outgoing.kind === 'object' ? objectEvent(outgoing, context.source) : triggerEvent(outgoing);
   const headers = binaryModeHeaders({ ...context.ceOverrides, ...attributes, id });
   if (body !== '') headers['content-type'] = 'application/json';
-  if (context.secret !== undefined && context.secret !== '') headers[signatureHeader] = signRequest(context.secret, { headers, body });
+  if (context.secret !== undefined && context.secret !== '')
+    headers[signatureHeader] = signRequest(context.secret, { headers, body });
   return { headers, body };
 }
 
-function objectEvent(outgoing: Extract<Outgoing, { kind: 'object' }>, source: string): { attributes: Record<string, string>; body: string } {
+function objectEvent(
+  outgoing: Extract<Outgoing, { kind: 'object' }>,
+  source: string,
+): { attributes: Record<string, string>; body: string } {
   const { change } = outgoing;
   const { kind, apiVersion } = change.resource;
   const name = change.object.metadata?.name ?? '';
@@ -63,7 +75,9 @@ function objectEvent(outgoing: Extract<Outgoing, { kind: 'object' }>, source: st
   const attributes = {
     specversion: '1.0',
     source,
-    type: { add: eventTypes.resourceAdd, update: eventTypes.resourceUpdate, delete: eventTypes.resourceDelete }[change.type],
+    type: { add: eventTypes.resourceAdd, update: eventTypes.resourceUpdate, delete: eventTypes.resourceDelete }[
+      change.type
+    ],
     subject: objectSubject(apiVersion, { kind, name, namespace }),
     time: new Date(change.observedAt).toISOString(),
     [extensionNames.kind]: kind,
@@ -74,7 +88,10 @@ function objectEvent(outgoing: Extract<Outgoing, { kind: 'object' }>, source: st
   return { attributes, body: JSON.stringify(change.object) };
 }
 
-function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): { attributes: Record<string, string>; body: string } {
+function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): {
+  attributes: Record<string, string>;
+  body: string;
+} {
   const attributes = {
     specversion: '1.0',
     source: triggerSource,
@@ -90,7 +107,11 @@ function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): { attri
  * POSTs `request` to `url` and reads the reply into an outcome (see the module comment). Never
  * rejects. `timeoutMs` bounds the whole exchange: a function answers only once its work is done.
  */
-export async function deliver(url: string, request: EventRequest, options: { readonly timeoutMs: number; readonly signal: AbortSignal }): Promise<DeliveryOutcome> {
+export async function deliver(
+  url: string,
+  request: EventRequest,
+  options: { readonly timeoutMs: number; readonly signal: AbortSignal },
+): Promise<DeliveryOutcome> {
   let response: Response;
   let text: string;
   try {
@@ -111,7 +132,12 @@ export async function deliver(url: string, request: EventRequest, options: { rea
 }
 
 /** The outcome of a reply with `status`, body `text` and Retry-After header `retryAfter`. */
-export function classify(status: number, text: string, retryAfter: string | null, now: number = Date.now()): DeliveryOutcome {
+export function classify(
+  status: number,
+  text: string,
+  retryAfter: string | null,
+  now: number = Date.now(),
+): DeliveryOutcome {
   if (status >= 200 && status < 300) return { kind: 'accepted', status };
   if (status === 400) return { kind: 'rejected', status, reason: errorReason(text) };
   const detail = `HTTP ${status}: ${errorReason(text)}`;
@@ -134,7 +160,9 @@ function errorReason(text: string): string {
   const body = parseErrorBody(text);
   if (body === undefined) return text.slice(0, 300) || '(no body)';
   const problems = body.problems ?? [];
-  return problems.length > 0 && !(problems.length === 1 && problems[0] === body.error) ? `${body.error} (${problems.join('; ')})` : body.error;
+  return problems.length > 0 && !(problems.length === 1 && problems[0] === body.error)
+    ? `${body.error} (${problems.join('; ')})`
+    : body.error;
 }
 
 // fetch wraps the reason (ECONNREFUSED, ECONNRESET, a timeout, a port fetch refuses) in a TypeError's cause.

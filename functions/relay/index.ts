@@ -17,11 +17,25 @@ import { systemClock, type Clock } from '../../shared/clock.ts';
 import type { Readiness } from '../../shared/host/probes.ts';
 import { checkBackoff, type BackoffPolicy } from './backoff.ts';
 import { deliver, eventRequest, type DeliveryContext } from './delivery.ts';
-import { checkLeaseSettings, defaultIdentity, defaultLeaseSettings, LeaderElection, type LeaseSettings } from './lease.ts';
+import {
+  checkLeaseSettings,
+  defaultIdentity,
+  defaultLeaseSettings,
+  LeaderElection,
+  type LeaseSettings,
+} from './lease.ts';
 import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
 import { watchedResources, type ResourceType } from './resources.ts';
-import { feedWatches, mergeOutgoing, route, triggerKey, type Destination, type Outgoing, type RoutingTable } from './routing.ts';
+import {
+  feedWatches,
+  mergeOutgoing,
+  route,
+  triggerKey,
+  type Destination,
+  type Outgoing,
+  type RoutingTable,
+} from './routing.ts';
 import { defaultWatchSettings, ResourceWatch, type ResourceChange, type WatchSettings } from './watch.ts';
 
 export { buildRoutingTable, loadRoutingFile, readKnativeEnvironment, RoutingError, defaultPeriods } from './routing.ts';
@@ -117,14 +131,19 @@ interface Settings {
  */
 export function startRelay(options: RelayOptions): Relay {
   let delivering: Delivering | undefined;
-  const metrics = createRelayMetrics({ processMetrics: options.processMetrics ?? true, gauges: () => delivering?.queue });
+  const metrics = createRelayMetrics({
+    processMetrics: options.processMetrics ?? true,
+    gauges: () => delivering?.queue,
+  });
   const settings = resolveSettings(options, metrics);
   const stops: Promise<void>[] = [];
   const ready = deferred();
   const callbacks = {
     onStartedLeading: () => {
       settings.metrics.leader.set(1);
-      delivering = new Delivering(settings, () => { ready.resolve(); });
+      delivering = new Delivering(settings, () => {
+        ready.resolve();
+      });
     },
     onStoppedLeading: () => {
       settings.metrics.leader.set(0);
@@ -135,10 +154,15 @@ export function startRelay(options: RelayOptions): Relay {
   const abort = new AbortController();
   const election = startElection(options, settings, callbacks, abort.signal);
   let stopped = false;
-  settings.log.info({
-    identity: election.identity, leaderElection: election.election !== undefined,
-    destinations: settings.table.destinations.map((d) => ({ name: d.name, url: d.url, feed: d.feed })), periods: settings.table.periods,
-  }, 'relay starting');
+  settings.log.info(
+    {
+      identity: election.identity,
+      leaderElection: election.election !== undefined,
+      destinations: settings.table.destinations.map((d) => ({ name: d.name, url: d.url, feed: d.feed })),
+      periods: settings.table.periods,
+    },
+    'relay starting',
+  );
   return {
     identity: election.identity,
     ready: ready.promise,
@@ -165,7 +189,8 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
   const watch = { ...defaultWatchSettings, ...options.watch };
   checkBackoff(watch.backoff, 'relay watch backoff');
   const concurrency = options.concurrency ?? defaultDelivery.concurrency;
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`relay: concurrency must be a positive integer, got ${concurrency}`);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new RangeError(`relay: concurrency must be a positive integer, got ${concurrency}`);
   return {
     kubeConfig: options.kubeConfig,
     table: options.routing,
@@ -189,13 +214,28 @@ function startElection(
     callbacks.onStartedLeading();
     return { identity: defaultIdentity(), election: undefined, done: Promise.resolve() };
   }
-  const lease: LeaseSettings = { ...defaultLeaseSettings, identity: defaultIdentity(), clock: settings.clock, ...options.leaderElection };
+  const lease: LeaseSettings = {
+    ...defaultLeaseSettings,
+    identity: defaultIdentity(),
+    clock: settings.clock,
+    ...options.leaderElection,
+  };
   checkLeaseSettings(lease);
-  const election = new LeaderElection(settings.kubeConfig.makeApiClient(CoordinationV1Api), lease, callbacks, settings.log);
+  const election = new LeaderElection(
+    settings.kubeConfig.makeApiClient(CoordinationV1Api),
+    lease,
+    callbacks,
+    settings.log,
+  );
   return { identity: lease.identity, election, done: election.run(signal) };
 }
 
-function status(state: { stopped: boolean; delivering: Delivering | undefined; election: LeaderElection | undefined; identity: string }): RelayStatus {
+function status(state: {
+  stopped: boolean;
+  delivering: Delivering | undefined;
+  election: LeaderElection | undefined;
+  identity: string;
+}): RelayStatus {
   const holder = state.election?.holder;
   if (state.stopped) return { role: 'stopped', ready: false, identity: state.identity, holder, watches: {} };
   if (state.delivering !== undefined) {
@@ -229,17 +269,24 @@ class Delivering {
       random: settings.random,
       clock: settings.clock,
     });
-    const onEstablished = (): void => { if (this.#watches.every((w) => w.established)) onReady(); };
-    this.#watches = neededResources(settings.table).map((type) => new ResourceWatch(type, {
-      kubeConfig: settings.kubeConfig,
-      settings: settings.watch,
-      onChange: (change) => { this.#onChange(change); },
-      onEstablished,
-      metrics: settings.metrics,
-      log: settings.log,
-      random: settings.random,
-      clock: settings.clock,
-    }));
+    const onEstablished = (): void => {
+      if (this.#watches.every((w) => w.established)) onReady();
+    };
+    this.#watches = neededResources(settings.table).map(
+      (type) =>
+        new ResourceWatch(type, {
+          kubeConfig: settings.kubeConfig,
+          settings: settings.watch,
+          onChange: (change) => {
+            this.#onChange(change);
+          },
+          onEstablished,
+          metrics: settings.metrics,
+          log: settings.log,
+          random: settings.random,
+          clock: settings.clock,
+        }),
+    );
     this.#loops = this.#watches.map((watch) => watch.run(this.#abort.signal));
     this.#startPeriodicTriggers();
   }
@@ -257,8 +304,11 @@ class Delivering {
 
   #onChange(change: ResourceChange): void {
     for (const routed of route(this.#settings.table, change)) {
-      const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, { observedAt: change.observedAt });
-      if (routed.outgoing.kind === 'trigger') this.#settings.metrics.triggers.inc({ destination: routed.destination.name, trigger: 'nodes', result });
+      const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, {
+        observedAt: change.observedAt,
+      });
+      if (routed.outgoing.kind === 'trigger')
+        this.#settings.metrics.triggers.inc({ destination: routed.destination.name, trigger: 'nodes', result });
     }
   }
 
@@ -266,19 +316,30 @@ class Delivering {
     for (const [target, period] of Object.entries(this.#settings.table.periods)) {
       const destinations = this.#settings.table.destinations.filter((d) => d.feed === target || d.feed === 'all');
       if (period <= 0 || destinations.length === 0) continue;
-      this.#timers.push(setInterval(() => {
-        for (const destination of destinations) {
-          const result = this.queue.push(destination.name, triggerKey(target), { kind: 'trigger', target, reason: 'periodic' }, { skipIfBusy: true });
-          this.#settings.metrics.triggers.inc({ destination: destination.name, trigger: 'periodic', result });
-        }
-      }, period));
+      this.#timers.push(
+        setInterval(() => {
+          for (const destination of destinations) {
+            const result = this.queue.push(
+              destination.name,
+              triggerKey(target),
+              { kind: 'trigger', target, reason: 'periodic' },
+              { skipIfBusy: true },
+            );
+            this.#settings.metrics.triggers.inc({ destination: destination.name, trigger: 'periodic', result });
+          }
+        }, period),
+      );
     }
   }
 
   async #send(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<DeliveryOutcome> {
     const destination = this.#destinations.get(destinationName);
-    if (destination === undefined) return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
-    return deliver(destination.url, eventRequest(outgoing, this.#settings.request), { timeoutMs: this.#settings.queue.timeoutMs, signal });
+    if (destination === undefined)
+      return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
+    return deliver(destination.url, eventRequest(outgoing, this.#settings.request), {
+      timeoutMs: this.#settings.queue.timeoutMs,
+      signal,
+    });
   }
 }
 

@@ -58,9 +58,12 @@ export function defaultIdentity(): string {
 export function checkLeaseSettings(settings: LeaseSettings): void {
   const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = settings;
   if (!(retryPeriodMs > 0 && renewDeadlineMs > retryPeriodMs && leaseDurationMs > renewDeadlineMs)) {
-    throw new RangeError(`leader election needs 0 < retry period (${retryPeriodMs} ms) < renew deadline (${renewDeadlineMs} ms) < lease duration (${leaseDurationMs} ms)`);
+    throw new RangeError(
+      `leader election needs 0 < retry period (${retryPeriodMs} ms) < renew deadline (${renewDeadlineMs} ms) < lease duration (${leaseDurationMs} ms)`,
+    );
   }
-  if (settings.name === '' || settings.namespace === '' || settings.identity === '') throw new RangeError('leader election needs a lease name, namespace and identity');
+  if (settings.name === '' || settings.namespace === '' || settings.identity === '')
+    throw new RangeError('leader election needs a lease name, namespace and identity');
 }
 
 /** What the election tells its owner. */
@@ -141,7 +144,8 @@ export class LeaderElection {
       }
       return this.#settings.retryPeriodMs;
     }
-    if (this.#leading && now - this.#lastRenewAt >= this.#settings.renewDeadlineMs) this.#stepDown('could not renew the lease within the renew deadline');
+    if (this.#leading && now - this.#lastRenewAt >= this.#settings.renewDeadlineMs)
+      this.#stepDown('could not renew the lease within the renew deadline');
     if (this.#leading || this.#observed === undefined) return this.#settings.retryPeriodMs;
     // A standby wakes at the moment the Lease would expire, if that comes before the next retry.
     const expiresIn = this.#observed.changedAt + this.#observed.durationMs - now;
@@ -158,11 +162,19 @@ export class LeaderElection {
   async #attempt(): Promise<boolean> {
     const readAt = this.#clock.now();
     try {
-      const lease = await this.#withTimeout(this.#api.readNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace }));
+      const lease = await this.#withTimeout(
+        this.#api.readNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace }),
+      );
       this.#reachable = true;
       this.#observe(lease, readAt);
       if (!this.#mayTake(readAt)) return false;
-      const written = await this.#withTimeout(this.#api.replaceNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace, body: this.#claim(lease) }));
+      const written = await this.#withTimeout(
+        this.#api.replaceNamespacedLease({
+          name: this.#settings.name,
+          namespace: this.#settings.namespace,
+          body: this.#claim(lease),
+        }),
+      );
       this.#observe(written, this.#clock.now());
       return true;
     } catch (error) {
@@ -178,8 +190,13 @@ export class LeaderElection {
 
   async #create(): Promise<boolean> {
     try {
-      const lease: V1Lease = { metadata: { name: this.#settings.name, namespace: this.#settings.namespace }, spec: this.#claim(undefined).spec ?? {} };
-      const created = await this.#withTimeout(this.#api.createNamespacedLease({ namespace: this.#settings.namespace, body: lease }));
+      const lease: V1Lease = {
+        metadata: { name: this.#settings.name, namespace: this.#settings.namespace },
+        spec: this.#claim(undefined).spec ?? {},
+      };
+      const created = await this.#withTimeout(
+        this.#api.createNamespacedLease({ namespace: this.#settings.namespace, body: lease }),
+      );
       this.#reachable = true;
       this.#observe(created, this.#clock.now());
       return true;
@@ -194,8 +211,16 @@ export class LeaderElection {
     const resourceVersion = lease.metadata?.resourceVersion ?? '';
     if (this.#observed?.resourceVersion === resourceVersion) return;
     const spec = lease.spec ?? {};
-    const changedAt = this.#observed === undefined ? readAt : changeTime(timeOf(spec.renewTime), this.#previousReadAt ?? readAt, readAt);
-    this.#observed = { resourceVersion, holder: spec.holderIdentity ?? '', durationMs: (spec.leaseDurationSeconds ?? 0) * 1000, changedAt };
+    const changedAt =
+      this.#observed === undefined
+        ? readAt
+        : changeTime(timeOf(spec.renewTime), this.#previousReadAt ?? readAt, readAt);
+    this.#observed = {
+      resourceVersion,
+      holder: spec.holderIdentity ?? '',
+      durationMs: (spec.leaseDurationSeconds ?? 0) * 1000,
+      changedAt,
+    };
   }
 
   #mayTake(now: number): boolean {
@@ -225,11 +250,18 @@ export class LeaderElection {
   // client-go's release: an empty holder and a 1 s duration, so that a standby takes over at once.
   async #release(): Promise<void> {
     try {
-      const lease = await this.#withTimeout(this.#api.readNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace }));
+      const lease = await this.#withTimeout(
+        this.#api.readNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace }),
+      );
       if (lease.spec?.holderIdentity !== this.#settings.identity) return;
       const now = new V1MicroTime(this.#clock.now());
-      const body: V1Lease = { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now } };
-      await this.#withTimeout(this.#api.replaceNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace, body }));
+      const body: V1Lease = {
+        ...lease,
+        spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now },
+      };
+      await this.#withTimeout(
+        this.#api.replaceNamespacedLease({ name: this.#settings.name, namespace: this.#settings.namespace, body }),
+      );
       this.#log.info('released the lease');
     } catch (error) {
       this.#log.warn({ err: error }, 'could not release the lease; standbys take over when it expires');

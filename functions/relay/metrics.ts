@@ -4,7 +4,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Buckets of the delivery latency: 5 ms (a quick function) to 10 min (a key that needed retries). */
-export const latencyBuckets: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600];
+export const latencyBuckets: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600,
+];
 
 /** The relay's series. */
 export interface RelayMetrics {
@@ -48,27 +50,71 @@ export interface QueueGauges {
  * `processMetrics` is true. `gauges` is read at each scrape (queue depth, in flight, retrying);
  * it may be bound later, which is why it is a getter.
  */
-export function createRelayMetrics(options: { readonly processMetrics: boolean; readonly gauges: () => QueueGauges | undefined }): RelayMetrics {
+export function createRelayMetrics(options: {
+  readonly processMetrics: boolean;
+  readonly gauges: () => QueueGauges | undefined;
+}): RelayMetrics {
   const registry = new Registry();
   if (options.processMetrics) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  queueGauge(registry, 'cirrus_relay_queue_depth', 'Keys with a delivery waiting to be sent (not in flight), by destination.', () => options.gauges()?.depth());
-  queueGauge(registry, 'cirrus_relay_in_flight', 'Deliveries in flight, by destination.', () => options.gauges()?.inFlight());
-  queueGauge(registry, 'cirrus_relay_retrying', 'Keys waiting for a retry after a failed delivery, by destination.', () => options.gauges()?.retrying());
+  queueGauge(
+    registry,
+    'cirrus_relay_queue_depth',
+    'Keys with a delivery waiting to be sent (not in flight), by destination.',
+    () => options.gauges()?.depth(),
+  );
+  queueGauge(registry, 'cirrus_relay_in_flight', 'Deliveries in flight, by destination.', () =>
+    options.gauges()?.inFlight(),
+  );
+  queueGauge(
+    registry,
+    'cirrus_relay_retrying',
+    'Keys waiting for a retry after a failed delivery, by destination.',
+    () => options.gauges()?.retrying(),
+  );
   return {
     registry,
-    watchEvents: new Counter({ name: 'cirrus_relay_watch_events_total', help: 'Watch events received.', labelNames: ['resource', 'type'] as const, registers }),
-    watchRestarts: new Counter({
-      name: 'cirrus_relay_watch_restarts_total', help: 'Watches that ended and were reopened, by reason.', labelNames: ['resource', 'reason'] as const, registers,
+    watchEvents: new Counter({
+      name: 'cirrus_relay_watch_events_total',
+      help: 'Watch events received.',
+      labelNames: ['resource', 'type'] as const,
+      registers,
     }),
-    lists: new Counter({ name: 'cirrus_relay_lists_total', help: 'Completed LISTs, by reason (initial, gone, handler).', labelNames: ['resource', 'reason'] as const, registers }),
-    watchEstablished: new Gauge({ name: 'cirrus_relay_watch_established', help: '1 while the watch is open.', labelNames: ['resource'] as const, registers }),
-    changes: new Counter({ name: 'cirrus_relay_changes_total', help: 'Object changes emitted after diffing.', labelNames: ['resource', 'type'] as const, registers }),
+    watchRestarts: new Counter({
+      name: 'cirrus_relay_watch_restarts_total',
+      help: 'Watches that ended and were reopened, by reason.',
+      labelNames: ['resource', 'reason'] as const,
+      registers,
+    }),
+    lists: new Counter({
+      name: 'cirrus_relay_lists_total',
+      help: 'Completed LISTs, by reason (initial, gone, handler).',
+      labelNames: ['resource', 'reason'] as const,
+      registers,
+    }),
+    watchEstablished: new Gauge({
+      name: 'cirrus_relay_watch_established',
+      help: '1 while the watch is open.',
+      labelNames: ['resource'] as const,
+      registers,
+    }),
+    changes: new Counter({
+      name: 'cirrus_relay_changes_total',
+      help: 'Object changes emitted after diffing.',
+      labelNames: ['resource', 'type'] as const,
+      registers,
+    }),
     deliveries: new Counter({
-      name: 'cirrus_relay_deliveries_total', help: 'Delivery attempts, by outcome (accepted, rejected, retry).', labelNames: ['destination', 'outcome'] as const, registers,
+      name: 'cirrus_relay_deliveries_total',
+      help: 'Delivery attempts, by outcome (accepted, rejected, retry).',
+      labelNames: ['destination', 'outcome'] as const,
+      registers,
     }),
     retries: new Counter({
-      name: 'cirrus_relay_retries_total', help: 'Retries scheduled, by reason (status, retry-after, unreachable).', labelNames: ['destination', 'reason'] as const, registers,
+      name: 'cirrus_relay_retries_total',
+      help: 'Retries scheduled, by reason (status, retry-after, unreachable).',
+      labelNames: ['destination', 'reason'] as const,
+      registers,
     }),
     latency: new Histogram({
       name: 'cirrus_relay_delivery_latency_seconds',
@@ -77,15 +123,28 @@ export function createRelayMetrics(options: { readonly processMetrics: boolean; 
       buckets: [...latencyBuckets],
       registers,
     }),
-    coalesced: new Counter({ name: 'cirrus_relay_coalesced_total', help: 'Events merged into a delivery already waiting for the same key.', labelNames: ['destination'] as const, registers }),
+    coalesced: new Counter({
+      name: 'cirrus_relay_coalesced_total',
+      help: 'Events merged into a delivery already waiting for the same key.',
+      labelNames: ['destination'] as const,
+      registers,
+    }),
     triggers: new Counter({
-      name: 'cirrus_relay_triggers_total', help: 'reconcile.all triggers, by result (queued, skipped).', labelNames: ['destination', 'trigger', 'result'] as const, registers,
+      name: 'cirrus_relay_triggers_total',
+      help: 'reconcile.all triggers, by result (queued, skipped).',
+      labelNames: ['destination', 'trigger', 'result'] as const,
+      registers,
     }),
     leader: new Gauge({ name: 'cirrus_relay_leader', help: '1 while this relay is the one delivering.', registers }),
   };
 }
 
-function queueGauge(registry: Registry, name: string, help: string, read: () => ReadonlyMap<string, number> | undefined): void {
+function queueGauge(
+  registry: Registry,
+  name: string,
+  help: string,
+  read: () => ReadonlyMap<string, number> | undefined,
+): void {
   new Gauge({
     name,
     help,

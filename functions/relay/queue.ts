@@ -21,14 +21,14 @@ export type DeliveryOutcome =
   | { readonly kind: 'accepted'; readonly status: number }
   | { readonly kind: 'rejected'; readonly status: number; readonly reason: string }
   | {
-    readonly kind: 'retry';
-    /** `status`: an HTTP error; `retry-after`: 429/503 naming a delay; `unreachable`: no answer (refused, reset, timed out). */
-    readonly reason: 'status' | 'retry-after' | 'unreachable';
-    readonly detail: string;
-    readonly status?: number;
-    /** From Retry-After: the delay the function asked for. */
-    readonly retryAfterMs?: number;
-  };
+      readonly kind: 'retry';
+      /** `status`: an HTTP error; `retry-after`: 429/503 naming a delay; `unreachable`: no answer (refused, reset, timed out). */
+      readonly reason: 'status' | 'retry-after' | 'unreachable';
+      readonly detail: string;
+      readonly status?: number;
+      /** From Retry-After: the delay the function asked for. */
+      readonly retryAfterMs?: number;
+    };
 
 /** What the queue needs. */
 export interface QueueOptions<T> {
@@ -80,7 +80,8 @@ export class DeliveryQueue<T> implements QueueGauges {
   #idle: (() => void)[] = [];
 
   constructor(options: QueueOptions<T>) {
-    if (!Number.isInteger(options.concurrency) || options.concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
+    if (!Number.isInteger(options.concurrency) || options.concurrency < 1)
+      throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
   }
@@ -91,10 +92,19 @@ export class DeliveryQueue<T> implements QueueGauges {
    * nothing is queued when the key has anything waiting, in flight or in backoff ('skipped'): for
    * periodic triggers, which must not pile up behind a slow or failing function.
    */
-  push(destination: string, key: string, value: T, options: { readonly observedAt?: number; readonly skipIfBusy?: boolean } = {}): PushResult {
+  push(
+    destination: string,
+    key: string,
+    value: T,
+    options: { readonly observedAt?: number; readonly skipIfBusy?: boolean } = {},
+  ): PushResult {
     if (this.#abort.signal.aborted) return 'skipped';
     const slot = this.#slot(destination, key);
-    if (options.skipIfBusy === true && (slot.current !== undefined || slot.pending.length > 0 || slot.retryWait !== undefined)) return 'skipped';
+    if (
+      options.skipIfBusy === true &&
+      (slot.current !== undefined || slot.pending.length > 0 || slot.retryWait !== undefined)
+    )
+      return 'skipped';
     const result = this.#add(slot, { value, observedAt: options.observedAt ?? this.#clock.now() });
     this.#schedule(slot);
     this.#pump();
@@ -136,7 +146,8 @@ export class DeliveryQueue<T> implements QueueGauges {
 
   #count(predicate: (slot: Slot<T>) => boolean): Map<string, number> {
     const counts = new Map<string, number>();
-    for (const slot of this.#slots.values()) if (predicate(slot)) counts.set(slot.destination, (counts.get(slot.destination) ?? 0) + 1);
+    for (const slot of this.#slots.values())
+      if (predicate(slot)) counts.set(slot.destination, (counts.get(slot.destination) ?? 0) + 1);
     return counts;
   }
 
@@ -144,7 +155,16 @@ export class DeliveryQueue<T> implements QueueGauges {
     const id = `${destination}\u0000${key}`;
     let slot = this.#slots.get(id);
     if (slot === undefined) {
-      slot = { destination, key, pending: [], current: undefined, failures: 0, retryWait: undefined, unreachable: false, ready: false };
+      slot = {
+        destination,
+        key,
+        pending: [],
+        current: undefined,
+        failures: 0,
+        retryWait: undefined,
+        unreachable: false,
+        ready: false,
+      };
       this.#slots.set(id, slot);
     }
     return slot;
@@ -157,7 +177,10 @@ export class DeliveryQueue<T> implements QueueGauges {
       slot.pending.push(waiting);
       return 'queued';
     }
-    slot.pending[slot.pending.length - 1] = { value: merged, observedAt: Math.min(last.observedAt, waiting.observedAt) };
+    slot.pending[slot.pending.length - 1] = {
+      value: merged,
+      observedAt: Math.min(last.observedAt, waiting.observedAt),
+    };
     this.#options.metrics.coalesced.inc({ destination: slot.destination });
     return 'coalesced';
   }
@@ -185,8 +208,12 @@ export class DeliveryQueue<T> implements QueueGauges {
     this.#active += 1;
     const signal = this.#abort.signal;
     this.#options.send(slot.destination, slot.key, current.value, signal).then(
-      (outcome) => { this.#finish(slot, outcome); },
-      (error: unknown) => { this.#finish(slot, { kind: 'retry', reason: 'unreachable', detail: (error as Error).message }); },
+      (outcome) => {
+        this.#finish(slot, outcome);
+      },
+      (error: unknown) => {
+        this.#finish(slot, { kind: 'retry', reason: 'unreachable', detail: (error as Error).message });
+      },
     );
   }
 
@@ -206,10 +233,17 @@ export class DeliveryQueue<T> implements QueueGauges {
     slot.failures = 0;
     this.#setUnreachable(slot, false);
     if (outcome.kind === 'accepted') {
-      if (current !== undefined) this.#options.metrics.latency.observe({ destination: slot.destination }, (this.#clock.now() - current.observedAt) / 1000);
+      if (current !== undefined)
+        this.#options.metrics.latency.observe(
+          { destination: slot.destination },
+          (this.#clock.now() - current.observedAt) / 1000,
+        );
       this.#releaseUnreachable(slot.destination);
     } else {
-      this.#options.log.error({ destination: slot.destination, key: slot.key, status: outcome.status, reason: outcome.reason }, 'delivery rejected by the function; not retried');
+      this.#options.log.error(
+        { destination: slot.destination, key: slot.key, status: outcome.status, reason: outcome.reason },
+        'delivery rejected by the function; not retried',
+      );
     }
     this.#next(slot);
   }
@@ -230,13 +264,22 @@ export class DeliveryQueue<T> implements QueueGauges {
     if (current !== undefined) this.#requeue(slot, current);
     slot.failures += 1;
     const policy = this.#options.retry;
-    const delayMs = outcome.retryAfterMs === undefined
-      ? backoffDelay(policy, slot.failures, this.#options.random)
-      : Math.min(outcome.retryAfterMs, policy.maxMs);
+    const delayMs =
+      outcome.retryAfterMs === undefined
+        ? backoffDelay(policy, slot.failures, this.#options.random)
+        : Math.min(outcome.retryAfterMs, policy.maxMs);
     this.#options.metrics.retries.inc({ destination: slot.destination, reason: outcome.reason });
     const level = delayMs >= policy.maxMs ? 'error' : 'warn';
     this.#options.log[level](
-      { destination: slot.destination, key: slot.key, attempt: slot.failures, reason: outcome.reason, status: outcome.status, detail: outcome.detail, delayMs },
+      {
+        destination: slot.destination,
+        key: slot.key,
+        attempt: slot.failures,
+        reason: outcome.reason,
+        status: outcome.status,
+        detail: outcome.detail,
+        delayMs,
+      },
       'delivery failed; retrying',
     );
     this.#setUnreachable(slot, outcome.reason === 'unreachable');

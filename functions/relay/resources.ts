@@ -18,8 +18,20 @@ export interface ResourceType {
   readonly path: string;
 }
 
-export const nodes: ResourceType = { resource: 'nodes', kind: 'Node', apiVersion: 'v1', namespaced: false, path: '/api/v1/nodes' };
-export const services: ResourceType = { resource: 'services', kind: 'Service', apiVersion: 'v1', namespaced: true, path: '/api/v1/services' };
+export const nodes: ResourceType = {
+  resource: 'nodes',
+  kind: 'Node',
+  apiVersion: 'v1',
+  namespaced: false,
+  path: '/api/v1/nodes',
+};
+export const services: ResourceType = {
+  resource: 'services',
+  kind: 'Service',
+  apiVersion: 'v1',
+  namespaced: true,
+  path: '/api/v1/services',
+};
 
 /** Every kind the relay watches. */
 export const watchedResources: readonly ResourceType[] = [nodes, services];
@@ -43,7 +55,9 @@ export function objectKey(type: ResourceType, object: KubeObject): string | unde
  * Node's bytes, which no handler reads (a handler that wants it re-reads the object).
  */
 export function normalize(type: ResourceType, object: KubeObject): KubeObject {
-  const metadata = Object.fromEntries(Object.entries(object.metadata ?? {}).filter(([field]) => field !== 'managedFields'));
+  const metadata = Object.fromEntries(
+    Object.entries(object.metadata ?? {}).filter(([field]) => field !== 'managedFields'),
+  );
   return { ...object, apiVersion: type.apiVersion, kind: type.kind, metadata };
 }
 

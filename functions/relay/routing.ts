@@ -53,12 +53,19 @@ export class RoutingError extends Error {
 }
 
 const urlSchema = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
-const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration such as 300ms, 5s, 1m30s or 0' }).transform((value, context) => {
-  const ms = typeof value === 'number' ? value : parseDuration(value);
-  if (ms === undefined || ms < 0) context.addIssue({ code: 'custom', message: `${JSON.stringify(value)} is not a duration such as 300ms, 5s, 1m30s or 0` });
-  return ms ?? 0;
-});
-const oneOf = (names: readonly string[]): z.ZodString => z.string().refine((name) => names.includes(name), `must be one of ${names.join(', ')}`);
+const durationSchema = z
+  .union([z.number(), z.string()], { error: 'must be a duration such as 300ms, 5s, 1m30s or 0' })
+  .transform((value, context) => {
+    const ms = typeof value === 'number' ? value : parseDuration(value);
+    if (ms === undefined || ms < 0)
+      context.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(value)} is not a duration such as 300ms, 5s, 1m30s or 0`,
+      });
+    return ms ?? 0;
+  });
+const oneOf = (names: readonly string[]): z.ZodString =>
+  z.string().refine((name) => names.includes(name), `must be one of ${names.join(', ')}`);
 
 /**
  * The routing file (YAML or JSON). `destinations` maps a name to a URL or `{url, feed}`; a name
@@ -76,9 +83,17 @@ const oneOf = (names: readonly string[]): z.ZodString => z.string().refine((name
  * ```
  */
 function routingFileSchema(names: readonly string[]) {
-  const destinationSchema = z.union([urlSchema, z.strictObject({ url: urlSchema, feed: oneOf([...names, 'all']).optional() })]);
+  const destinationSchema = z.union([
+    urlSchema,
+    z.strictObject({ url: urlSchema, feed: oneOf([...names, 'all']).optional() }),
+  ]);
   return z.strictObject({
-    destinations: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'names are lower-case letters, digits and "-"'), destinationSchema).optional(),
+    destinations: z
+      .record(
+        z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'names are lower-case letters, digits and "-"'),
+        destinationSchema,
+      )
+      .optional(),
     periods: z.record(oneOf(names), durationSchema).optional(),
   });
 }
@@ -108,13 +123,23 @@ export function buildRoutingTable(catalogue: readonly RoutedFunction[], sources:
   const problems: string[] = [];
   const names = catalogue.map((entry) => entry.name);
   const parsed = routingFileSchema(names).safeParse(sources.file ?? {});
-  if (!parsed.success) problems.push(...parsed.error.issues.map((issue) => `routing file: ${issue.path.length === 0 ? '' : `${issue.path.join('.')}: `}${issue.message}`));
+  if (!parsed.success)
+    problems.push(
+      ...parsed.error.issues.map(
+        (issue) => `routing file: ${issue.path.length === 0 ? '' : `${issue.path.join('.')}: `}${issue.message}`,
+      ),
+    );
   const destinations = collectDestinations(names, parsed.data?.destinations ?? {}, sources, problems);
   const periods = { ...defaultPeriods(catalogue), ...parsed.data?.periods, ...sources.periods };
   problems.push(...periodProblems(names, periods));
-  if (problems.length === 0 && destinations.size === 0) problems.push('no destination: pass --to <function>=<url>, a routing file, or set K_SINK');
+  if (problems.length === 0 && destinations.size === 0)
+    problems.push('no destination: pass --to <function>=<url>, a routing file, or set K_SINK');
   if (problems.length > 0) throw new RoutingError('invalid relay routing', problems);
-  return { destinations: [...destinations.values()], functions: new Map(catalogue.map((entry) => [entry.name, entry])), periods };
+  return {
+    destinations: [...destinations.values()],
+    functions: new Map(catalogue.map((entry) => [entry.name, entry])),
+    periods,
+  };
 }
 
 function collectDestinations(
@@ -127,13 +152,18 @@ function collectDestinations(
   const add = (entry: DestinationEntry, origin: string): void => {
     addDestination(names, destinations, entry, { problems, origin });
   };
-  for (const [name, value] of Object.entries(file)) add(typeof value === 'string' ? { name, url: value } : { name, ...value }, 'routing file');
+  for (const [name, value] of Object.entries(file))
+    add(typeof value === 'string' ? { name, url: value } : { name, ...value }, 'routing file');
   for (const flag of sources.to ?? []) {
     const at = flag.indexOf('=');
-    if (at <= 0) problems.push(`--to ${flag}: expected <function>=<url>, e.g. ${names[0] ?? 'name'}=http://${names[0] ?? 'name'}.cirrus.svc`);
+    if (at <= 0)
+      problems.push(
+        `--to ${flag}: expected <function>=<url>, e.g. ${names[0] ?? 'name'}=http://${names[0] ?? 'name'}.cirrus.svc`,
+      );
     else add({ name: flag.slice(0, at), url: flag.slice(at + 1) }, '--to');
   }
-  if (sources.sink !== undefined && sources.sink !== '') add({ name: sinkName, url: sources.sink, feed: 'all' }, 'K_SINK');
+  if (sources.sink !== undefined && sources.sink !== '')
+    add({ name: sinkName, url: sources.sink, feed: 'all' }, 'K_SINK');
   return destinations;
 }
 
@@ -158,7 +188,9 @@ function addDestination(
 ): void {
   const feed = entry.feed ?? (entry.name === 'all' || names.includes(entry.name) ? entry.name : undefined);
   if (feed === undefined) {
-    problems.push(`${origin} ${entry.name}: not a function (${names.join(', ')}) or "all"; give a feed for other names`);
+    problems.push(
+      `${origin} ${entry.name}: not a function (${names.join(', ')}) or "all"; give a feed for other names`,
+    );
     return;
   }
   if (!urlSchema.safeParse(entry.url).success) {
@@ -187,7 +219,10 @@ export async function loadRoutingFile(path: string): Promise<unknown> {
  * RoutingError when K_CE_OVERRIDES is not that shape or names an extension that is not lower-case
  * letters and digits.
  */
-export function readKnativeEnvironment(env: NodeJS.ProcessEnv): { readonly sink?: string; readonly ceOverrides?: Readonly<Record<string, string>> } {
+export function readKnativeEnvironment(env: NodeJS.ProcessEnv): {
+  readonly sink?: string;
+  readonly ceOverrides?: Readonly<Record<string, string>>;
+} {
   const sink = env['K_SINK'] === undefined || env['K_SINK'] === '' ? undefined : env['K_SINK'];
   const overrides = env['K_CE_OVERRIDES'];
   if (overrides === undefined || overrides === '') return sink === undefined ? {} : { sink };
@@ -198,13 +233,24 @@ export function readKnativeEnvironment(env: NodeJS.ProcessEnv): { readonly sink?
     throw new RoutingError('K_CE_OVERRIDES: not JSON');
   }
   const result = ceOverridesSchema.safeParse(parsed);
-  if (!result.success) throw new RoutingError('K_CE_OVERRIDES', result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`));
-  const ceOverrides = Object.fromEntries(Object.entries(result.data.extensions ?? {}).map(([name, value]) => [name, String(value)]));
+  if (!result.success)
+    throw new RoutingError(
+      'K_CE_OVERRIDES',
+      result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`),
+    );
+  const ceOverrides = Object.fromEntries(
+    Object.entries(result.data.extensions ?? {}).map(([name, value]) => [name, String(value)]),
+  );
   return sink === undefined ? { ceOverrides } : { sink, ceOverrides };
 }
 
 const ceOverridesSchema = z.object({
-  extensions: z.record(z.string().regex(/^[a-z0-9]{1,20}$/, 'extension names are 1 to 20 lower-case letters and digits'), z.union([z.string(), z.number(), z.boolean()])).optional(),
+  extensions: z
+    .record(
+      z.string().regex(/^[a-z0-9]{1,20}$/, 'extension names are 1 to 20 lower-case letters and digits'),
+      z.union([z.string(), z.number(), z.boolean()]),
+    )
+    .optional(),
 });
 
 /** What the relay sends: one object's change, or a `reconcile.all` for a function. */
@@ -230,7 +276,11 @@ export function route(table: RoutingTable, change: ResourceChange): Routed[] {
   const routed: Routed[] = [];
   for (const destination of table.destinations) {
     for (const outgoing of outgoingFor(table, destination.feed, change)) {
-      routed.push({ destination, key: outgoing.kind === 'object' ? change.key : triggerKey(outgoing.target), outgoing });
+      routed.push({
+        destination,
+        key: outgoing.kind === 'object' ? change.key : triggerKey(outgoing.target),
+        outgoing,
+      });
     }
   }
   return routed;
@@ -241,7 +291,9 @@ export function route(table: RoutingTable, change: ResourceChange): Routed[] {
 function outgoingFor(table: RoutingTable, feed: Feed, change: ResourceChange): Outgoing[] {
   const trigger = (target: string): Outgoing => ({ kind: 'trigger', target, reason: 'nodes' });
   if (feed === 'all') {
-    const triggers = [...table.functions.values()].filter((fn) => fn.feed(change) === 'all').map((fn) => trigger(fn.name));
+    const triggers = [...table.functions.values()]
+      .filter((fn) => fn.feed(change) === 'all')
+      .map((fn) => trigger(fn.name));
     return [{ kind: 'object', change }, ...triggers];
   }
   const decision = table.functions.get(feed)?.feed(change);

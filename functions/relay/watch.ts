@@ -17,7 +17,13 @@
 // What is kept in memory per object: its last state (without managedFields), which is both what
 // the diff compares (by resourceVersion) and what a `delete` carries.
 
-import { HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, Watch, type KubeConfig } from '@kubernetes/client-node';
+import {
+  HttpMethod,
+  IsomorphicFetchHttpLibrary,
+  RequestContext,
+  Watch,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../../shared/clock.ts';
 import { Backoff, type BackoffPolicy } from './backoff.ts';
@@ -157,13 +163,20 @@ export class ResourceWatch {
   // once: one that lived long, or one cut for inactivity (the server had kept it open; on a quiet
   // cluster it may send no bookmark for minutes, as its resourceVersion does not move). A 410
   // relists at once unless the last end was a 410 too (a relist loop must back off).
-  async #pause(end: WatchEnd, history: { lived: number; previous: WatchEnd | undefined }, signal: AbortSignal): Promise<void> {
+  async #pause(
+    end: WatchEnd,
+    history: { lived: number; previous: WatchEnd | undefined },
+    signal: AbortSignal,
+  ): Promise<void> {
     const healthy = history.lived >= this.#deps.settings.resetAfterMs || end === 'timeout';
     if (healthy) this.#backoff.reset();
     const immediate = end === 'gone' || end === 'handler' ? history.previous !== end : healthy;
     const level = end === 'closed' || end === 'timeout' || end === 'gone' ? 'info' : 'warn';
     const delayMs = immediate ? 0 : this.#backoff.next();
-    this.#log[level]({ reason: end, livedMs: history.lived, delayMs, resourceVersion: this.#resourceVersion }, 'watch ended; reopening');
+    this.#log[level](
+      { reason: end, livedMs: history.lived, delayMs, resourceVersion: this.#resourceVersion },
+      'watch ended; reopening',
+    );
     await this.#clock.sleep(delayMs, signal);
   }
 
@@ -171,7 +184,11 @@ export class ResourceWatch {
   async #relist(signal: AbortSignal): Promise<boolean> {
     let listed: Listed;
     try {
-      listed = await listAll(this.#deps.kubeConfig, this.type, { pageSize: this.#deps.settings.listPageSize, timeoutMs: this.#deps.settings.listTimeoutMs, signal });
+      listed = await listAll(this.#deps.kubeConfig, this.type, {
+        pageSize: this.#deps.settings.listPageSize,
+        timeoutMs: this.#deps.settings.listTimeoutMs,
+        signal,
+      });
     } catch (error) {
       if (signal.aborted) return false;
       const delayMs = this.#backoff.next();
@@ -191,7 +208,8 @@ export class ResourceWatch {
       const observedAt = this.#clock.now();
       for (const raw of listed.items) this.#diffItem(normalize(this.type, raw), next, observedAt);
       for (const [key, object] of this.#known) {
-        if (!next.has(key)) this.#emit({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
+        if (!next.has(key))
+          this.#emit({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
       }
     } catch (error) {
       this.#listReason = 'handler';
@@ -200,7 +218,15 @@ export class ResourceWatch {
       await this.#clock.sleep(delayMs, signal);
       return false;
     }
-    this.#log.info({ objects: next.size, known: this.#known.size, resourceVersion: listed.resourceVersion, reason: this.#listReason }, 'listed');
+    this.#log.info(
+      {
+        objects: next.size,
+        known: this.#known.size,
+        resourceVersion: listed.resourceVersion,
+        reason: this.#listReason,
+      },
+      'listed',
+    );
     this.#known = next;
     this.#resourceVersion = listed.resourceVersion;
     this.#listed = true;
@@ -213,7 +239,14 @@ export class ResourceWatch {
     next.set(key, object);
     const previous = this.#known.get(key);
     if (previous !== undefined && resourceVersionOf(previous) === resourceVersionOf(object)) return;
-    this.#emit({ resource: this.type, type: previous === undefined ? 'add' : 'update', key, object, previous, observedAt });
+    this.#emit({
+      resource: this.type,
+      type: previous === undefined ? 'add' : 'update',
+      key,
+      object,
+      previous,
+      observedAt,
+    });
   }
 
   #emit(change: ResourceChange): void {
@@ -228,13 +261,22 @@ export class ResourceWatch {
     // client-node keeps its inactivity timeout in a private field with no option to set it.
     Object.assign(watch, { requestTimeoutMs: this.#deps.settings.inactivityTimeoutMs });
     let resolveDone: (error: unknown) => void = () => undefined;
-    const done = new Promise<unknown>((resolve) => { resolveDone = resolve; });
+    const done = new Promise<unknown>((resolve) => {
+      resolveDone = resolve;
+    });
     const onDone = (error: unknown): void => {
       state.finished = true;
       resolveDone(error);
     };
     try {
-      state.controller = await watch.watch(this.type.path, this.#watchParams(), (type: string, object: unknown) => { this.#onWatchEvent(state, type, object); }, onDone);
+      state.controller = await watch.watch(
+        this.type.path,
+        this.#watchParams(),
+        (type: string, object: unknown) => {
+          this.#onWatchEvent(state, type, object);
+        },
+        onDone,
+      );
     } catch (error) {
       onDone(error);
     }
@@ -296,7 +338,14 @@ export class ResourceWatch {
       const previous = this.#known.get(key);
       if (previous === undefined || resourceVersionOf(previous) !== resourceVersionOf(object)) {
         // Emitted before it is recorded: if emitting throws, the relist sees the change as new.
-        this.#emit({ resource: this.type, type: previous === undefined ? 'add' : 'update', key, object, previous, observedAt: this.#clock.now() });
+        this.#emit({
+          resource: this.type,
+          type: previous === undefined ? 'add' : 'update',
+          key,
+          object,
+          previous,
+          observedAt: this.#clock.now(),
+        });
         this.#known.set(key, object);
       }
     }
@@ -381,7 +430,10 @@ export async function listAll(
   let resourceVersion = '';
   let token: string | undefined;
   do {
-    const query: Record<string, string> = { limit: String(options.pageSize), ...(token === undefined ? {} : { continue: token }) };
+    const query: Record<string, string> = {
+      limit: String(options.pageSize),
+      ...(token === undefined ? {} : { continue: token }),
+    };
     const signal = AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]);
     const page = (await getJson(kubeConfig, type.path, query, signal)) as ListPage;
     items.push(...(page.items ?? []));
@@ -394,7 +446,12 @@ export async function listAll(
 
 // A GET through client-node's own transport (its TLS and credentials from the kubeconfig), keeping
 // the JSON as JSON: the generated API would deserialize every item into classes.
-async function getJson(kubeConfig: KubeConfig, path: string, query: Record<string, string>, signal: AbortSignal): Promise<unknown> {
+async function getJson(
+  kubeConfig: KubeConfig,
+  path: string,
+  query: Record<string, string>,
+  signal: AbortSignal,
+): Promise<unknown> {
   const cluster = kubeConfig.getCurrentCluster();
   if (cluster === null) throw new Error('no current cluster in the kubeconfig');
   const url = new URL(cluster.server + path);
@@ -405,6 +462,10 @@ async function getJson(kubeConfig: KubeConfig, path: string, query: Record<strin
   await kubeConfig.applySecurityAuthentication(context);
   const response = await new IsomorphicFetchHttpLibrary().send(context).toPromise();
   const text = await response.body.text();
-  if (response.httpStatusCode !== 200) throw new ApiStatusError(response.httpStatusCode, `GET ${path}: HTTP ${response.httpStatusCode}: ${text.slice(0, 300)}`);
+  if (response.httpStatusCode !== 200)
+    throw new ApiStatusError(
+      response.httpStatusCode,
+      `GET ${path}: HTTP ${response.httpStatusCode}: ${text.slice(0, 300)}`,
+    );
   return JSON.parse(text) as unknown;
 }

@@ -30,10 +30,14 @@ class Batch<T, C> {
   attach(signal: AbortSignal): void {
     if (signal.aborted) return;
     this.#waiting += 1;
-    signal.addEventListener('abort', () => {
-      this.#waiting -= 1;
-      if (this.#waiting === 0) this.controller.abort(signal.reason);
-    }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        this.#waiting -= 1;
+        if (this.#waiting === 0) this.controller.abort(signal.reason);
+      },
+      { once: true },
+    );
   }
 }
 

@@ -16,4 +16,5 @@ export function routesMayChange(change: WatchChange): boolean {
 }
 
 /** A `reconcile.all` for node changes that may change routes. */
-export const routesFeed: Feed = (change) => (change.resource.kind === 'Node' && routesMayChange(change) ? 'all' : undefined);
+export const routesFeed: Feed = (change) =>
+  change.resource.kind === 'Node' && routesMayChange(change) ? 'all' : undefined;

@@ -7,7 +7,13 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
-import type { FunctionDefinition, ObjectKey, ObjectReport, ReconcileOptions, Report } from '../../shared/host/function.ts';
+import type {
+  FunctionDefinition,
+  ObjectKey,
+  ObjectReport,
+  ReconcileOptions,
+  Report,
+} from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
 import { Coalescer } from './coalesce.ts';
 import { parseClusterCidrs } from './plan.ts';
@@ -33,12 +39,15 @@ export interface RoutesOptions {
 // The start-up checks of upstream's startRouteController, in its order, plus our own option.
 function startup(options: RoutesOptions): Pick<RoutesDeps, 'routes' | 'clusterCidrs' | 'concurrency'> {
   if (options.configureCloudRoutes === false) {
-    throw new Error('routes: cloud routes are disabled (configure-cloud-routes is false); this function has nothing to do');
+    throw new Error(
+      'routes: cloud routes are disabled (configure-cloud-routes is false); this function has nothing to do',
+    );
   }
   const routes = options.cloud.routes();
   if (!routes) throw new Error(`routes: cloud provider "${options.cloud.providerName()}" does not support routes`);
   const concurrency = options.concurrency ?? defaultRouteConcurrency;
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`routes: concurrency must be a positive integer, got ${concurrency}`);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new Error(`routes: concurrency must be a positive integer, got ${concurrency}`);
   try {
     return { routes, clusterCidrs: parseClusterCidrs(options.clusterCidrs), concurrency };
   } catch (error) {
@@ -65,12 +74,20 @@ export const defaultRouteConcurrency = 10;
  * provider has no Routes, a cluster CIDR is missing or invalid, or `concurrency` is not a positive integer.
  */
 export function routesFunction(options: RoutesOptions): FunctionDefinition {
-  const deps: { -readonly [K in keyof RoutesDeps]: RoutesDeps[K] } = { core: options.core, clusterName: options.clusterName, ...startup(options) };
-  const pass = async (run: SyncOptions, signal: AbortSignal): Promise<ObjectReport[]> => reconcileRoutes(deps, { ...run, signal });
+  const deps: { -readonly [K in keyof RoutesDeps]: RoutesDeps[K] } = {
+    core: options.core,
+    clusterName: options.clusterName,
+    ...startup(options),
+  };
+  const pass = async (run: SyncOptions, signal: AbortSignal): Promise<ObjectReport[]> =>
+    reconcileRoutes(deps, { ...run, signal });
   // Separate queues: a dry run must not answer with a real pass's report, nor a real request with a dry one's.
   const passes = { real: new Coalescer(pass), dry: new Coalescer(pass) };
   const reconcile = async (run: ReconcileOptions): Promise<Report> => {
-    const objects = await (run.dryRun ? passes.dry : passes.real).join({ dryRun: run.dryRun, log: run.log }, run.signal);
+    const objects = await (run.dryRun ? passes.dry : passes.real).join(
+      { dryRun: run.dryRun, log: run.log },
+      run.signal,
+    );
     return { function: 'routes', dryRun: run.dryRun, objects };
   };
   return {

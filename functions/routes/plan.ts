@@ -15,16 +15,21 @@ export function parseClusterCidrs(texts: readonly string[]): Cidr[] {
     throw new Error('no cluster CIDR is set (cluster-cidr): routes are programmed only inside the cluster CIDR(s)');
   }
   if (texts.length > 2) {
-    throw new Error(`${texts.length} cluster CIDRs are set (${texts.map((t) => `"${t}"`).join(', ')}): at most 2, one per IP family`);
+    throw new Error(
+      `${texts.length} cluster CIDRs are set (${texts.map((t) => `"${t}"`).join(', ')}): at most 2, one per IP family`,
+    );
   }
   const cidrs = texts.map((text) => {
     const cidr = parseCidr(text);
-    if (cidr === undefined) throw new Error(`cluster CIDR "${text}" is not a valid CIDR (e.g. 10.244.0.0/16 or fd00:10:244::/56)`);
+    if (cidr === undefined)
+      throw new Error(`cluster CIDR "${text}" is not a valid CIDR (e.g. 10.244.0.0/16 or fd00:10:244::/56)`);
     return cidr;
   });
   const [first, second] = cidrs;
   if (first !== undefined && second !== undefined && first.family === second.family) {
-    throw new Error(`cluster CIDRs "${texts[0] ?? ''}" and "${texts[1] ?? ''}" are both ${first.family}: two cluster CIDRs must be dual stack, one IPv4 and one IPv6`);
+    throw new Error(
+      `cluster CIDRs "${texts[0] ?? ''}" and "${texts[1] ?? ''}" are both ${first.family}: two cluster CIDRs must be dual stack, one IPv4 and one IPv6`,
+    );
   }
   return cidrs;
 }
@@ -112,7 +117,11 @@ export interface RoutePlan {
 }
 
 /** The reconcile's decisions (ccm-behaviour §5.3 steps 1–4). */
-export function planRoutes(nodes: readonly V1Node[], routes: readonly Route[], clusterCidrs: readonly Cidr[]): RoutePlan {
+export function planRoutes(
+  nodes: readonly V1Node[],
+  routes: readonly Route[],
+  clusterCidrs: readonly Cidr[],
+): RoutePlan {
   const byNode = routesByNode(routes);
   const planned: NodePlan[] = [];
   const skipped: V1Node[] = [];
@@ -195,10 +204,16 @@ export function conditionCurrent(node: V1Node, wanted: NetworkCondition): boolea
 /** A condition as the strategic merge patch sends it (times as RFC 3339, whole seconds). */
 export interface ConditionPatch {
   readonly status: {
-    readonly conditions: readonly [{
-      readonly type: string; readonly status: string; readonly reason: string; readonly message: string;
-      readonly lastTransitionTime: string; readonly lastHeartbeatTime: string;
-    }];
+    readonly conditions: readonly [
+      {
+        readonly type: string;
+        readonly status: string;
+        readonly reason: string;
+        readonly message: string;
+        readonly lastTransitionTime: string;
+        readonly lastHeartbeatTime: string;
+      },
+    ];
   };
 }
 
@@ -209,7 +224,9 @@ export interface ConditionPatch {
 export function conditionPatch(condition: NetworkCondition, now: Date): ConditionPatch {
   const time = now.toISOString().replace(/\.\d+Z$/, 'Z');
   return {
-    status: { conditions: [{ type: networkUnavailable, ...condition, lastTransitionTime: time, lastHeartbeatTime: time }] },
+    status: {
+      conditions: [{ type: networkUnavailable, ...condition, lastTransitionTime: time, lastHeartbeatTime: time }],
+    },
   };
 }
 

@@ -5,9 +5,7 @@
 // Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.
 
-import {
-  PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node,
-} from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import type { Cidr } from '../../shared/net/ip.ts';
@@ -17,8 +15,17 @@ import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import {
-  conditionCurrent, conditionPatch, networkCondition, networkUnavailable, nodeResult, planRoutes, podCidrs, routesCreated,
-  type NodePlan, type RouteDeletion, type RoutePlan,
+  conditionCurrent,
+  conditionPatch,
+  networkCondition,
+  networkUnavailable,
+  nodeResult,
+  planRoutes,
+  podCidrs,
+  routesCreated,
+  type NodePlan,
+  type RouteDeletion,
+  type RoutePlan,
 } from './plan.ts';
 
 /** What the routes reconcile works with. */
@@ -58,7 +65,9 @@ export async function reconcileRoutes(deps: RoutesDeps, options: SyncOptions): P
   const plan = planRoutes(items, routes, deps.clusterCidrs);
   const { deleted, created } = await applyRoutes(deps, plan, options);
   const byNode = Map.groupBy(created, (c) => c.node);
-  const nodes = await mapLimit(plan.nodes, deps.concurrency, async (node) => finishNode(deps, node, byNode.get(node.node.metadata?.name ?? '') ?? [], options));
+  const nodes = await mapLimit(plan.nodes, deps.concurrency, async (node) =>
+    finishNode(deps, node, byNode.get(node.node.metadata?.name ?? '') ?? [], options),
+  );
   const skipped = plan.skipped.map((node) => ({ key: nodeKey(node), result: 'no-pod-cidr', changes: [] }));
   return [...nodes, ...skipped, ...deleted];
 }
@@ -86,16 +95,30 @@ interface Created {
   readonly error?: string;
 }
 
-type Outcome = { readonly kind: 'deleted'; readonly report: ObjectReport } | { readonly kind: 'created'; readonly created: Created };
+type Outcome =
+  { readonly kind: 'deleted'; readonly report: ObjectReport } | { readonly kind: 'created'; readonly created: Created };
 
 // Deletions and creations share one bound on calls in flight. They run together, as upstream,
 // unless the provider compares node addresses: then an `update` deletes and re-creates the same
 // destination, and the deletions must be done first.
-async function applyRoutes(deps: RoutesDeps, plan: RoutePlan, options: SyncOptions): Promise<{ deleted: ObjectReport[]; created: Created[] }> {
-  const deletes = plan.deletions.map((deletion) => async (): Promise<Outcome> => ({ kind: 'deleted', report: await deleteRoute(deps, deletion, options) }));
-  const creates = creations(plan).map((creation) => async (): Promise<Outcome> => ({ kind: 'created', created: await createRoute(deps, creation, options) }));
-  const run = async (tasks: (() => Promise<Outcome>)[]): Promise<Outcome[]> => mapLimit(tasks, deps.concurrency, async (task) => task());
-  const outcomes = plan.deleteFirst ? [...await run(deletes), ...await run(creates)] : await run([...deletes, ...creates]);
+async function applyRoutes(
+  deps: RoutesDeps,
+  plan: RoutePlan,
+  options: SyncOptions,
+): Promise<{ deleted: ObjectReport[]; created: Created[] }> {
+  const deletes = plan.deletions.map((deletion) => async (): Promise<Outcome> => ({
+    kind: 'deleted',
+    report: await deleteRoute(deps, deletion, options),
+  }));
+  const creates = creations(plan).map((creation) => async (): Promise<Outcome> => ({
+    kind: 'created',
+    created: await createRoute(deps, creation, options),
+  }));
+  const run = async (tasks: (() => Promise<Outcome>)[]): Promise<Outcome[]> =>
+    mapLimit(tasks, deps.concurrency, async (task) => task());
+  const outcomes = plan.deleteFirst
+    ? [...(await run(deletes)), ...(await run(creates))]
+    : await run([...deletes, ...creates]);
   return {
     deleted: outcomes.flatMap((o) => (o.kind === 'deleted' ? [o.report] : [])),
     created: outcomes.flatMap((o) => (o.kind === 'created' ? [o.created] : [])),
@@ -103,12 +126,24 @@ async function applyRoutes(deps: RoutesDeps, plan: RoutePlan, options: SyncOptio
 }
 
 function creations(plan: RoutePlan): Creation[] {
-  return plan.nodes.flatMap(({ node, cidrs }) => cidrs.filter((c) => c.action !== 'keep').map((c) => ({ node, cidr: c.cidr })));
+  return plan.nodes.flatMap(({ node, cidrs }) =>
+    cidrs.filter((c) => c.action !== 'keep').map((c) => ({ node, cidr: c.cidr })),
+  );
 }
 
-async function deleteRoute(deps: RoutesDeps, { route, reason }: RouteDeletion, options: SyncOptions): Promise<ObjectReport> {
+async function deleteRoute(
+  deps: RoutesDeps,
+  { route, reason }: RouteDeletion,
+  options: SyncOptions,
+): Promise<ObjectReport> {
   const key = `Route/${route.destinationCidr}`;
-  const detail = { name: route.name, destinationCidr: route.destinationCidr, targetNode: route.targetNode, blackhole: route.blackhole, reason };
+  const detail = {
+    name: route.name,
+    destinationCidr: route.destinationCidr,
+    targetNode: route.targetNode,
+    blackhole: route.blackhole,
+    reason,
+  };
   if (!options.dryRun) {
     const started = performance.now();
     try {
@@ -128,8 +163,19 @@ async function createRoute(deps: RoutesDeps, { node, cidr }: Creation, options: 
   const name = node.metadata?.name ?? '';
   const nameHint = node.metadata?.uid ?? '';
   const targetNodeAddresses = (node.status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address }));
-  const route: Route = { name: '', targetNode: name, enableNodeAddresses: false, targetNodeAddresses, destinationCidr: cidr, blackhole: false };
-  const change: Change = { action: 'create-route', target: `Route/${cidr}`, detail: { nameHint, targetNode: name, destinationCidr: cidr, targetNodeAddresses } };
+  const route: Route = {
+    name: '',
+    targetNode: name,
+    enableNodeAddresses: false,
+    targetNodeAddresses,
+    destinationCidr: cidr,
+    blackhole: false,
+  };
+  const change: Change = {
+    action: 'create-route',
+    target: `Route/${cidr}`,
+    detail: { nameHint, targetNode: name, destinationCidr: cidr, targetNodeAddresses },
+  };
   if (options.dryRun) return { node: name, cidr, ok: true, changes: [change] };
   const started = performance.now();
   try {
@@ -152,11 +198,20 @@ async function failedToCreate(core: CoreV1Api, node: V1Node, text: string, log: 
     log.warn({ node: reference.name, err: error }, 'event not recorded');
     return undefined;
   }
-  return { action: 'event', target: nodeKey(node), detail: { type: event.type, reason: event.reason, message: event.message } };
+  return {
+    action: 'event',
+    target: nodeKey(node),
+    detail: { type: event.type, reason: event.reason, message: event.message },
+  };
 }
 
 // After the route calls: the node's report, and its condition set when it says something else.
-async function finishNode(deps: RoutesDeps, plan: NodePlan, own: readonly Created[], options: SyncOptions): Promise<ObjectReport> {
+async function finishNode(
+  deps: RoutesDeps,
+  plan: NodePlan,
+  own: readonly Created[],
+  options: SyncOptions,
+): Promise<ObjectReport> {
   const name = plan.node.metadata?.name ?? '';
   const changes: Change[] = own.flatMap((c) => c.changes);
   const errors = own.flatMap((c) => (c.error === undefined ? [] : [c.error]));
@@ -165,7 +220,10 @@ async function finishNode(deps: RoutesDeps, plan: NodePlan, own: readonly Create
   if (!conditionCurrent(plan.node, condition)) {
     const body = conditionPatch(condition, new Date());
     try {
-      await deps.core.patchNodeStatus(options.dryRun ? { name, body, dryRun: 'All' } : { name, body }, strategicMergePatch);
+      await deps.core.patchNodeStatus(
+        options.dryRun ? { name, body, dryRun: 'All' } : { name, body },
+        strategicMergePatch,
+      );
       changes.push({ action: 'patch-status', target: nodeKey(plan.node), detail: body });
       conditionSet = true;
     } catch (error) {
@@ -174,9 +232,14 @@ async function finishNode(deps: RoutesDeps, plan: NodePlan, own: readonly Create
     }
   }
   const result = nodeResult({
-    hasPodCidrs: podCidrs(plan.node).length > 0, routesCreated: own.filter((c) => c.ok).length, conditionSet, failed: errors.length > 0,
+    hasPodCidrs: podCidrs(plan.node).length > 0,
+    routesCreated: own.filter((c) => c.ok).length,
+    conditionSet,
+    failed: errors.length > 0,
   });
-  return errors.length === 0 ? { key: nodeKey(plan.node), result, changes } : { key: nodeKey(plan.node), result, changes, error: errors.join('; ') };
+  return errors.length === 0
+    ? { key: nodeKey(plan.node), result, changes }
+    : { key: nodeKey(plan.node), result, changes, error: errors.join('; ') };
 }
 
 function nodeKey(node: V1Node): string {

@@ -26,7 +26,10 @@ function providerId(node: KubeObject | undefined): string | undefined {
  */
 export function nodeSetMayChange(change: WatchChange): boolean {
   if (change.type !== 'update' || change.previous === undefined) return true;
-  return inLoadBalancers(asNode(change.previous)) !== inLoadBalancers(asNode(change.object)) || providerId(change.previous) !== providerId(change.object);
+  return (
+    inLoadBalancers(asNode(change.previous)) !== inLoadBalancers(asNode(change.object)) ||
+    providerId(change.previous) !== providerId(change.object)
+  );
 }
 
 /**
@@ -37,7 +40,11 @@ export function involvesLoadBalancer(service: KubeObject | undefined): boolean {
   if (service === undefined) return false;
   const type = (service['spec'] as { type?: string } | undefined)?.type;
   const metadata = service.metadata;
-  return type === 'LoadBalancer' || (metadata?.finalizers ?? []).includes(finalizer) || metadata?.annotations?.[syncedAnnotation] !== undefined;
+  return (
+    type === 'LoadBalancer' ||
+    (metadata?.finalizers ?? []).includes(finalizer) ||
+    metadata?.annotations?.[syncedAnnotation] !== undefined
+  );
 }
 
 /** Service events for load-balanced Services; a `reconcile.all` when the node set may have changed. */

@@ -23,14 +23,21 @@ export interface ServiceLbOptions {
 /** The service-lb function; throws when the provider has no load balancers. */
 export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition {
   const loadBalancer = options.cloud.loadBalancer();
-  if (!loadBalancer) throw new Error(`service-lb: cloud provider "${options.cloud.providerName()}" does not support load balancers`);
-  const deps: ServiceLbDeps = { core: options.core, loadBalancer, clusterName: options.clusterName, concurrency: options.concurrency ?? 10 };
+  if (!loadBalancer)
+    throw new Error(`service-lb: cloud provider "${options.cloud.providerName()}" does not support load balancers`);
+  const deps: ServiceLbDeps = {
+    core: options.core,
+    loadBalancer,
+    clusterName: options.clusterName,
+    concurrency: options.concurrency ?? 10,
+  };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'service-lb', dryRun, objects });
   return {
     name: 'service-lb',
     kinds: ['Service'],
     reconcileOne: async (key: ObjectKey, run: ReconcileOptions) => {
-      if (key.namespace === undefined || key.namespace === '') throw new InvalidRequestError(`Service ${key.name}: a namespace is required`);
+      if (key.namespace === undefined || key.namespace === '')
+        throw new InvalidRequestError(`Service ${key.name}: a namespace is required`);
       const problem = invalidLabelName('namespace', key.namespace) ?? invalidLabelName('service', key.name);
       if (problem !== undefined) throw new InvalidRequestError(problem);
       return report(run.dryRun, [await syncService(deps, key.namespace, key.name, run)]);

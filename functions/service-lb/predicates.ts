@@ -82,7 +82,11 @@ export function specFingerprint(service: V1Service): string {
 
 /** A fingerprint of a node set as load balancers see it: names and provider IDs, order aside. */
 export function nodesFingerprint(nodes: readonly V1Node[]): string {
-  return fingerprint(nodes.map((n) => [n.metadata?.name ?? '', n.spec?.providerID ?? '']).sort(([a = ''], [b = '']) => a.localeCompare(b)));
+  return fingerprint(
+    nodes
+      .map((n) => [n.metadata?.name ?? '', n.spec?.providerID ?? ''])
+      .sort(([a = ''], [b = '']) => a.localeCompare(b)),
+  );
 }
 
 /** What the last successful sync saw. */
@@ -97,7 +101,9 @@ export function syncRecord(service: V1Service): SyncRecord | undefined {
   if (text === undefined) return undefined;
   try {
     const value = JSON.parse(text) as Partial<SyncRecord>;
-    return typeof value.spec === 'string' && typeof value.nodes === 'string' ? { spec: value.spec, nodes: value.nodes } : undefined;
+    return typeof value.spec === 'string' && typeof value.nodes === 'string'
+      ? { spec: value.spec, nodes: value.nodes }
+      : undefined;
   } catch {
     return undefined;
   }
@@ -107,10 +113,17 @@ export function syncRecord(service: V1Service): SyncRecord | undefined {
  * Load balancer statuses are equal when their ingress lists are (IP, hostname, ipMode, ports), nil
  * and empty alike. An IP without ipMode counts as `VIP`, the API server's default for it.
  */
-export function loadBalancerStatusEqual(a: V1LoadBalancerStatus | undefined, b: V1LoadBalancerStatus | undefined): boolean {
-  const norm = (status: V1LoadBalancerStatus | undefined): unknown => (status?.ingress ?? []).map((i) => [
-    i.ip ?? '', i.hostname ?? '', i.ipMode ?? (i.ip ? 'VIP' : ''), (i.ports ?? []).map((p) => [p.port, p.protocol, p.error ?? '']),
-  ]);
+export function loadBalancerStatusEqual(
+  a: V1LoadBalancerStatus | undefined,
+  b: V1LoadBalancerStatus | undefined,
+): boolean {
+  const norm = (status: V1LoadBalancerStatus | undefined): unknown =>
+    (status?.ingress ?? []).map((i) => [
+      i.ip ?? '',
+      i.hostname ?? '',
+      i.ipMode ?? (i.ip ? 'VIP' : ''),
+      (i.ports ?? []).map((p) => [p.port, p.protocol, p.error ?? '']),
+    ]);
   return JSON.stringify(norm(a)) === JSON.stringify(norm(b));
 }
 

@@ -14,8 +14,17 @@ import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import {
-  finalizer, hasFinalizer, inLoadBalancers, loadBalancerStatusEqual, needsCleanup, nodeNamesForMessage, nodesFingerprint,
-  specFingerprint, syncedAnnotation, syncRecord, wantsLoadBalancer,
+  finalizer,
+  hasFinalizer,
+  inLoadBalancers,
+  loadBalancerStatusEqual,
+  needsCleanup,
+  nodeNamesForMessage,
+  nodesFingerprint,
+  specFingerprint,
+  syncedAnnotation,
+  syncRecord,
+  wantsLoadBalancer,
 } from './predicates.ts';
 
 /** What the service-lb reconcile works with. */
@@ -48,7 +57,12 @@ interface Run {
 }
 
 /** Reconciles the Service `namespace/name`. */
-export async function syncService(deps: ServiceLbDeps, namespace: string, name: string, options: ServiceSyncOptions): Promise<ObjectReport> {
+export async function syncService(
+  deps: ServiceLbDeps,
+  namespace: string,
+  name: string,
+  options: ServiceSyncOptions,
+): Promise<ObjectReport> {
   const service = await readService(deps.core, namespace, name);
   if (service === undefined) return vanished(deps, `Service/${namespace}/${name}`, options);
   // The node set is listed only when the load balancer is ensured, not for a cleanup.
@@ -104,7 +118,11 @@ async function syncFetched(
     const result = cleanup ? await deleteBranch(run) : await ensureBranch(run, await nodes());
     return { key: run.key, result, changes: run.changes };
   } catch (error) {
-    await event(run, { type: 'Warning', reason: 'SyncLoadBalancerFailed', message: `Error syncing load balancer: ${(error as Error).message}` });
+    await event(run, {
+      type: 'Warning',
+      reason: 'SyncLoadBalancerFailed',
+      message: `Error syncing load balancer: ${(error as Error).message}`,
+    });
     throw error;
   }
 }
@@ -115,15 +133,18 @@ async function deleteBranch(run: Run): Promise<string> {
   try {
     exists = (await deps.loadBalancer.getLoadBalancer(deps.clusterName, service, run.options.signal)) !== undefined;
   } catch (error) {
-    throw new Error(`failed to check if load balancer exists before cleanup: ${(error as Error).message}`, { cause: error });
+    throw new Error(`failed to check if load balancer exists before cleanup: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   if (exists) {
     await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
-    await cloud(run, 'ensureLoadBalancerDeleted', () => deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, service, run.options.signal))
-      .catch((error: unknown) => {
-        if (findCause(error, ImplementedElsewhereError)) return;
-        throw new Error(`failed to delete load balancer: ${(error as Error).message}`, { cause: error });
-      });
+    await cloud(run, 'ensureLoadBalancerDeleted', () =>
+      deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, service, run.options.signal),
+    ).catch((error: unknown) => {
+      if (findCause(error, ImplementedElsewhereError)) return;
+      throw new Error(`failed to delete load balancer: ${(error as Error).message}`, { cause: error });
+    });
   }
   await removeFinalizer(run);
   await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });
@@ -150,17 +171,32 @@ async function ensureBranch(run: Run, nodes: V1Node[]): Promise<string> {
 async function updateHosts(run: Run, nodes: V1Node[]): Promise<boolean> {
   const { deps, service } = run;
   try {
-    await cloud(run, 'updateLoadBalancer', () => deps.loadBalancer.updateLoadBalancer(deps.clusterName, service, nodes, run.options.signal));
+    await cloud(run, 'updateLoadBalancer', () =>
+      deps.loadBalancer.updateLoadBalancer(deps.clusterName, service, nodes, run.options.signal),
+    );
   } catch (error) {
     if (findCause(error, ImplementedElsewhereError)) return true;
-    const exists = await deps.loadBalancer.getLoadBalancer(deps.clusterName, service, run.options.signal).then((s) => s !== undefined, () => true);
+    const exists = await deps.loadBalancer.getLoadBalancer(deps.clusterName, service, run.options.signal).then(
+      (s) => s !== undefined,
+      () => true,
+    );
     if (!exists) return true;
     const message = `Error updating load balancer with new hosts ${nodeNamesForMessage(nodes)} [node names limited, total number of nodes: ${nodes.length}], error: ${(error as Error).message}`;
     await event(run, { type: 'Warning', reason: 'UpdateLoadBalancerFailed', message });
     return false;
   }
-  if (nodes.length === 0) await event(run, { type: 'Warning', reason: 'UnAvailableLoadBalancer', message: 'There are no available nodes for LoadBalancer' });
-  else await event(run, { type: 'Normal', reason: 'UpdatedLoadBalancer', message: 'Updated load balancer with new hosts' });
+  if (nodes.length === 0)
+    await event(run, {
+      type: 'Warning',
+      reason: 'UnAvailableLoadBalancer',
+      message: 'There are no available nodes for LoadBalancer',
+    });
+  else
+    await event(run, {
+      type: 'Normal',
+      reason: 'UpdatedLoadBalancer',
+      message: 'Updated load balancer with new hosts',
+    });
   return true;
 }
 
@@ -168,10 +204,17 @@ async function ensure(run: Run, nodes: V1Node[], record: { spec: string; nodes: 
   const { deps, service } = run;
   await event(run, { type: 'Normal', reason: 'EnsuringLoadBalancer', message: 'Ensuring load balancer' });
   await addFinalizer(run);
-  if (nodes.length === 0) await event(run, { type: 'Warning', reason: 'UnAvailableLoadBalancer', message: 'There are no available nodes for LoadBalancer' });
+  if (nodes.length === 0)
+    await event(run, {
+      type: 'Warning',
+      reason: 'UnAvailableLoadBalancer',
+      message: 'There are no available nodes for LoadBalancer',
+    });
   let status: V1LoadBalancerStatus | undefined;
   try {
-    status = await cloud(run, 'ensureLoadBalancer', () => deps.loadBalancer.ensureLoadBalancer(deps.clusterName, service, nodes, run.options.signal));
+    status = await cloud(run, 'ensureLoadBalancer', () =>
+      deps.loadBalancer.ensureLoadBalancer(deps.clusterName, service, nodes, run.options.signal),
+    );
   } catch (error) {
     if (findCause(error, ImplementedElsewhereError)) {
       await patchStatus(run, service.status?.loadBalancer ?? {}, record);
@@ -194,9 +237,19 @@ async function cloud<T>(run: Run, method: string, call: () => Promise<T>): Promi
 
 async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promise<void> {
   const metadata = run.service.metadata;
-  const reference = { apiVersion: 'v1', kind: 'Service', name: metadata?.name ?? '', namespace: metadata?.namespace ?? '', uid: metadata?.uid ?? '' };
+  const reference = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    name: metadata?.name ?? '',
+    namespace: metadata?.namespace ?? '',
+    uid: metadata?.uid ?? '',
+  };
   const body = eventFor(reference, { ...spec, component: 'service-controller' });
-  run.changes.push({ action: 'event', target: run.key, detail: { type: spec.type, reason: spec.reason, message: spec.message } });
+  run.changes.push({
+    action: 'event',
+    target: run.key,
+    detail: { type: spec.type, reason: spec.reason, message: spec.message },
+  });
   if (run.options.dryRun) return;
   await recordEvent(run.deps.core, body).catch((error: unknown) => {
     run.options.log.warn({ key: run.key, err: error }, 'event not recorded');
@@ -207,17 +260,31 @@ async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promise<void
 // to (or deletes from) the list without replacing other controllers' finalizers.
 async function addFinalizer(run: Run): Promise<void> {
   if (hasFinalizer(run.service)) return;
-  await patchServiceStatus(run, { metadata: { finalizers: [finalizer] } }, strategicMergePatch, 'failed to add load balancer cleanup finalizer');
+  await patchServiceStatus(
+    run,
+    { metadata: { finalizers: [finalizer] } },
+    strategicMergePatch,
+    'failed to add load balancer cleanup finalizer',
+  );
 }
 
 async function removeFinalizer(run: Run): Promise<void> {
   if (!hasFinalizer(run.service)) return;
-  await patchServiceStatus(run, { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } }, strategicMergePatch, 'failed to remove load balancer cleanup finalizer');
+  await patchServiceStatus(
+    run,
+    { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } },
+    strategicMergePatch,
+    'failed to remove load balancer cleanup finalizer',
+  );
 }
 
 // The ingress and the sync record in one merge patch; skipped when neither changed. `record` null
 // removes it (after cleanup). A Service gone meanwhile (its finalizer just removed) is no error.
-async function patchStatus(run: Run, status: V1LoadBalancerStatus, record: { spec: string; nodes: string } | null): Promise<void> {
+async function patchStatus(
+  run: Run,
+  status: V1LoadBalancerStatus,
+  record: { spec: string; nodes: string } | null,
+): Promise<void> {
   const body = statusPatch(run.service, status, record);
   if (body === undefined) return;
   try {
@@ -228,7 +295,11 @@ async function patchStatus(run: Run, status: V1LoadBalancerStatus, record: { spe
 }
 
 // The merge patch that brings the ingress and the record to what they should be, or undefined.
-function statusPatch(service: V1Service, status: V1LoadBalancerStatus, record: { spec: string; nodes: string } | null): object | undefined {
+function statusPatch(
+  service: V1Service,
+  status: V1LoadBalancerStatus,
+  record: { spec: string; nodes: string } | null,
+): object | undefined {
   const current = recordText(service);
   const next = record === null ? null : JSON.stringify(record);
   const statusChanged = !loadBalancerStatusEqual(service.status?.loadBalancer, status);
@@ -248,12 +319,20 @@ function nonEmpty<T>(list: T[] | undefined): T[] | null {
   return list !== undefined && list.length > 0 ? list : null;
 }
 
-async function patchServiceStatus(run: Run, body: object, contentType: typeof mergePatch, failure: string): Promise<void> {
+async function patchServiceStatus(
+  run: Run,
+  body: object,
+  contentType: typeof mergePatch,
+  failure: string,
+): Promise<void> {
   const name = run.service.metadata?.name ?? '';
   const namespace = run.service.metadata?.namespace ?? '';
   run.changes.push({ action: 'patch-status', target: run.key, detail: body });
   try {
-    await run.deps.core.patchNamespacedServiceStatus(run.options.dryRun ? { name, namespace, body, dryRun: 'All' } : { name, namespace, body }, contentType);
+    await run.deps.core.patchNamespacedServiceStatus(
+      run.options.dryRun ? { name, namespace, body, dryRun: 'All' } : { name, namespace, body },
+      contentType,
+    );
   } catch (error) {
     throw new Error(`${failure}: ${apiMessage(error)}`, { cause: error });
   }
@@ -265,14 +344,22 @@ async function patchServiceStatus(run: Run, body: object, contentType: typeof me
  */
 async function vanished(deps: ServiceLbDeps, key: string, options: ServiceSyncOptions): Promise<ObjectReport> {
   const last = options.lastKnown as V1Service | undefined;
-  if (last?.kind !== 'Service' || !wantsLoadBalancer(last) || serviceKey(last) !== key) return { key, result: 'not-found', changes: [] };
-  if ((await deps.loadBalancer.getLoadBalancer(deps.clusterName, last, options.signal)) === undefined) return { key, result: 'not-found', changes: [] };
+  if (last?.kind !== 'Service' || !wantsLoadBalancer(last) || serviceKey(last) !== key)
+    return { key, result: 'not-found', changes: [] };
+  if ((await deps.loadBalancer.getLoadBalancer(deps.clusterName, last, options.signal)) === undefined)
+    return { key, result: 'not-found', changes: [] };
   const run: Run = { deps, options, service: last, key, changes: [] };
   await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
   try {
-    await cloud(run, 'ensureLoadBalancerDeleted', () => deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, last, options.signal));
+    await cloud(run, 'ensureLoadBalancerDeleted', () =>
+      deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, last, options.signal),
+    );
   } catch (error) {
-    await event(run, { type: 'Warning', reason: 'DeleteLoadBalancerFailed', message: `Error deleting load balancer: ${(error as Error).message}` });
+    await event(run, {
+      type: 'Warning',
+      reason: 'DeleteLoadBalancerFailed',
+      message: `Error deleting load balancer: ${(error as Error).message}`,
+    });
     throw error;
   }
   await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });

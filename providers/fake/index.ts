@@ -6,7 +6,16 @@ import type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@ku
 import { CloudConfigError, InstanceNotFoundError } from '../../shared/cloud/errors.ts';
 import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import type {
-  CloudProvider, Clusters, InstanceMetadata, Instances, InstancesV2, LoadBalancer, Route, Routes, Zone, Zones,
+  CloudProvider,
+  Clusters,
+  InstanceMetadata,
+  Instances,
+  InstancesV2,
+  LoadBalancer,
+  Route,
+  Routes,
+  Zone,
+  Zones,
 } from '../../shared/cloud/provider.ts';
 
 /** A machine in the fake cloud (FakeCloud.machines). */
@@ -220,7 +229,9 @@ export class FakeCloud implements CloudProvider {
       await this.#call('deleteRoute', clusterName, route);
       this.#routeError(route);
       // By name and destination: a dual-stack node's two routes share the name made from its UID.
-      const index = this.routeTable.findIndex((r) => r.name === route.name && r.destinationCidr === route.destinationCidr);
+      const index = this.routeTable.findIndex(
+        (r) => r.name === route.name && r.destinationCidr === route.destinationCidr,
+      );
       if (index >= 0) this.routeTable.splice(index, 1);
     },
   };

@@ -7,7 +7,11 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  Observable, type ConfigurationOptions, type CoreV1Api, type ObservableMiddleware, type V1ConfigMap,
+  Observable,
+  type ConfigurationOptions,
+  type CoreV1Api,
+  type ObservableMiddleware,
+  type V1ConfigMap,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -47,7 +51,8 @@ export interface RetryPolicy {
 export const DEFAULT_RETRY: RetryPolicy = Object.freeze({ attempts: 40, baseDelayMs: 10, maxDelayMs: 500 });
 
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'cirrus' };
-const DESCRIPTION = 'Load balancer addresses handed out by cirrus\'s static provider: one key per Service UID. ' +
+const DESCRIPTION =
+  "Load balancer addresses handed out by cirrus's static provider: one key per Service UID. " +
   'Written by cirrus; deleting a key frees the address while its Service may still use it.';
 
 /** The allocations ConfigMap, read and written through the API server. */
@@ -76,7 +81,10 @@ export class AllocationStore {
       return parseState(await this.#core.readNamespacedConfigMap({ name, namespace }, withSignal(signal)));
     } catch (error) {
       if (apiStatus(error) === 404) return { resourceVersion: undefined, entries: new Map(), invalid: [] };
-      throw new Error(`could not read ConfigMap ${this.where}, where load balancer addresses are recorded: ${apiMessage(error)}`, { cause: error });
+      throw new Error(
+        `could not read ConfigMap ${this.where}, where load balancer addresses are recorded: ${apiMessage(error)}`,
+        { cause: error },
+      );
     }
   }
 
@@ -93,7 +101,10 @@ export class AllocationStore {
       const { changes, result } = await decide(state);
       if (changes.size === 0 || (await this.#write(state, changes, signal))) return result;
       if (attempt >= this.#retry.attempts) {
-        throw new RetryError(`gave up after ${attempt} conflicting writes to ConfigMap ${this.where} (many load balancer changes at once); trying again`, this.#backoff(attempt));
+        throw new RetryError(
+          `gave up after ${attempt} conflicting writes to ConfigMap ${this.where} (many load balancer changes at once); trying again`,
+          this.#backoff(attempt),
+        );
       }
       this.#log.debug({ configMap: this.where, attempt }, 'allocations changed while deciding; reading them again');
       await sleep(this.#backoff(attempt), undefined, signal === undefined ? {} : { signal });
@@ -107,7 +118,11 @@ export class AllocationStore {
   }
 
   // True when written; false on a conflict (the ConfigMap changed, appeared or vanished since it was read).
-  async #write(state: AllocationState, changes: ReadonlyMap<string, Allocation | null>, signal?: AbortSignal): Promise<boolean> {
+  async #write(
+    state: AllocationState,
+    changes: ReadonlyMap<string, Allocation | null>,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
     try {
       if (state.resourceVersion === undefined) await this.#create(changes, signal);
       else await this.#patch(state.resourceVersion, changes, signal);
@@ -121,16 +136,30 @@ export class AllocationStore {
 
   async #create(changes: ReadonlyMap<string, Allocation | null>, signal?: AbortSignal): Promise<void> {
     const { namespace, configMap: name } = this.#location;
-    const data = Object.fromEntries([...changes].flatMap(([uid, allocation]) => (allocation === null ? [] : [[uid, serialize(allocation)]])));
-    const body: V1ConfigMap = { metadata: { name, namespace, labels: MANAGED_BY, annotations: { description: DESCRIPTION } }, data };
+    const data = Object.fromEntries(
+      [...changes].flatMap(([uid, allocation]) => (allocation === null ? [] : [[uid, serialize(allocation)]])),
+    );
+    const body: V1ConfigMap = {
+      metadata: { name, namespace, labels: MANAGED_BY, annotations: { description: DESCRIPTION } },
+      data,
+    };
     await this.#core.createNamespacedConfigMap({ namespace, body }, withSignal(signal));
   }
 
   // A merge patch touches only the keys that change; the resourceVersion in it makes it conditional.
-  async #patch(resourceVersion: string, changes: ReadonlyMap<string, Allocation | null>, signal?: AbortSignal): Promise<void> {
+  async #patch(
+    resourceVersion: string,
+    changes: ReadonlyMap<string, Allocation | null>,
+    signal?: AbortSignal,
+  ): Promise<void> {
     const { namespace, configMap: name } = this.#location;
-    const data = Object.fromEntries([...changes].map(([uid, allocation]) => [uid, allocation === null ? null : serialize(allocation)]));
-    await this.#core.patchNamespacedConfigMap({ name, namespace, body: { metadata: { resourceVersion }, data } }, withSignal(signal, mergePatch));
+    const data = Object.fromEntries(
+      [...changes].map(([uid, allocation]) => [uid, allocation === null ? null : serialize(allocation)]),
+    );
+    await this.#core.patchNamespacedConfigMap(
+      { name, namespace, body: { metadata: { resourceVersion }, data } },
+      withSignal(signal, mergePatch),
+    );
   }
 
   #writeError(error: unknown, creating: boolean): Error {
@@ -142,7 +171,10 @@ export class AllocationStore {
         { cause: error },
       );
     }
-    return new Error(`could not write ConfigMap ${this.where}, where load balancer addresses are recorded: ${apiMessage(error)}`, { cause: error });
+    return new Error(
+      `could not write ConfigMap ${this.where}, where load balancer addresses are recorded: ${apiMessage(error)}`,
+      { cause: error },
+    );
   }
 }
 
@@ -189,7 +221,10 @@ function serialize(allocation: Allocation): string {
  * no AbortSignal per call; a middleware hands it to the request, so a shutdown cancels a call in
  * flight instead of waiting for it.
  */
-export function withSignal(signal: AbortSignal | undefined, options?: ConfigurationOptions): ConfigurationOptions | undefined {
+export function withSignal(
+  signal: AbortSignal | undefined,
+  options?: ConfigurationOptions,
+): ConfigurationOptions | undefined {
   if (signal === undefined) return options;
   const middleware: ObservableMiddleware = {
     pre: (context) => {

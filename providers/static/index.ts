@@ -42,18 +42,28 @@ const DEFAULT_DEBOUNCE_MS = 100;
  * removes `loadBalancers` or moves its allocations — is logged as an error and the last good
  * inventory stays in force. The watch never keeps the process alive.
  */
-export async function createStaticProvider(context: ProviderContext, options: StaticProviderOptions = {}): Promise<CloudProvider> {
+export async function createStaticProvider(
+  context: ProviderContext,
+  options: StaticProviderOptions = {},
+): Promise<CloudProvider> {
   if (context.config === undefined) {
-    throw new CloudConfigError(context.configPath, '', 'the static provider needs --cloud-config with an inventory file');
+    throw new CloudConfigError(
+      context.configPath,
+      '',
+      'the static provider needs --cloud-config with an inventory file',
+    );
   }
   const holder = { inventory: parseInventory(context.config, context.configPath) };
   const initialPools = holder.inventory.loadBalancers;
-  const loadBalancer = initialPools === undefined
-    ? undefined
-    : createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools);
+  const loadBalancer =
+    initialPools === undefined
+      ? undefined
+      : createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools);
   if (context.configPath !== undefined) {
     await watchFile(context.configPath, context.config, {
-      onChange: (contents) => { reload(holder, contents, context); },
+      onChange: (contents) => {
+        reload(holder, contents, context);
+      },
       signal: context.signal,
       log: context.log,
       pollIntervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
@@ -86,7 +96,10 @@ function reload(holder: { inventory: Inventory }, contents: string, context: Pro
     const invalid = findCause(error, CloudConfigError);
     if (!invalid) throw error;
     const { field, problem, message } = invalid;
-    context.log.error({ file, field, problem }, `rejected a change to the static inventory, keeping the last good one: ${message}`);
+    context.log.error(
+      { file, field, problem },
+      `rejected a change to the static inventory, keeping the last good one: ${message}`,
+    );
     return;
   }
   const pools = holder.inventory.loadBalancers?.pools.length ?? 0;

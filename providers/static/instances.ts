@@ -14,7 +14,8 @@ import type { Inventory, StaticInstance } from './inventory.ts';
  */
 export function findInstance(inventory: Inventory, node: V1Node): StaticInstance | undefined {
   const providerId = node.spec?.providerID;
-  const byProviderId = providerId === undefined || providerId === '' ? undefined : inventory.byProviderId.get(providerId);
+  const byProviderId =
+    providerId === undefined || providerId === '' ? undefined : inventory.byProviderId.get(providerId);
   const name = node.metadata?.name;
   return byProviderId ?? (name === undefined ? undefined : inventory.byName.get(name));
 }

@@ -9,7 +9,13 @@ import { loadAll, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import { parseIp, type IpSyntax } from '../../shared/net/ip.ts';
-import { allocationsSchema, buildLoadBalancers, loadBalancersSchema, poolSchema, type LoadBalancerConfig } from './pools.ts';
+import {
+  allocationsSchema,
+  buildLoadBalancers,
+  loadBalancersSchema,
+  poolSchema,
+  type LoadBalancerConfig,
+} from './pools.ts';
 import { dnsSubdomainProblem, labelKeyProblem, labelValueProblem, providerIdProblem } from './syntax.ts';
 
 /** The address types of a Node's `status.addresses`. */
@@ -58,14 +64,20 @@ const labelValue = z.string().superRefine(refineWith(labelValueProblem));
 // Node addresses as Node.js's net.isIP reads them: no leading zeros in IPv4 octets, a zone allowed.
 const INVENTORY_IP: IpSyntax = { leadingZeros: false, zone: true };
 
-const addressSchema = z.strictObject({
-  type: z.enum(ADDRESS_TYPES),
-  address: z.string().min(1, 'must not be empty'),
-}).superRefine((address, context) => {
-  if (address.type.endsWith('IP') && parseIp(address.address, INVENTORY_IP) === undefined) {
-    context.addIssue({ code: 'custom', path: ['address'], message: `must be an IPv4 or IPv6 address, as the type is ${address.type}` });
-  }
-});
+const addressSchema = z
+  .strictObject({
+    type: z.enum(ADDRESS_TYPES),
+    address: z.string().min(1, 'must not be empty'),
+  })
+  .superRefine((address, context) => {
+    if (address.type.endsWith('IP') && parseIp(address.address, INVENTORY_IP) === undefined) {
+      context.addIssue({
+        code: 'custom',
+        path: ['address'],
+        message: `must be an IPv4 or IPv6 address, as the type is ${address.type}`,
+      });
+    }
+  });
 
 const labelsSchema = z.record(z.string(), labelValue).superRefine((labels, context) => {
   for (const key of Object.keys(labels)) {
@@ -75,22 +87,27 @@ const labelsSchema = z.record(z.string(), labelValue).superRefine((labels, conte
 });
 
 // instanceType, zone and region become label values on the Node, so they share that syntax.
-const instanceSchema = z.strictObject({
-  name: z.string().superRefine(refineWith(dnsSubdomainProblem)).optional(),
-  providerID: z.string().superRefine(refineWith(providerIdProblem)).optional(),
-  instanceType: labelValue.optional(),
-  zone: labelValue.optional(),
-  region: labelValue.optional(),
-  addresses: z.array(addressSchema).optional(),
-  labels: labelsSchema.optional(),
-  state: z.enum(['running', 'shutdown']).optional(),
-}).superRefine((entry, context) => {
-  if (entry.name === undefined && entry.providerID === undefined) {
-    context.addIssue({ code: 'custom', message: 'needs a name or a providerID (or both)' });
-  }
-});
+const instanceSchema = z
+  .strictObject({
+    name: z.string().superRefine(refineWith(dnsSubdomainProblem)).optional(),
+    providerID: z.string().superRefine(refineWith(providerIdProblem)).optional(),
+    instanceType: labelValue.optional(),
+    zone: labelValue.optional(),
+    region: labelValue.optional(),
+    addresses: z.array(addressSchema).optional(),
+    labels: labelsSchema.optional(),
+    state: z.enum(['running', 'shutdown']).optional(),
+  })
+  .superRefine((entry, context) => {
+    if (entry.name === undefined && entry.providerID === undefined) {
+      context.addIssue({ code: 'custom', message: 'needs a name or a providerID (or both)' });
+    }
+  });
 
-const inventorySchema = z.strictObject({ instances: z.array(instanceSchema), loadBalancers: loadBalancersSchema.optional() });
+const inventorySchema = z.strictObject({
+  instances: z.array(instanceSchema),
+  loadBalancers: loadBalancersSchema.optional(),
+});
 
 type InstanceEntry = z.output<typeof instanceSchema>;
 
@@ -102,7 +119,11 @@ export function parseInventory(text: string, file: string | undefined): Inventor
   const result = inventorySchema.safeParse(loadMapping(text, file), { reportInput: true });
   if (!result.success) throw issueError(result.error.issues, file);
   const { instances, loadBalancers } = result.data;
-  return buildInventory(instances, loadBalancers === undefined ? undefined : buildLoadBalancers(loadBalancers, file), file);
+  return buildInventory(
+    instances,
+    loadBalancers === undefined ? undefined : buildLoadBalancers(loadBalancers, file),
+    file,
+  );
 }
 
 function loadMapping(text: string, file: string | undefined): unknown {
@@ -141,7 +162,8 @@ function issueError(issues: readonly z.core.$ZodIssue[], file: string | undefine
 
 // YAML has no undefined: an undefined input is a field left out.
 function problemOf(issue: z.core.$ZodIssue): string {
-  if (issue.input === undefined && (issue.code === 'invalid_type' || issue.code === 'invalid_value')) return 'is required';
+  if (issue.input === undefined && (issue.code === 'invalid_type' || issue.code === 'invalid_value'))
+    return 'is required';
   if (issue.code === 'invalid_type') {
     const hint = issue.expected === 'string' && isScalar(issue.input) ? ` (quote it: "${String(issue.input)}")` : '';
     return `must be ${EXPECTED[issue.expected] ?? issue.expected}, not ${describe(issue.input)}${hint}`;
@@ -153,7 +175,11 @@ function problemOf(issue: z.core.$ZodIssue): string {
 }
 
 const EXPECTED: Partial<Record<string, string>> = {
-  string: 'a string', array: 'a list', object: 'a mapping', record: 'a mapping', boolean: 'true or false',
+  string: 'a string',
+  array: 'a list',
+  object: 'a mapping',
+  record: 'a mapping',
+  boolean: 'true or false',
 };
 
 function isScalar(value: unknown): value is number | boolean {
@@ -180,20 +206,28 @@ const FIELDS: ReadonlyMap<string, readonly string[]> = new Map([
 
 // The fields allowed where an unknown one was found, to point at typos like `providerId`.
 function knownFields(path: readonly PropertyKey[]): readonly string[] | undefined {
-  return FIELDS.get(path.map((part, index) => (typeof part === 'number' ? '[]' : `${index === 0 ? '' : '.'}${String(part)}`)).join(''));
+  return FIELDS.get(
+    path.map((part, index) => (typeof part === 'number' ? '[]' : `${index === 0 ? '' : '.'}${String(part)}`)).join(''),
+  );
 }
 
 /** `['instances', 2, 'labels', 'example.com/rack']` → `instances[2].labels["example.com/rack"]`. */
 export function fieldPath(path: readonly PropertyKey[]): string {
-  return path.map((part, index) => {
-    if (typeof part === 'number') return `[${part}]`;
-    const name = String(part);
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return `[${JSON.stringify(name)}]`;
-    return index === 0 ? name : `.${name}`;
-  }).join('');
+  return path
+    .map((part, index) => {
+      if (typeof part === 'number') return `[${part}]`;
+      const name = String(part);
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return `[${JSON.stringify(name)}]`;
+      return index === 0 ? name : `.${name}`;
+    })
+    .join('');
 }
 
-function buildInventory(entries: readonly InstanceEntry[], loadBalancers: LoadBalancerConfig | undefined, file: string | undefined): Inventory {
+function buildInventory(
+  entries: readonly InstanceEntry[],
+  loadBalancers: LoadBalancerConfig | undefined,
+  file: string | undefined,
+): Inventory {
   const names = new Map<string, number>();
   const providerIds = new Map<string, number>();
   const instances = entries.map((entry, index) => {
@@ -201,7 +235,11 @@ function buildInventory(entries: readonly InstanceEntry[], loadBalancers: LoadBa
     const { name, providerID } = instance;
     const sameName = name === undefined ? undefined : names.get(name);
     if (sameName !== undefined) {
-      throw new CloudConfigError(file, `instances[${index}].name`, `"${name ?? ''}" is also the name of instances[${sameName}]`);
+      throw new CloudConfigError(
+        file,
+        `instances[${index}].name`,
+        `"${name ?? ''}" is also the name of instances[${sameName}]`,
+      );
     }
     const sameProviderId = providerIds.get(providerID);
     if (sameProviderId !== undefined) throw duplicateProviderId(file, { entry, index }, sameProviderId);
@@ -211,7 +249,9 @@ function buildInventory(entries: readonly InstanceEntry[], loadBalancers: LoadBa
   });
   return Object.freeze({
     instances: Object.freeze(instances),
-    byName: new Map(instances.flatMap((instance) => (instance.name === undefined ? [] : [[instance.name, instance] as const]))),
+    byName: new Map(
+      instances.flatMap((instance) => (instance.name === undefined ? [] : [[instance.name, instance] as const])),
+    ),
     byProviderId: new Map(instances.map((instance) => [instance.providerID, instance] as const)),
     loadBalancers,
   });
@@ -219,10 +259,18 @@ function buildInventory(entries: readonly InstanceEntry[], loadBalancers: LoadBa
 
 // Provider IDs may collide through a default (`static://<name>`): say so, or the user looks for a
 // providerID the file does not contain.
-function duplicateProviderId(file: string | undefined, later: { entry: InstanceEntry; index: number }, earlier: number): CloudConfigError {
+function duplicateProviderId(
+  file: string | undefined,
+  later: { entry: InstanceEntry; index: number },
+  earlier: number,
+): CloudConfigError {
   const { entry, index } = later;
   if (entry.providerID !== undefined) {
-    return new CloudConfigError(file, `instances[${index}].providerID`, `"${entry.providerID}" is also the provider ID of instances[${earlier}]`);
+    return new CloudConfigError(
+      file,
+      `instances[${index}].providerID`,
+      `"${entry.providerID}" is also the provider ID of instances[${earlier}]`,
+    );
   }
   return new CloudConfigError(
     file,

@@ -77,7 +77,10 @@ function choosePool(config: LoadBalancerConfig, service: V1Service, who: string)
   const named = annotation(service, POOL_ANNOTATION);
   if (named !== '') {
     const pool = config.byName.get(named);
-    if (pool === undefined) throw new AllocationError(`${who} names pool "${named}" in its annotation ${POOL_ANNOTATION}, but there is no such pool; ${known}`);
+    if (pool === undefined)
+      throw new AllocationError(
+        `${who} names pool "${named}" in its annotation ${POOL_ANNOTATION}, but there is no such pool; ${known}`,
+      );
     return { pool, poolReason: `named by its annotation ${POOL_ANNOTATION}` };
   }
   const namespace = namespaceOf(service);
@@ -99,7 +102,9 @@ function namespaceOf(service: V1Service): string {
 }
 
 function ipFamilies(service: V1Service): IpFamily[] {
-  const families = (service.spec?.ipFamilies ?? []).filter((family): family is IpFamily => family === 'IPv4' || family === 'IPv6');
+  const families = (service.spec?.ipFamilies ?? []).filter(
+    (family): family is IpFamily => family === 'IPv4' || family === 'IPv6',
+  );
   return families.length === 0 ? ['IPv4'] : [...new Set(families)];
 }
 
@@ -108,10 +113,15 @@ function requestSource(service: V1Service, who: string): { texts: string[]; sour
   const inAnnotation = annotation(service, ADDRESSES_ANNOTATION);
   const field = (service.spec?.loadBalancerIP ?? '').trim();
   if (inAnnotation !== '' && field !== '') {
-    throw new AllocationError(`${who} sets both spec.loadBalancerIP and the annotation ${ADDRESSES_ANNOTATION}; use only the annotation`);
+    throw new AllocationError(
+      `${who} sets both spec.loadBalancerIP and the annotation ${ADDRESSES_ANNOTATION}; use only the annotation`,
+    );
   }
   const source = inAnnotation === '' ? 'spec.loadBalancerIP' : `the annotation ${ADDRESSES_ANNOTATION}`;
-  const texts = (inAnnotation === '' ? field : inAnnotation).split(',').map((text) => text.trim()).filter((text) => text !== '');
+  const texts = (inAnnotation === '' ? field : inAnnotation)
+    .split(',')
+    .map((text) => text.trim())
+    .filter((text) => text !== '');
   return { texts, source };
 }
 
@@ -120,13 +130,18 @@ function requestedAddresses(service: V1Service, families: readonly IpFamily[], w
   const requested = new Map<IpFamily, Ip>();
   for (const text of texts) {
     const ip = parseLoadBalancerIp(text);
-    if (ip === undefined) throw new AllocationError(`${who} requests "${text}" in ${source}, which is not an IPv4 or IPv6 address`);
+    if (ip === undefined)
+      throw new AllocationError(`${who} requests "${text}" in ${source}, which is not an IPv4 or IPv6 address`);
     const same = requested.get(ip.family);
     if (same !== undefined) {
-      throw new AllocationError(`${who} requests two ${ip.family} addresses (${formatIp(same)} and ${formatIp(ip)}); a Service gets one address per IP family`);
+      throw new AllocationError(
+        `${who} requests two ${ip.family} addresses (${formatIp(same)} and ${formatIp(ip)}); a Service gets one address per IP family`,
+      );
     }
     if (!families.includes(ip.family)) {
-      throw new AllocationError(`${who} requests ${formatIp(ip)}, an ${ip.family} address, but its spec.ipFamilies are ${families.join(', ')}`);
+      throw new AllocationError(
+        `${who} requests ${formatIp(ip)}, an ${ip.family} address, but its spec.ipFamilies are ${families.join(', ')}`,
+      );
     }
     requested.set(ip.family, ip);
   }
@@ -136,19 +151,29 @@ function requestedAddresses(service: V1Service, families: readonly IpFamily[], w
 function checkFamilies(pool: Pool, poolReason: string, families: readonly IpFamily[], who: string): void {
   for (const family of families) {
     if (poolSize(pool, family) > 0n) continue;
-    throw new AllocationError(`pool "${pool.name}" (${poolReason} of ${who}) has no ${family} addresses, and the Service's spec.ipFamilies are ${families.join(', ')}`);
+    throw new AllocationError(
+      `pool "${pool.name}" (${poolReason} of ${who}) has no ${family} addresses, and the Service's spec.ipFamilies are ${families.join(', ')}`,
+    );
   }
 }
 
-function checkInPool(config: LoadBalancerConfig, chosen: { pool: Pool; poolReason: string }, ip: Ip, who: string): void {
+function checkInPool(
+  config: LoadBalancerConfig,
+  chosen: { pool: Pool; poolReason: string },
+  ip: Ip,
+  who: string,
+): void {
   const { pool, poolReason } = chosen;
   if (pool.blocks.some((block) => blockContains(block, ip))) return;
   const address = formatIp(ip);
   const other = config.pools.find((candidate) => candidate.blocks.some((block) => blockContains(block, ip)));
-  const hint = other === undefined
-    ? 'nor in any other pool'
-    : `it is in pool "${other.name}": name that pool with the annotation ${POOL_ANNOTATION} to use it`;
-  throw new AllocationError(`${who} requests ${address}, which is not in its pool "${pool.name}" (${poolReason}); ${hint}`);
+  const hint =
+    other === undefined
+      ? 'nor in any other pool'
+      : `it is in pool "${other.name}": name that pool with the annotation ${POOL_ANNOTATION} to use it`;
+  throw new AllocationError(
+    `${who} requests ${address}, which is not in its pool "${pool.name}" (${poolReason}); ${hint}`,
+  );
 }
 
 /**
@@ -212,10 +237,12 @@ function freeAddress(request: AddressRequest, family: IpFamily, holders: Readonl
     if (value !== undefined) return formatIp({ family, value });
   }
   const { pool } = request;
-  const inPool = [...holders].filter(([address]) => {
-    const ip = parseLoadBalancerIp(address);
-    return ip?.family === family && pool.blocks.some((block) => blockContains(block, ip));
-  }).map(([, holder]) => holder.uid);
+  const inPool = [...holders]
+    .filter(([address]) => {
+      const ip = parseLoadBalancerIp(address);
+      return ip?.family === family && pool.blocks.some((block) => blockContains(block, ip));
+    })
+    .map(([, holder]) => holder.uid);
   const size = poolSize(pool, family);
   throw new AllocationError(
     `pool "${pool.name}" is exhausted (${size} ${family} ${size === 1n ? 'address' : 'addresses'}, all allocated): ` +

@@ -42,7 +42,11 @@ export class StaticLoadBalancer implements LoadBalancer {
   }
 
   /** The Service's addresses when it has an allocation; undefined otherwise. One read. */
-  async getLoadBalancer(_clusterName: string, service: V1Service, signal?: AbortSignal): Promise<V1LoadBalancerStatus | undefined> {
+  async getLoadBalancer(
+    _clusterName: string,
+    service: V1Service,
+    signal?: AbortSignal,
+  ): Promise<V1LoadBalancerStatus | undefined> {
     const uid = service.metadata?.uid;
     if (uid === undefined || uid === '') return undefined;
     const allocation = (await this.#deps.store.read(signal)).entries.get(uid);
@@ -60,14 +64,24 @@ export class StaticLoadBalancer implements LoadBalancer {
    * its request changes. Throws AllocationError (a message naming the Service and the reason) when
    * it cannot have them, RetryError when the allocations ConfigMap is too busy.
    */
-  async ensureLoadBalancer(_clusterName: string, service: V1Service, _nodes: readonly V1Node[], signal?: AbortSignal): Promise<V1LoadBalancerStatus> {
+  async ensureLoadBalancer(
+    _clusterName: string,
+    service: V1Service,
+    _nodes: readonly V1Node[],
+    signal?: AbortSignal,
+  ): Promise<V1LoadBalancerStatus> {
     const request = readRequest(this.#config(), service);
     const allocation = await this.#deps.store.transact((state) => this.#decide(request, state, signal), signal);
     return statusOf(allocation);
   }
 
   /** Nothing to do: addresses do not depend on the nodes. */
-  updateLoadBalancer(_clusterName: string, _service: V1Service, _nodes: readonly V1Node[], signal?: AbortSignal): Promise<void> {
+  updateLoadBalancer(
+    _clusterName: string,
+    _service: V1Service,
+    _nodes: readonly V1Node[],
+    signal?: AbortSignal,
+  ): Promise<void> {
     return new Promise((resolve) => {
       signal?.throwIfAborted();
       resolve();
@@ -78,10 +92,14 @@ export class StaticLoadBalancer implements LoadBalancer {
   async ensureLoadBalancerDeleted(_clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void> {
     const uid = service.metadata?.uid;
     if (uid === undefined || uid === '') return;
-    await this.#deps.store.transact((state) => Promise.resolve<Decision<undefined>>({
-      changes: state.entries.has(uid) ? new Map([[uid, null]]) : NO_CHANGES,
-      result: undefined,
-    }), signal);
+    await this.#deps.store.transact(
+      (state) =>
+        Promise.resolve<Decision<undefined>>({
+          changes: state.entries.has(uid) ? new Map([[uid, null]]) : NO_CHANGES,
+          result: undefined,
+        }),
+      signal,
+    );
   }
 
   async #decide(request: AddressRequest, state: AllocationState, signal?: AbortSignal): Promise<Decision<Allocation>> {
@@ -103,12 +121,17 @@ export class StaticLoadBalancer implements LoadBalancer {
   // An allocation error caused by other Services' allocations may be resolved by reclaiming those
   // of Services that no longer exist (deleted without cleanup: the finalizer was removed by hand,
   // or the allocation was left by a crash). `work.entries` loses them, `work.reclaimed` lists them.
-  async #allocateReclaiming(request: AddressRequest, work: { entries: Map<string, Allocation>; reclaimed: string[] }, signal?: AbortSignal): Promise<Allocation> {
+  async #allocateReclaiming(
+    request: AddressRequest,
+    work: { entries: Map<string, Allocation>; reclaimed: string[] },
+    signal?: AbortSignal,
+  ): Promise<Allocation> {
     for (let round = 1; ; round += 1) {
       try {
         return allocate(request, work.entries);
       } catch (error) {
-        if (!(error instanceof AllocationError) || error.holders.length === 0 || round >= MAX_RECLAIM_ROUNDS) throw error;
+        if (!(error instanceof AllocationError) || error.holders.length === 0 || round >= MAX_RECLAIM_ROUNDS)
+          throw error;
         const stale = await this.#findStale(error.holders, work.entries, signal);
         if (stale.length === 0) throw error;
         for (const uid of stale) work.entries.delete(uid);
@@ -119,7 +142,11 @@ export class StaticLoadBalancer implements LoadBalancer {
 
   // Reads the holders' Services in random order (so repeated attempts cover a large pool), a batch
   // at a time, and stops at the first batch that finds one gone: one free address is what is needed.
-  async #findStale(holders: readonly string[], entries: ReadonlyMap<string, Allocation>, signal?: AbortSignal): Promise<string[]> {
+  async #findStale(
+    holders: readonly string[],
+    entries: ReadonlyMap<string, Allocation>,
+    signal?: AbortSignal,
+  ): Promise<string[]> {
     const candidates = shuffled(holders).slice(0, MAX_STALE_CHECKS);
     for (let start = 0; start < candidates.length; start += STALE_CHECK_BATCH) {
       const batch = candidates.slice(start, start + STALE_CHECK_BATCH);
@@ -135,12 +162,18 @@ export class StaticLoadBalancer implements LoadBalancer {
     if (allocation === undefined) return false;
     signal?.throwIfAborted();
     try {
-      const service = await this.#deps.core.readNamespacedService({ name: allocation.name, namespace: allocation.namespace }, withSignal(signal));
+      const service = await this.#deps.core.readNamespacedService(
+        { name: allocation.name, namespace: allocation.namespace },
+        withSignal(signal),
+      );
       return service.metadata?.uid !== uid;
     } catch (error) {
       if (apiStatus(error) === 404) return true;
       // Cannot tell (no permission to read Services?): keep the allocation, it may be in use.
-      this.#deps.log.warn({ err: error, service: `${allocation.namespace}/${allocation.name}` }, 'could not check whether a Service holding load balancer addresses still exists');
+      this.#deps.log.warn(
+        { err: error, service: `${allocation.namespace}/${allocation.name}` },
+        'could not check whether a Service holding load balancer addresses still exists',
+      );
       return false;
     }
   }
@@ -149,7 +182,12 @@ export class StaticLoadBalancer implements LoadBalancer {
     for (const uid of reclaimed) {
       const allocation = state.entries.get(uid);
       this.#deps.log.info(
-        { uid, service: `${allocation?.namespace ?? ''}/${allocation?.name ?? ''}`, addresses: allocation?.addresses, configMap: this.#deps.store.where },
+        {
+          uid,
+          service: `${allocation?.namespace ?? ''}/${allocation?.name ?? ''}`,
+          addresses: allocation?.addresses,
+          configMap: this.#deps.store.where,
+        },
         'reclaiming the load balancer addresses of a Service that no longer exists',
       );
     }
@@ -161,8 +199,14 @@ function statusOf(allocation: Allocation): V1LoadBalancerStatus {
 }
 
 function sameAllocation(a: Allocation | undefined, b: Allocation): boolean {
-  return a !== undefined && a.pool === b.pool && a.namespace === b.namespace && a.name === b.name &&
-    a.addresses.length === b.addresses.length && a.addresses.every((address, index) => address === b.addresses[index]);
+  return (
+    a !== undefined &&
+    a.pool === b.pool &&
+    a.namespace === b.namespace &&
+    a.name === b.name &&
+    a.addresses.length === b.addresses.length &&
+    a.addresses.every((address, index) => address === b.addresses[index])
+  );
 }
 
 function shuffled<T>(items: readonly T[]): T[] {

@@ -7,7 +7,17 @@
 import { z } from 'zod';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import {
-  canonicalIp, cidrOf, familyBits, formatCidr, formatIp, lastAddress, parseIp, parsePrefixLength, type Cidr, type Ip, type IpFamily,
+  canonicalIp,
+  cidrOf,
+  familyBits,
+  formatCidr,
+  formatIp,
+  lastAddress,
+  parseIp,
+  parsePrefixLength,
+  type Cidr,
+  type Ip,
+  type IpFamily,
   type IpSyntax,
 } from '../../shared/net/ip.ts';
 import { blockSize, firstCommon, type AddressBlock } from './ip.ts';
@@ -40,7 +50,10 @@ export interface LoadBalancerConfig {
 }
 
 /** Where allocations are recorded when the file does not say. */
-export const DEFAULT_ALLOCATIONS: AllocationsLocation = Object.freeze({ namespace: 'kube-system', configMap: 'cirrus-lb-ipam' });
+export const DEFAULT_ALLOCATIONS: AllocationsLocation = Object.freeze({
+  namespace: 'kube-system',
+  configMap: 'cirrus-lb-ipam',
+});
 
 /**
  * How load balancer addresses are written, in pools, requests and the allocations record: IPv4
@@ -87,7 +100,8 @@ function parseCidrBlock(text: string): AddressBlock | string {
   const ip = parseLoadBalancerIp(address);
   if (ip === undefined) return notAnAddress(address);
   const prefix = parsePrefixLength(prefixText, ip.family, LOAD_BALANCER_IP);
-  if (prefix === undefined) return `has the prefix length /${prefixText}; an ${ip.family} prefix length is 0 to ${familyBits(ip.family)}`;
+  if (prefix === undefined)
+    return `has the prefix length /${prefixText}; an ${ip.family} prefix length is 0 to ${familyBits(ip.family)}`;
   const cidr = cidrOf(ip, prefix);
   if (cidr.network !== ip.value) return `has bits set after its /${prefix} prefix; the network is ${formatCidr(cidr)}`;
   return cidrBlock(text, cidr);
@@ -109,13 +123,22 @@ function parseRange(text: string): AddressBlock | string {
   if (start === undefined) return notAnAddress(startText);
   const end = parseLoadBalancerIp(endText);
   if (end === undefined) return notAnAddress(endText);
-  if (start.family !== end.family) return `starts with an ${start.family} address and ends with an ${end.family} address`;
+  if (start.family !== end.family)
+    return `starts with an ${start.family} address and ends with an ${end.family} address`;
   if (end.value < start.value) return `ends (${formatIp(end)}) before it starts (${formatIp(start)})`;
-  return { text, family: start.family, first: start.value, last: end.value, usableFirst: start.value, usableLast: end.value };
+  return {
+    text,
+    family: start.family,
+    first: start.value,
+    last: end.value,
+    usableFirst: start.value,
+    usableLast: end.value,
+  };
 }
 
 function notAnAddress(address: string): string {
-  if (address.includes('%')) return `holds ${JSON.stringify(address)}, an address with a zone, which cannot be a load balancer address`;
+  if (address.includes('%'))
+    return `holds ${JSON.stringify(address)}, an address with a zone, which cannot be a load balancer address`;
   if (parseIp(address, { ...LOAD_BALANCER_IP, embeddedIpv4: true })?.family === 'IPv6') {
     return `holds ${JSON.stringify(address)}, an IPv6 address with an embedded IPv4 part; write IPv4 addresses as such`;
   }
@@ -218,7 +241,12 @@ function checkNames(pools: readonly PoolEntry[], file: string | undefined): void
   const seen = new Map<string, number>();
   pools.forEach((pool, index) => {
     const earlier = seen.get(pool.name);
-    if (earlier !== undefined) throw new CloudConfigError(file, poolField(index, '.name'), `"${pool.name}" is also the name of ${poolField(earlier)}`);
+    if (earlier !== undefined)
+      throw new CloudConfigError(
+        file,
+        poolField(index, '.name'),
+        `"${pool.name}" is also the name of ${poolField(earlier)}`,
+      );
     seen.set(pool.name, index);
   });
 }
@@ -234,7 +262,11 @@ function checkOverlaps(pools: readonly PoolEntry[], file: string | undefined): v
         const shared = firstCommon(block, earlier.block);
         if (shared === undefined) continue;
         const address = formatIp({ family: block.family, value: shared });
-        throw new CloudConfigError(file, field, `${block.text} overlaps ${earlier.block.text} (${earlier.field}): ${address} is in both`);
+        throw new CloudConfigError(
+          file,
+          field,
+          `${block.text} overlaps ${earlier.block.text} (${earlier.field}): ${address} is in both`,
+        );
       }
       seen.push({ block, field });
     });
@@ -250,8 +282,15 @@ function namespaceIndex(pools: readonly PoolEntry[], file: string | undefined): 
         owners.set(namespace, index);
         return;
       }
-      const where = earlier === index ? 'earlier in the same list' : `by pool "${pools[earlier]?.name ?? ''}" (${poolField(earlier)})`;
-      throw new CloudConfigError(file, poolField(index, `.namespaces[${position}]`), `"${namespace}" is also listed ${where}; a namespace has one pool`);
+      const where =
+        earlier === index
+          ? 'earlier in the same list'
+          : `by pool "${pools[earlier]?.name ?? ''}" (${poolField(earlier)})`;
+      throw new CloudConfigError(
+        file,
+        poolField(index, `.namespaces[${position}]`),
+        `"${namespace}" is also listed ${where}; a namespace has one pool`,
+      );
     });
   });
   return owners;
@@ -263,7 +302,11 @@ function findDefault(pools: readonly PoolEntry[], file: string | undefined): num
     if (pool.default !== true) return;
     if (found !== undefined) {
       const other = `pool "${pools[found]?.name ?? ''}" (${poolField(found)})`;
-      throw new CloudConfigError(file, poolField(index, '.default'), `pool "${pool.name}" and ${other} are both the default; at most one pool may be`);
+      throw new CloudConfigError(
+        file,
+        poolField(index, '.default'),
+        `pool "${pool.name}" and ${other} are both the default; at most one pool may be`,
+      );
     }
     found = index;
   });
@@ -289,19 +332,29 @@ export function poolSize(pool: Pool, family: IpFamily): bigint {
  * load balancer capability is fixed at start-up, and moving the allocations record while running
  * would lose track of every address handed out.
  */
-export function reloadProblem(previous: LoadBalancerConfig | undefined, next: LoadBalancerConfig | undefined): { field: string; problem: string } | undefined {
+export function reloadProblem(
+  previous: LoadBalancerConfig | undefined,
+  next: LoadBalancerConfig | undefined,
+): { field: string; problem: string } | undefined {
   if (previous === undefined && next !== undefined) {
-    return { field: SECTION, problem: 'was added, but load balancers are only turned on at start-up: restart cirrus to use them' };
+    return {
+      field: SECTION,
+      problem: 'was added, but load balancers are only turned on at start-up: restart cirrus to use them',
+    };
   }
   if (previous !== undefined && next === undefined) {
-    return { field: SECTION, problem: 'was removed, but load balancers are only turned off at start-up: restart cirrus to stop them' };
+    return {
+      field: SECTION,
+      problem: 'was removed, but load balancers are only turned off at start-up: restart cirrus to stop them',
+    };
   }
   if (previous === undefined || next === undefined) return undefined;
   const [from, to] = [previous.allocations, next.allocations];
   if (from.namespace === to.namespace && from.configMap === to.configMap) return undefined;
   return {
     field: `${SECTION}.allocations`,
-    problem: `moves the allocations from ConfigMap ${from.namespace}/${from.configMap} to ${to.namespace}/${to.configMap}, ` +
-      'which only takes effect at start-up: copy the ConfigMap\'s data to the new one, then restart cirrus',
+    problem:
+      `moves the allocations from ConfigMap ${from.namespace}/${from.configMap} to ${to.namespace}/${to.configMap}, ` +
+      "which only takes effect at start-up: copy the ConfigMap's data to the new one, then restart cirrus",
   };
 }

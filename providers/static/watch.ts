@@ -63,9 +63,17 @@ class FileWatch {
 
   async start(): Promise<void> {
     const { signal, pollIntervalMs } = this.#options;
-    signal.addEventListener('abort', () => { this.#stop(); }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        this.#stop();
+      },
+      { once: true },
+    );
     this.#watchFolder();
-    this.#poller = setInterval(() => { this.#run(this.#poll()); }, pollIntervalMs).unref();
+    this.#poller = setInterval(() => {
+      this.#run(this.#poll());
+    }, pollIntervalMs).unref();
     await this.#poll();
   }
 
@@ -73,7 +81,9 @@ class FileWatch {
     const { signal, log } = this.#options;
     try {
       const watcher = watch(dirname(this.#path), { persistent: false, signal });
-      watcher.on('change', () => { this.#schedule(); });
+      watcher.on('change', () => {
+        this.#schedule();
+      });
       watcher.on('error', (error) => {
         log.warn({ err: error, file: this.#path }, 'stopped watching the cloud-config folder; polling only');
         watcher.close();
@@ -87,7 +97,9 @@ class FileWatch {
   // Waits for a burst of events (a ConfigMap swap makes several, an editor's save a few) to end.
   #schedule(): void {
     clearTimeout(this.#debounce);
-    this.#debounce = setTimeout(() => { this.#run(this.#check()); }, this.#options.debounceMs).unref();
+    this.#debounce = setTimeout(() => {
+      this.#run(this.#check());
+    }, this.#options.debounceMs).unref();
   }
 
   async #poll(): Promise<void> {
@@ -129,7 +141,10 @@ class FileWatch {
     const code = errorCode(error);
     if (code === this.#readError) return;
     this.#readError = code;
-    this.#options.log.error({ err: error, file: this.#path }, 'cannot read the cloud-config; keeping the last good one');
+    this.#options.log.error(
+      { err: error, file: this.#path },
+      'cannot read the cloud-config; keeping the last good one',
+    );
   }
 
   // Timer callbacks cannot return promises: a failure (a bug in onChange) is logged, not dropped.

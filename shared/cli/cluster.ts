@@ -25,13 +25,19 @@ export async function runCluster(config: Config<'clusterName' | 'dataDir'>, io: 
   });
   const { info } = controlPlane;
   io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
-  progress(`kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) serving at ${info.server}, ` +
-    `ready in ${(info.startMs / 1000).toFixed(1)} s; Ctrl-C stops it`);
+  progress(
+    `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) serving at ${info.server}, ` +
+      `ready in ${(info.startMs / 1000).toFixed(1)} s; Ctrl-C stops it`,
+  );
   const stopped = new Promise<undefined>((resolve) => {
     if (io.signal.aborted) resolve(undefined);
-    io.signal.addEventListener('abort', () => {
-      resolve(undefined);
-    }, { once: true });
+    io.signal.addEventListener(
+      'abort',
+      () => {
+        resolve(undefined);
+      },
+      { once: true },
+    );
   });
   const failure = await Promise.race([stopped, controlPlane.failed]);
   await controlPlane.stop();

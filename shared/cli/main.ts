@@ -4,7 +4,14 @@
 
 import { readFileSync } from 'node:fs';
 import {
-  ConfigError, envName, flagName, optionSpec, parseCommandLine, type CommandLine, type CommandOptions, type OptionName,
+  ConfigError,
+  envName,
+  flagName,
+  optionSpec,
+  parseCommandLine,
+  type CommandLine,
+  type CommandOptions,
+  type OptionName,
 } from '../config.ts';
 import { formatDuration } from '../duration.ts';
 import type { Io } from './io.ts';
@@ -38,9 +45,20 @@ const commands = {
       `Serves <function> (${functionList()}) on --bind-address:--port: CloudEvents on POST /,\n` +
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
     options: [
-      'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'bindAddress', 'port',
-      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations',
-      'signingSecretFile', 'logLevel',
+      'cloudProvider',
+      'cloudConfig',
+      'providerModule',
+      'clusterName',
+      'kubeconfig',
+      'bindAddress',
+      'port',
+      'concurrentNodeSyncs',
+      'concurrentServiceSyncs',
+      'configureCloudRoutes',
+      'clusterCidr',
+      'concurrentRouteOperations',
+      'signingSecretFile',
+      'logLevel',
     ],
     required: ['cloudProvider'],
     positionals: ['function'],
@@ -65,24 +83,55 @@ const commands = {
       '--kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is started\n' +
       '(printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml.',
     options: [
-      'cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig', 'controllers', 'bindAddress', 'port',
-      'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations',
-      'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency', 'leaderElect', 'signingSecretFile', 'dataDir', 'logLevel',
+      'cloudProvider',
+      'cloudConfig',
+      'providerModule',
+      'clusterName',
+      'kubeconfig',
+      'controllers',
+      'bindAddress',
+      'port',
+      'concurrentNodeSyncs',
+      'concurrentServiceSyncs',
+      'configureCloudRoutes',
+      'clusterCidr',
+      'concurrentRouteOperations',
+      'nodeMonitorPeriod',
+      'routeReconciliationPeriod',
+      'nodeStatusUpdateFrequency',
+      'leaderElect',
+      'signingSecretFile',
+      'dataDir',
+      'logLevel',
     ],
     run: async (line, io) => (await import('./start.ts')).runStart(line, io),
   }),
   relay: command({
     summary: 'Watch Nodes and Services and deliver their changes to the functions as CloudEvents.',
     description:
-      'Lists and watches Nodes and Services and POSTs each change, in Knative ApiServerSource\'s format, to\n' +
+      "Lists and watches Nodes and Services and POSTs each change, in Knative ApiServerSource's format, to\n" +
       'the functions that need it (--to <function>=<url>, a --routing-config file, or K_SINK for all), with\n' +
       'periodic reconcile.all triggers; retries until accepted, never drops. Replicas elect one deliverer\n' +
       'with a Lease. Probes and metrics on --bind-address:--port.',
     options: [
-      'kubeconfig', 'to', 'routingConfig', 'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency',
-      'serviceSyncPeriod', 'concurrentDeliveries', 'leaderElect', 'leaderElectLeaseDuration', 'leaderElectRenewDeadline',
-      'leaderElectRetryPeriod', 'leaderElectResourceName', 'leaderElectResourceNamespace', 'signingSecretFile',
-      'bindAddress', 'port', 'logLevel',
+      'kubeconfig',
+      'to',
+      'routingConfig',
+      'nodeMonitorPeriod',
+      'routeReconciliationPeriod',
+      'nodeStatusUpdateFrequency',
+      'serviceSyncPeriod',
+      'concurrentDeliveries',
+      'leaderElect',
+      'leaderElectLeaseDuration',
+      'leaderElectRenewDeadline',
+      'leaderElectRetryPeriod',
+      'leaderElectResourceName',
+      'leaderElectResourceNamespace',
+      'signingSecretFile',
+      'bindAddress',
+      'port',
+      'logLevel',
     ],
     run: async (line, io) => (await import('./relay.ts')).runRelay(line, io),
   }),
@@ -167,10 +216,15 @@ export function commandHelp(name: CommandName): string {
     const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
     const required = cmd.required?.includes(option) ? ' (required)' : '';
     const fallback = spec.schema.safeParse(undefined);
-    const shown = fallback.success && fallback.data !== undefined ? ` Default: ${JSON.stringify(fallback.data)}.` : periodDefault(option);
+    const shown =
+      fallback.success && fallback.data !== undefined
+        ? ` Default: ${JSON.stringify(fallback.data)}.`
+        : periodDefault(option);
     return `  --${flagName(option)}${value}${required}\n      ${spec.help}${shown}\n      Env: ${envName(option)}`;
   });
-  const args = (cmd.positionals ?? []).map((arg, i) => (i < (cmd.minPositionals ?? Infinity) ? ` <${arg}>` : ` [<${arg}>]`)).join('');
+  const args = (cmd.positionals ?? [])
+    .map((arg, i) => (i < (cmd.minPositionals ?? Infinity) ? ` <${arg}>` : ` [<${arg}>]`))
+    .join('');
   return [`Usage: cirrus ${name}${args} [flags]`, '', cmd.description, '', 'Flags:', ...flags, ''].join('\n');
 }
 

@@ -9,7 +9,10 @@ import { catalogue } from './root.ts';
 import { readSecret } from './secret.ts';
 
 /** Calls the function and prints the report; exit status 0 when it answered 2xx. */
-export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>, io: Io): Promise<number> {
+export async function runReconcile(
+  line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>,
+  io: Io,
+): Promise<number> {
   const { entry, body } = request(line);
   const canonical = entry.name;
   const secret = await readSecret(line.config.signingSecretFile);
@@ -35,7 +38,10 @@ export async function runReconcile(line: CommandLine<'url' | 'all' | 'dryRun' | 
 }
 
 // The function and the body of its /reconcile request; throws ConfigError for a bad command line.
-function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>): { entry: FunctionEntry; body: object } {
+function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>): {
+  entry: FunctionEntry;
+  body: object;
+} {
   const [fn = '', name] = line.positionals;
   const entry = findFunction(catalogue, fn) ?? catalogue.find((e) => e.reconcileAliases.includes(fn));
   if (entry === undefined) throw new ConfigError(`unknown function '${fn}'`);
@@ -49,6 +55,7 @@ function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile
 function objectName(entry: FunctionEntry, name: string): { name: string; namespace?: string } {
   if (!entry.target.namespaced) return { name };
   const [namespace, local, ...rest] = name.split('/');
-  if (!namespace || !local || rest.length > 0) throw new ConfigError(`name a ${entry.target.kind} as <namespace>/<name>, not '${name}'`);
+  if (!namespace || !local || rest.length > 0)
+    throw new ConfigError(`name a ${entry.target.kind} as <namespace>/<name>, not '${name}'`);
   return { namespace, name: local };
 }

@@ -10,10 +10,24 @@ import { readSecret } from './secret.ts';
 
 /** The options `cirrus relay` takes. */
 export type RelayCommandOptions =
-  | 'kubeconfig' | 'to' | 'routingConfig' | 'nodeMonitorPeriod' | 'routeReconciliationPeriod' | 'nodeStatusUpdateFrequency'
-  | 'serviceSyncPeriod' | 'concurrentDeliveries' | 'leaderElect' | 'leaderElectLeaseDuration' | 'leaderElectRenewDeadline'
-  | 'leaderElectRetryPeriod' | 'leaderElectResourceName' | 'leaderElectResourceNamespace' | 'signingSecretFile'
-  | 'bindAddress' | 'port' | 'logLevel';
+  | 'kubeconfig'
+  | 'to'
+  | 'routingConfig'
+  | 'nodeMonitorPeriod'
+  | 'routeReconciliationPeriod'
+  | 'nodeStatusUpdateFrequency'
+  | 'serviceSyncPeriod'
+  | 'concurrentDeliveries'
+  | 'leaderElect'
+  | 'leaderElectLeaseDuration'
+  | 'leaderElectRenewDeadline'
+  | 'leaderElectRetryPeriod'
+  | 'leaderElectResourceName'
+  | 'leaderElectResourceNamespace'
+  | 'signingSecretFile'
+  | 'bindAddress'
+  | 'port'
+  | 'logLevel';
 
 /** Runs the relay until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): Promise<number> {
@@ -22,8 +36,14 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   const knative = relayModule.readKnativeEnvironment(io.env);
   let routing;
   try {
-    const file = config.routingConfig === undefined ? undefined : await relayModule.loadRoutingFile(config.routingConfig);
-    routing = relayModule.buildRoutingTable(catalogue, { file, to: config.to, periods: periodsOf(config), sink: knative.sink });
+    const file =
+      config.routingConfig === undefined ? undefined : await relayModule.loadRoutingFile(config.routingConfig);
+    routing = relayModule.buildRoutingTable(catalogue, {
+      file,
+      to: config.to,
+      periods: periodsOf(config),
+      sink: knative.sink,
+    });
   } catch (error) {
     if (error instanceof relayModule.RoutingError) throw new ConfigError(error.message);
     throw error;
@@ -40,9 +60,16 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   });
   const { serve } = await import('../host/serve.ts');
   const { buildProbeApp } = await import('../host/probes.ts');
-  const app = await buildProbeApp({ logger, registry: relay.registry, readiness: () => relayModule.relayReadiness(relay.status()) });
+  const app = await buildProbeApp({
+    logger,
+    registry: relay.registry,
+    readiness: () => relayModule.relayReadiness(relay.status()),
+  });
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
-  logger.info({ address: server.address, identity: relay.identity, destinations: routing.destinations.map((d) => d.name) }, 'relay serving');
+  logger.info(
+    { address: server.address, identity: relay.identity, destinations: routing.destinations.map((d) => d.name) },
+    'relay serving',
+  );
   await server.closed;
   await relay.stop();
   return 0;

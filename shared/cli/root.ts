@@ -10,5 +10,6 @@ registerBuiltInProviders();
 export { catalogue };
 
 /** The relay (functions/relay), imported only by the commands that run it. */
-export const loadRelay = async (): Promise<typeof import('../../functions/relay/index.ts')> => import('../../functions/relay/index.ts');
+export const loadRelay = async (): Promise<typeof import('../../functions/relay/index.ts')> =>
+  import('../../functions/relay/index.ts');
 export type { LeaseSettings } from '../../functions/relay/index.ts';

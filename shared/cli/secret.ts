@@ -10,7 +10,9 @@ export async function readSecret(path: string | undefined): Promise<string | und
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    throw new ConfigError(`--signing-secret-file: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new ConfigError(
+      `--signing-secret-file: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
   const secret = text.replace(/\r?\n$/, '');
   if (secret.trim() === '') throw new ConfigError(`--signing-secret-file: ${path} is empty`);

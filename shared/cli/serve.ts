@@ -18,9 +18,20 @@ import { readSecret } from './secret.ts';
 
 /** The options `cirrus serve` takes. */
 export type ServeCommandOptions =
-  | 'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'bindAddress' | 'port'
-  | 'concurrentNodeSyncs' | 'concurrentServiceSyncs' | 'configureCloudRoutes' | 'clusterCidr' | 'concurrentRouteOperations'
-  | 'signingSecretFile' | 'logLevel';
+  | 'cloudProvider'
+  | 'cloudConfig'
+  | 'providerModule'
+  | 'clusterName'
+  | 'kubeconfig'
+  | 'bindAddress'
+  | 'port'
+  | 'concurrentNodeSyncs'
+  | 'concurrentServiceSyncs'
+  | 'configureCloudRoutes'
+  | 'clusterCidr'
+  | 'concurrentRouteOperations'
+  | 'signingSecretFile'
+  | 'logLevel';
 
 /** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): Promise<number> {
@@ -42,7 +53,8 @@ export type FunctionOptions = Exclude<ServeCommandOptions, 'bindAddress' | 'port
 /** The catalogue entry for a function name or alias; throws ConfigError listing the known names. */
 export function functionNamed(name: string): FunctionEntry {
   const entry = findFunction(catalogue, name);
-  if (entry === undefined) throw new ConfigError(`unknown function '${name}' (known: ${knownNames(catalogue).join(', ')})`);
+  if (entry === undefined)
+    throw new ConfigError(`unknown function '${name}' (known: ${knownNames(catalogue).join(', ')})`);
   return entry;
 }
 
@@ -64,14 +76,19 @@ export async function buildFunctionApp(
   const definition = await entry.load({ core, cloud, config });
   const { buildApp } = await import('../host/index.ts');
   const secret = await readSecret(config.signingSecretFile);
-  const options: AppOptions = { logger: log, ...(secret === undefined ? {} : { auth: { secret } }), ...(context.pressure === false ? { pressure: false } : {}) };
+  const options: AppOptions = {
+    logger: log,
+    ...(secret === undefined ? {} : { auth: { secret } }),
+    ...(context.pressure === false ? { pressure: false } : {}),
+  };
   return { app: await buildApp(definition, options), providerName: cloud.providerName() };
 }
 
 /** Imports `specifier` — a file path (relative to the working directory) or a package name — for its side effects. */
 export async function importProviderModule(specifier: string): Promise<void> {
   const path = resolve(specifier);
-  const target = specifier.startsWith('.') || specifier.startsWith('/') || existsSync(path) ? pathToFileURL(path).href : specifier;
+  const target =
+    specifier.startsWith('.') || specifier.startsWith('/') || existsSync(path) ? pathToFileURL(path).href : specifier;
   try {
     await import(target);
   } catch (error) {

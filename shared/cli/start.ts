@@ -21,8 +21,14 @@ import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
 
 /** The options `cirrus start` takes. */
-export type StartOptions = ServeCommandOptions | 'controllers' | 'nodeMonitorPeriod' | 'routeReconciliationPeriod'
-  | 'nodeStatusUpdateFrequency' | 'leaderElect' | 'dataDir';
+export type StartOptions =
+  | ServeCommandOptions
+  | 'controllers'
+  | 'nodeMonitorPeriod'
+  | 'routeReconciliationPeriod'
+  | 'nodeStatusUpdateFrequency'
+  | 'leaderElect'
+  | 'dataDir';
 
 const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
 
@@ -46,9 +52,13 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
     await serveAll(definitions, { kubeConfig, config, io, log }, stoppers);
     await new Promise<void>((resolve) => {
       if (io.signal.aborted) resolve();
-      io.signal.addEventListener('abort', () => {
-        resolve();
-      }, { once: true });
+      io.signal.addEventListener(
+        'abort',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
     });
     return 0;
   } finally {
@@ -72,19 +82,28 @@ async function clusterFor(config: Config<StartOptions>, io: Io, stoppers: Stoppe
     return loadKubeConfig(config.kubeconfig);
   }
   const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../control-plane/index.ts');
-  io.stderr.write('no cluster configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount): starting the local control plane\n');
+  io.stderr.write(
+    'no cluster configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount): starting the local control plane\n',
+  );
   let assets;
   try {
     assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
   } catch (error) {
-    if (error instanceof AssetsUnavailableError) throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
+    if (error instanceof AssetsUnavailableError)
+      throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
     throw error;
   }
-  const controlPlane = await ControlPlane.start({ assets, clusterName: config.clusterName, ...(config.dataDir === undefined ? {} : { dir: config.dataDir }) });
+  const controlPlane = await ControlPlane.start({
+    assets,
+    clusterName: config.clusterName,
+    ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
+  });
   stoppers.push(() => controlPlane.stop());
   const { info } = controlPlane;
   io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
-  io.stderr.write(`kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`);
+  io.stderr.write(
+    `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`,
+  );
   return loadKubeConfig(info.adminKubeconfig);
 }
 
@@ -136,15 +155,27 @@ async function serveAll(
     periods: periodsOf(config),
   });
   const logger = createLogger({ name: 'relay', level: config.logLevel });
-  const relay = relayModule.startRelay({ kubeConfig, routing, logger, secret, leaderElection: config.leaderElect ? {} : false });
+  const relay = relayModule.startRelay({
+    kubeConfig,
+    routing,
+    logger,
+    secret,
+    leaderElection: config.leaderElect ? {} : false,
+  });
   stoppers.push(() => relay.stop());
   // Ctrl-C while waiting (for the Lease, say) must still stop.
   const aborted = new Promise<void>((resolve) => {
-    io.signal.addEventListener('abort', () => {
-      resolve();
-    }, { once: true });
+    io.signal.addEventListener(
+      'abort',
+      () => {
+        resolve();
+      },
+      { once: true },
+    );
   });
   await Promise.race([relay.ready, aborted]);
   if (io.signal.aborted) return;
-  io.stderr.write(`cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops\n`);
+  io.stderr.write(
+    `cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops\n`,
+  );
 }

@@ -32,7 +32,8 @@ export class RetryError extends Error {
   readonly retryAfterMs: number;
   constructor(message: string, retryAfterMs: number, options?: ErrorOptions) {
     super(message, options);
-    if (!Number.isFinite(retryAfterMs) || retryAfterMs < 0) throw new RangeError(`RetryError: retryAfterMs must be >= 0, got ${retryAfterMs}`);
+    if (!Number.isFinite(retryAfterMs) || retryAfterMs < 0)
+      throw new RangeError(`RetryError: retryAfterMs must be >= 0, got ${retryAfterMs}`);
     this.retryAfterMs = retryAfterMs;
   }
 }

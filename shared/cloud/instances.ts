@@ -18,7 +18,12 @@ export function requireInstances(cloud: CloudProvider): Instances {
  * `<provider>://<instance id>` for the instance named `nodeName`, through the legacy interface
  * (Go's GetInstanceProviderID without its error wrapping): the provider's errors are thrown as they are.
  */
-export async function providerIdByName(cloud: CloudProvider, instances: Instances, nodeName: string, signal?: AbortSignal): Promise<string> {
+export async function providerIdByName(
+  cloud: CloudProvider,
+  instances: Instances,
+  nodeName: string,
+  signal?: AbortSignal,
+): Promise<string> {
   return `${cloud.providerName()}://${await instances.instanceId(nodeName, signal)}`;
 }
 
@@ -26,31 +31,54 @@ export async function providerIdByName(cloud: CloudProvider, instances: Instance
  * The node's instance metadata; undefined when an InstancesV2 provider has nothing yet.
  * Throws when the provider fails, or when no provider ID can be had for the node.
  */
-export async function instanceMetadata(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<InstanceMetadata | undefined> {
+export async function instanceMetadata(
+  cloud: CloudProvider,
+  node: V1Node,
+  signal?: AbortSignal,
+): Promise<InstanceMetadata | undefined> {
   const v2 = cloud.instancesV2();
   if (v2) {
     const metadata = await v2.instanceMetadata(node, signal);
     if (metadata === undefined || metadata.providerId !== '') return metadata;
     const providerId = node.spec?.providerID;
-    if (!providerId) throw new Error(`cloud provider does not set node provider ID for node ${node.metadata?.name ?? ''}`);
+    if (!providerId)
+      throw new Error(`cloud provider does not set node provider ID for node ${node.metadata?.name ?? ''}`);
     return { ...metadata, providerId };
   }
   return legacyMetadata(cloud, requireInstances(cloud), node, signal);
 }
 
-async function legacyMetadata(cloud: CloudProvider, instances: Instances, node: V1Node, signal?: AbortSignal): Promise<InstanceMetadata> {
+async function legacyMetadata(
+  cloud: CloudProvider,
+  instances: Instances,
+  node: V1Node,
+  signal?: AbortSignal,
+): Promise<InstanceMetadata> {
   const name = node.metadata?.name ?? '';
   const providerId = node.spec?.providerID || (await initialProviderId(cloud, instances, name, signal));
   const nodeAddresses = await legacyAddresses(instances, providerId, name, signal);
-  const instanceType = await instances.instanceTypeByProviderId(providerId, signal)
+  const instanceType = await instances
+    .instanceTypeByProviderId(providerId, signal)
     .catch(() => instances.instanceType(name, signal));
   const zone = await legacyZone(cloud, providerId, name, signal);
-  return { providerId, instanceType, nodeAddresses, zone: zone.failureDomain, region: zone.region, additionalLabels: {} };
+  return {
+    providerId,
+    instanceType,
+    nodeAddresses,
+    zone: zone.failureDomain,
+    region: zone.region,
+    additionalLabels: {},
+  };
 }
 
 // The node controller's provider ID by name: a provider that does not implement InstanceID leaves
 // it empty; InstanceNotFound is thrown as it is; any other error is wrapped.
-async function initialProviderId(cloud: CloudProvider, instances: Instances, name: string, signal?: AbortSignal): Promise<string> {
+async function initialProviderId(
+  cloud: CloudProvider,
+  instances: Instances,
+  name: string,
+  signal?: AbortSignal,
+): Promise<string> {
   try {
     return await providerIdByName(cloud, instances, name, signal);
   } catch (error) {
@@ -65,7 +93,9 @@ async function legacyZone(cloud: CloudProvider, providerId: string, name: string
   const zones = cloud.zones();
   if (!zones) return { failureDomain: '', region: '' };
   try {
-    const { failureDomain, region } = await zones.getZoneByProviderId(providerId, signal).catch(() => zones.getZoneByNodeName(name, signal));
+    const { failureDomain, region } = await zones
+      .getZoneByProviderId(providerId, signal)
+      .catch(() => zones.getZoneByNodeName(name, signal));
     return { failureDomain, region };
   } catch (error) {
     throw new Error(`failed to get zone from cloud provider: ${(error as Error).message}`, { cause: error });
@@ -73,14 +103,22 @@ async function legacyZone(cloud: CloudProvider, providerId: string, name: string
 }
 
 // Addresses by provider ID, falling back to the node name.
-async function legacyAddresses(instances: Instances, providerId: string, name: string, signal?: AbortSignal): Promise<V1NodeAddress[]> {
+async function legacyAddresses(
+  instances: Instances,
+  providerId: string,
+  name: string,
+  signal?: AbortSignal,
+): Promise<V1NodeAddress[]> {
   try {
     return await instances.nodeAddressesByProviderId(providerId, signal);
   } catch (byId) {
     try {
       return await instances.nodeAddresses(name, signal);
     } catch (byName) {
-      throw new Error(`error fetching node by provider ID: ${(byId as Error).message}, and error by node name: ${(byName as Error).message}`, { cause: byName });
+      throw new Error(
+        `error fetching node by provider ID: ${(byId as Error).message}, and error by node name: ${(byName as Error).message}`,
+        { cause: byName },
+      );
     }
   }
 }
@@ -90,7 +128,11 @@ async function legacyAddresses(instances: Instances, providerId: string, name: s
  * InstancesV2 metadata (undefined when there is none yet), or the legacy addresses by the node's
  * provider ID with the name as fallback; undefined without either interface.
  */
-export async function nodeAddresses(cloud: CloudProvider, node: V1Node, signal?: AbortSignal): Promise<V1NodeAddress[] | undefined> {
+export async function nodeAddresses(
+  cloud: CloudProvider,
+  node: V1Node,
+  signal?: AbortSignal,
+): Promise<V1NodeAddress[] | undefined> {
   const v2 = cloud.instancesV2();
   if (v2) return (await v2.instanceMetadata(node, signal))?.nodeAddresses.map((a) => ({ ...a }));
   const legacy = cloud.instances();
@@ -130,7 +172,12 @@ export async function instanceShutdown(cloud: CloudProvider, node: V1Node, signa
 }
 
 // The node's provider ID, or from the cloud by name; undefined when the cloud has no such instance.
-async function lifecycleProviderId(cloud: CloudProvider, legacy: Instances, node: V1Node, signal?: AbortSignal): Promise<string | undefined> {
+async function lifecycleProviderId(
+  cloud: CloudProvider,
+  legacy: Instances,
+  node: V1Node,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
   if (node.spec?.providerID) return node.spec.providerID;
   try {
     return await providerIdByName(cloud, legacy, node.metadata?.name ?? '', signal);

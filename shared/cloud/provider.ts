@@ -110,10 +110,24 @@ export interface Routes {
  * succeed when the load balancer does not exist, and must not throw ImplementedElsewhereError.
  */
 export interface LoadBalancer {
-  getLoadBalancer(clusterName: string, service: V1Service, signal?: AbortSignal): Promise<V1LoadBalancerStatus | undefined>;
+  getLoadBalancer(
+    clusterName: string,
+    service: V1Service,
+    signal?: AbortSignal,
+  ): Promise<V1LoadBalancerStatus | undefined>;
   getLoadBalancerName(clusterName: string, service: V1Service): string;
-  ensureLoadBalancer(clusterName: string, service: V1Service, nodes: readonly V1Node[], signal?: AbortSignal): Promise<V1LoadBalancerStatus>;
-  updateLoadBalancer(clusterName: string, service: V1Service, nodes: readonly V1Node[], signal?: AbortSignal): Promise<void>;
+  ensureLoadBalancer(
+    clusterName: string,
+    service: V1Service,
+    nodes: readonly V1Node[],
+    signal?: AbortSignal,
+  ): Promise<V1LoadBalancerStatus>;
+  updateLoadBalancer(
+    clusterName: string,
+    service: V1Service,
+    nodes: readonly V1Node[],
+    signal?: AbortSignal,
+  ): Promise<void>;
   ensureLoadBalancerDeleted(clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void>;
 }
 

@@ -59,7 +59,11 @@ export interface InitOptions {
  * Builds the provider registered as `name` from the cloud-config file at `configPath` (if any).
  * Unlike plugins.go, an empty name and "external" are errors: a CCM needs a real provider.
  */
-export async function initCloudProvider(name: string, configPath: string | undefined, options: InitOptions): Promise<CloudProvider> {
+export async function initCloudProvider(
+  name: string,
+  configPath: string | undefined,
+  options: InitOptions,
+): Promise<CloudProvider> {
   if (name === '' || name === 'external') {
     throw new Error(`--cloud-provider must name a provider (${known()}), not "${name}"`);
   }

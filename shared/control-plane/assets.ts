@@ -145,16 +145,29 @@ async function commandExists(command: string, env: NodeJS.ProcessEnv): Promise<b
 
 // Builds both binaries into a fresh folder beside `dir`, then renames it into place, so a build
 // that dies half-way (or a concurrent build) never leaves a folder that looks complete.
-async function buildInto(dir: string, pinned: PinnedVersions, progress: ProgressSink, env: NodeJS.ProcessEnv): Promise<void> {
+async function buildInto(
+  dir: string,
+  pinned: PinnedVersions,
+  progress: ProgressSink,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
   await mkdir(dirname(dir), { recursive: true });
   const staging = await mkdtemp(`${dir}.building-`);
   const started = Date.now();
-  progress(`building kube-apiserver ${pinned.kubernetes} and etcd ${pinned.etcd} once for this machine ` +
-    '(about 2-20 min, depending on the Go build cache) into ' + dir);
+  progress(
+    `building kube-apiserver ${pinned.kubernetes} and etcd ${pinned.etcd} once for this machine ` +
+      '(about 2-20 min, depending on the Go build cache) into ' +
+      dir,
+  );
   try {
     const build = { env, progress };
     await goBuild('go.etcd.io/etcd/server/v3', join(staging, 'etcd'), [], build);
-    await goBuild('k8s.io/kubernetes/cmd/kube-apiserver', join(staging, 'kube-apiserver'), versionStamps(pinned), build);
+    await goBuild(
+      'k8s.io/kubernetes/cmd/kube-apiserver',
+      join(staging, 'kube-apiserver'),
+      versionStamps(pinned),
+      build,
+    );
     await rename(staging, dir).catch(async (error: unknown) => {
       // Another build finished first: its folder is as good as ours.
       if (!(await isExecutable(join(dir, 'kube-apiserver')))) throw error;
@@ -169,7 +182,11 @@ function versionStamps(pinned: PinnedVersions): string[] {
   const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(pinned.kubernetes) ?? [];
   const stamps: string[] = [];
   for (const pkg of ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version']) {
-    stamps.push(`-X ${pkg}.gitVersion=${pinned.kubernetes}`, `-X ${pkg}.gitMajor=${major}`, `-X ${pkg}.gitMinor=${minor}`);
+    stamps.push(
+      `-X ${pkg}.gitVersion=${pinned.kubernetes}`,
+      `-X ${pkg}.gitMajor=${major}`,
+      `-X ${pkg}.gitMinor=${minor}`,
+    );
   }
   return stamps;
 }
@@ -195,7 +212,9 @@ async function goBuild(
     tail.push(line);
     if (tail.length > 30) tail.shift();
   });
-  const timer = setInterval(() => { progress(`  ${name}: ${compiled} packages compiled so far`); }, 15_000);
+  const timer = setInterval(() => {
+    progress(`  ${name}: ${compiled} packages compiled so far`);
+  }, 15_000);
   try {
     const code = await new Promise<number | null>((resolve, reject) => {
       child.once('error', reject);
@@ -209,6 +228,11 @@ async function goBuild(
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const assets = await resolveAssets({ build: true, progress: (line) => { console.error(line); } });
+  const assets = await resolveAssets({
+    build: true,
+    progress: (line) => {
+      console.error(line);
+    },
+  });
   console.log(dirname(assets.kubeApiserver));
 }

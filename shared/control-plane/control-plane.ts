@@ -56,7 +56,12 @@ export class ControlPlane {
   readonly #replaced = new Set<ManagedProcess>();
   #stopping = false;
 
-  private constructor(info: ControlPlaneInfo, processes: ManagedProcess[], ownsDir: boolean, apiserver: ApiserverRestart) {
+  private constructor(
+    info: ControlPlaneInfo,
+    processes: ManagedProcess[],
+    ownsDir: boolean,
+    apiserver: ApiserverRestart,
+  ) {
     this.info = info;
     this.#processes = processes;
     this.#ownsDir = ownsDir;
@@ -81,7 +86,13 @@ export class ControlPlane {
     const processes: ManagedProcess[] = [];
     try {
       const etcd = await startEtcd(options.assets.etcd, dir, processes);
-      const setup: ApiserverSetup = { binary: options.assets.kubeApiserver, dir, etcdUrl: etcd.url, certs: { ca, serving }, port: await freePort() };
+      const setup: ApiserverSetup = {
+        binary: options.assets.kubeApiserver,
+        dir,
+        etcdUrl: etcd.url,
+        certs: { ca, serving },
+        port: await freePort(),
+      };
       const apiserver = await startApiserver(setup, processes);
       const deadline = started + timeoutMs;
       const etcdVersion = await waitForEtcd(etcd.url, processes, deadline);
@@ -113,11 +124,13 @@ export class ControlPlane {
    * the process and its log; never settles for a control plane that stop() ends.
    */
   get failed(): Promise<string> {
-    return Promise.race(this.#processes.map(async (p) => {
-      const code = await p.exited;
-      if (this.#stopping || this.#replaced.has(p)) return new Promise<string>(() => {});
-      return `${p.name} exited (${code === null ? 'killed by a signal' : `code ${code}`}); its log: ${p.logFile}`;
-    }));
+    return Promise.race(
+      this.#processes.map(async (p) => {
+        const code = await p.exited;
+        if (this.#stopping || this.#replaced.has(p)) return new Promise<string>(() => {});
+        return `${p.name} exited (${code === null ? 'killed by a signal' : `code ${code}`}); its log: ${p.logFile}`;
+      }),
+    );
   }
 
   /** Path of the `cluster.json` describing this control plane. */
@@ -142,7 +155,12 @@ export class ControlPlane {
     const started: ManagedProcess[] = [];
     await startApiserver(this.#apiserver.setup, started);
     this.#processes.splice(index, 1, ...started);
-    await waitForApiserver(this.info.server, this.#apiserver.client, this.#processes, Date.now() + this.#apiserver.timeoutMs);
+    await waitForApiserver(
+      this.info.server,
+      this.#apiserver.client,
+      this.#processes,
+      Date.now() + this.#apiserver.timeoutMs,
+    );
   }
 
   /** Process ids of kube-apiserver and etcd (for tests and diagnostics). */
@@ -190,7 +208,12 @@ export async function kubeconfigWithToken(info: ControlPlaneInfo, name: string, 
   return path;
 }
 
-async function writeKubeconfig(info: Pick<ControlPlaneInfo, 'server' | 'ca'>, pair: KeyPair, path: string, cluster = 'cirrus'): Promise<void> {
+async function writeKubeconfig(
+  info: Pick<ControlPlaneInfo, 'server' | 'ca'>,
+  pair: KeyPair,
+  path: string,
+  cluster = 'cirrus',
+): Promise<void> {
   const ca = (await readFile(info.ca.cert)).toString('base64');
   const { cert, key } = await asBase64(pair);
   const user = { 'client-certificate-data': cert, 'client-key-data': key };
@@ -251,17 +274,24 @@ async function startEtcd(binary: string, dir: string, processes: ManagedProcess[
   const [client, peer] = [await freePort(), await freePort()];
   const url = `http://127.0.0.1:${client}`;
   const peerUrl = `http://127.0.0.1:${peer}`;
-  processes.push(await startProcess('etcd', binary, [
-    '--name=cirrus',
-    `--data-dir=${join(dir, 'etcd')}`,
-    `--listen-client-urls=${url}`,
-    `--advertise-client-urls=${url}`,
-    `--listen-peer-urls=${peerUrl}`,
-    `--initial-advertise-peer-urls=${peerUrl}`,
-    `--initial-cluster=cirrus=${peerUrl}`,
-    '--unsafe-no-fsync=true',
-    '--log-level=warn',
-  ], join(dir, 'logs', 'etcd.log')));
+  processes.push(
+    await startProcess(
+      'etcd',
+      binary,
+      [
+        '--name=cirrus',
+        `--data-dir=${join(dir, 'etcd')}`,
+        `--listen-client-urls=${url}`,
+        `--advertise-client-urls=${url}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--initial-advertise-peer-urls=${peerUrl}`,
+        `--initial-cluster=cirrus=${peerUrl}`,
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+      ],
+      join(dir, 'logs', 'etcd.log'),
+    ),
+  );
   return { url };
 }
 
@@ -281,36 +311,60 @@ interface ApiserverRestart {
   readonly timeoutMs: number;
 }
 
-async function waitForApiserver(server: string, client: ApiserverRestart['client'], processes: ManagedProcess[], deadline: number): Promise<void> {
-  await waitUntil(deadline, processes, 'kube-apiserver /readyz', async () => (await getHttps(server, '/readyz', client)).status === 200);
-  await waitUntil(deadline, processes, 'the default namespace', async () =>
-    (await getHttps(server, '/api/v1/namespaces/default', client)).status === 200);
+async function waitForApiserver(
+  server: string,
+  client: ApiserverRestart['client'],
+  processes: ManagedProcess[],
+  deadline: number,
+): Promise<void> {
+  await waitUntil(
+    deadline,
+    processes,
+    'kube-apiserver /readyz',
+    async () => (await getHttps(server, '/readyz', client)).status === 200,
+  );
+  await waitUntil(
+    deadline,
+    processes,
+    'the default namespace',
+    async () => (await getHttps(server, '/api/v1/namespaces/default', client)).status === 200,
+  );
 }
 
-async function startApiserver({ binary, dir, etcdUrl, certs, port }: ApiserverSetup, processes: ManagedProcess[]): Promise<string> {
+async function startApiserver(
+  { binary, dir, etcdUrl, certs, port }: ApiserverSetup,
+  processes: ManagedProcess[],
+): Promise<string> {
   const pki = join(dir, 'pki');
-  processes.push(await startProcess('kube-apiserver', binary, [
-    `--etcd-servers=${etcdUrl}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
-    `--secure-port=${port}`,
-    `--tls-cert-file=${certs.serving.cert}`,
-    `--tls-private-key-file=${certs.serving.key}`,
-    `--client-ca-file=${certs.ca.cert}`,
-    '--authorization-mode=RBAC',
-    // No kube-controller-manager runs, so nothing would create the default ServiceAccounts.
-    '--disable-admission-plugins=ServiceAccount',
-    '--endpoint-reconciler-type=none',
-    // Room for the benchmarks' thousand LoadBalancer Services.
-    '--service-cluster-ip-range=10.0.0.0/16',
-    `--service-account-issuer=https://127.0.0.1:${port}`,
-    `--service-account-key-file=${join(pki, 'sa.pub')}`,
-    `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
-    '--allow-privileged=true',
-    '--enable-priority-and-fairness=false',
-    '--profiling=false',
-    `--cert-dir=${join(dir, 'certs')}`,
-  ], join(dir, 'logs', 'kube-apiserver.log')));
+  processes.push(
+    await startProcess(
+      'kube-apiserver',
+      binary,
+      [
+        `--etcd-servers=${etcdUrl}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${port}`,
+        `--tls-cert-file=${certs.serving.cert}`,
+        `--tls-private-key-file=${certs.serving.key}`,
+        `--client-ca-file=${certs.ca.cert}`,
+        '--authorization-mode=RBAC',
+        // No kube-controller-manager runs, so nothing would create the default ServiceAccounts.
+        '--disable-admission-plugins=ServiceAccount',
+        '--endpoint-reconciler-type=none',
+        // Room for the benchmarks' thousand LoadBalancer Services.
+        '--service-cluster-ip-range=10.0.0.0/16',
+        `--service-account-issuer=https://127.0.0.1:${port}`,
+        `--service-account-key-file=${join(pki, 'sa.pub')}`,
+        `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
+        '--allow-privileged=true',
+        '--enable-priority-and-fairness=false',
+        '--profiling=false',
+        `--cert-dir=${join(dir, 'certs')}`,
+      ],
+      join(dir, 'logs', 'kube-apiserver.log'),
+    ),
+  );
   return `https://127.0.0.1:${port}`;
 }
 
@@ -321,7 +375,12 @@ async function waitForEtcd(url: string, processes: ManagedProcess[], deadline: n
 }
 
 // Polls `check` every 100 ms until it holds; fails at once when one of the processes has exited.
-async function waitUntil(deadline: number, processes: ManagedProcess[], what: string, check: () => Promise<boolean>): Promise<void> {
+async function waitUntil(
+  deadline: number,
+  processes: ManagedProcess[],
+  what: string,
+  check: () => Promise<boolean>,
+): Promise<void> {
   for (;;) {
     const dead = processes.find((p) => p.hasExited());
     if (dead) throw new Error(`${dead.name} exited while waiting for ${what}`);
@@ -338,31 +397,53 @@ interface Response {
 
 function getHttp(url: string): Promise<Response> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { timeout: 2_000 }, (res) => { collect(res, resolve, reject); });
-    req.on('error', reject).on('timeout', () => req.destroy(new Error('timeout'))).end();
+    const req = httpRequest(url, { timeout: 2_000 }, (res) => {
+      collect(res, resolve, reject);
+    });
+    req
+      .on('error', reject)
+      .on('timeout', () => req.destroy(new Error('timeout')))
+      .end();
   });
 }
 
-async function getHttps(server: string, path: string, tls: { ca: string; cert: string; key: string }): Promise<Response> {
+async function getHttps(
+  server: string,
+  path: string,
+  tls: { ca: string; cert: string; key: string },
+): Promise<Response> {
   const [ca, cert, key] = await Promise.all([readFile(tls.ca), readFile(tls.cert), readFile(tls.key)]);
   return new Promise((resolve, reject) => {
-    const req = httpsRequest(`${server}${path}`, { ca, cert, key, timeout: 2_000 }, (res) => { collect(res, resolve, reject); });
-    req.on('error', reject).on('timeout', () => req.destroy(new Error('timeout'))).end();
+    const req = httpsRequest(`${server}${path}`, { ca, cert, key, timeout: 2_000 }, (res) => {
+      collect(res, resolve, reject);
+    });
+    req
+      .on('error', reject)
+      .on('timeout', () => req.destroy(new Error('timeout')))
+      .end();
   });
 }
 
-function collect(res: import('node:http').IncomingMessage, resolve: (r: Response) => void, reject: (e: Error) => void): void {
+function collect(
+  res: import('node:http').IncomingMessage,
+  resolve: (r: Response) => void,
+  reject: (e: Error) => void,
+): void {
   let body = '';
   res.setEncoding('utf8');
   res.on('data', (chunk: string) => (body += chunk));
-  res.on('end', () => { resolve({ status: res.statusCode ?? 0, body }); });
+  res.on('end', () => {
+    resolve({ status: res.statusCode ?? 0, body });
+  });
   res.on('error', reject);
 }
 
 async function logTails(processes: ManagedProcess[]): Promise<string> {
-  const parts = await Promise.all(processes.map(async (p) => {
-    const text = await readFile(p.logFile, 'utf8').catch(() => '');
-    return `--- last lines of ${p.logFile} ---\n${text.split('\n').slice(-25).join('\n')}`;
-  }));
+  const parts = await Promise.all(
+    processes.map(async (p) => {
+      const text = await readFile(p.logFile, 'utf8').catch(() => '');
+      return `--- last lines of ${p.logFile} ---\n${text.split('\n').slice(-25).join('\n')}`;
+    }),
+  );
   return parts.join('\n');
 }

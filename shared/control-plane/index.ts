@@ -1,5 +1,11 @@
 // The local control plane: real kube-apiserver and etcd binaries, built once per machine, started
 // on loopback for the integration tests and for `cirrus cluster`.
 export { AssetsUnavailableError, cacheRoot, pinnedVersions, resolveAssets, type ControlPlaneAssets } from './assets.ts';
-export { attachControlPlane, ControlPlane, kubeconfigFor, kubeconfigWithToken, type ControlPlaneInfo } from './control-plane.ts';
+export {
+  attachControlPlane,
+  ControlPlane,
+  kubeconfigFor,
+  kubeconfigWithToken,
+  type ControlPlaneInfo,
+} from './control-plane.ts';
 export type { Identity } from './pki.ts';

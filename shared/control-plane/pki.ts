@@ -28,8 +28,19 @@ const keyArgs = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes
 export async function createCa(dir: string): Promise<KeyPair> {
   const pair = { cert: join(dir, 'ca.crt'), key: join(dir, 'ca.key') };
   await openssl([
-    'req', '-x509', ...keyArgs, '-keyout', pair.key, '-out', pair.cert, '-days', validityDays,
-    '-subj', '/CN=cirrus-test-ca', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    'req',
+    '-x509',
+    ...keyArgs,
+    '-keyout',
+    pair.key,
+    '-out',
+    pair.cert,
+    '-days',
+    validityDays,
+    '-subj',
+    '/CN=cirrus-test-ca',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
   ]);
   return pair;
 }
@@ -37,12 +48,18 @@ export async function createCa(dir: string): Promise<KeyPair> {
 /** A serving certificate for the API server on loopback. */
 export async function createServingCert(ca: KeyPair, dir: string): Promise<KeyPair> {
   return signed(ca, join(dir, 'apiserver'), '/CN=kube-apiserver', [
-    'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost', 'extendedKeyUsage=serverAuth',
+    'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost',
+    'extendedKeyUsage=serverAuth',
   ]);
 }
 
 /** A client certificate for `identity`, written as `<dir>/<fileName>.{crt,key}`. */
-export async function createClientCert(ca: KeyPair, dir: string, fileName: string, identity: Identity): Promise<KeyPair> {
+export async function createClientCert(
+  ca: KeyPair,
+  dir: string,
+  fileName: string,
+  identity: Identity,
+): Promise<KeyPair> {
   return signed(ca, join(dir, fileName), subject(identity), ['extendedKeyUsage=clientAuth']);
 }
 
@@ -55,9 +72,24 @@ export async function asBase64(pair: KeyPair): Promise<{ cert: string; key: stri
 async function signed(ca: KeyPair, base: string, subj: string, extensions: string[]): Promise<KeyPair> {
   const pair = { cert: `${base}.crt`, key: `${base}.key` };
   await openssl([
-    'req', '-x509', ...keyArgs, '-keyout', pair.key, '-out', pair.cert, '-days', validityDays,
-    '-subj', subj, '-CA', ca.cert, '-CAkey', ca.key,
-    '-addext', 'basicConstraints=critical,CA:FALSE', ...extensions.flatMap((e) => ['-addext', e]),
+    'req',
+    '-x509',
+    ...keyArgs,
+    '-keyout',
+    pair.key,
+    '-out',
+    pair.cert,
+    '-days',
+    validityDays,
+    '-subj',
+    subj,
+    '-CA',
+    ca.cert,
+    '-CAkey',
+    ca.key,
+    '-addext',
+    'basicConstraints=critical,CA:FALSE',
+    ...extensions.flatMap((e) => ['-addext', e]),
   ]);
   return pair;
 }
@@ -79,6 +111,8 @@ async function openssl(args: string[]): Promise<void> {
     await run('openssl', args);
   } catch (error) {
     const stderr = (error as { stderr?: string }).stderr ?? '';
-    throw new Error(`openssl ${args.slice(0, 2).join(' ')} failed: ${stderr.trim() || String(error)}`, { cause: error });
+    throw new Error(`openssl ${args.slice(0, 2).join(' ')} failed: ${stderr.trim() || String(error)}`, {
+      cause: error,
+    });
   }
 }

@@ -44,14 +44,28 @@ function installExitHook(): void {
 }
 
 /** Starts `binary args…` with stdout and stderr appended to `logFile`. */
-export async function startProcess(name: string, binary: string, args: string[], logFile: string): Promise<ManagedProcess> {
+export async function startProcess(
+  name: string,
+  binary: string,
+  args: string[],
+  logFile: string,
+): Promise<ManagedProcess> {
   const log = await open(logFile, 'a');
   const [command, ...prefixArgs] = [...deathSignalPrefix(), binary, ...args];
   const child = spawn(command as string, prefixArgs, { stdio: ['ignore', log.fd, log.fd] });
   const spawned = once(child, 'spawn');
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => { resolve(signal ? null : code); }));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      resolve(signal ? null : code);
+    }),
+  );
   await log.close();
-  await Promise.race([spawned, exited.then(() => { throw new Error(`${name}: ${binary} exited at once`); })]);
+  await Promise.race([
+    spawned,
+    exited.then(() => {
+      throw new Error(`${name}: ${binary} exited at once`);
+    }),
+  ]);
   let done = false;
   const handle: ManagedProcess = {
     name,

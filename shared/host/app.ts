@@ -120,14 +120,21 @@ export async function buildApp(definition: FunctionDefinition, options: AppOptio
  * (`POST /node-init`, `POST /node-init/reconcile`, …), one set of probes and one /metrics at the
  * root. Throws TypeError for a definition without kinds or two definitions of one name.
  */
-export async function buildMultiApp(definitions: readonly FunctionDefinition[], options: AppOptions): Promise<FunctionApp> {
+export async function buildMultiApp(
+  definitions: readonly FunctionDefinition[],
+  options: AppOptions,
+): Promise<FunctionApp> {
   const names = definitions.map((d) => d.name);
   const twice = names.find((name, i) => names.indexOf(name) !== i);
   if (twice !== undefined) throw new TypeError(`function ${twice} is given twice`);
   return assemble(definitions, options, true);
 }
 
-async function assemble(definitions: readonly FunctionDefinition[], options: AppOptions, prefixed: boolean): Promise<FunctionApp> {
+async function assemble(
+  definitions: readonly FunctionDefinition[],
+  options: AppOptions,
+  prefixed: boolean,
+): Promise<FunctionApp> {
   const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true });
   const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
   const bodyLimit = options.bodyLimit ?? defaultBodyLimit;
@@ -136,10 +143,17 @@ async function assemble(definitions: readonly FunctionDefinition[], options: App
   addWebhookOptions(app);
   for (const definition of definitions) {
     const [defaultKind] = definition.kinds;
-    if (defaultKind === undefined) throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
+    if (defaultKind === undefined)
+      throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
     definition.registerMetrics?.(metrics.registry);
     const host: Host = {
-      definition, defaultKind, metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0, auth: options.auth, bodyLimit,
+      definition,
+      defaultKind,
+      metrics,
+      logger: options.logger,
+      retryAfter: pressure ? pressure.retryAfter : 0,
+      auth: options.auth,
+      bodyLimit,
     };
     await app.register(reconcileRoutes(host, pressure), prefixed ? { prefix: `/${definition.name}` } : {});
   }
@@ -173,7 +187,8 @@ function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false
       return send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter }));
     });
     scope.addHook('onResponse', (request, reply, done) => {
-      const trigger = request.routeOptions.url?.endsWith('/reconcile') === true ? 'manual' : (triggers.get(request) ?? 'unknown');
+      const trigger =
+        request.routeOptions.url?.endsWith('/reconcile') === true ? 'manual' : (triggers.get(request) ?? 'unknown');
       host.metrics.requests.inc({ function: host.definition.name, trigger, code: String(reply.statusCode) });
       done();
     });
@@ -204,14 +219,18 @@ function unauthorized(error: UnauthorizedError, log: Pick<FastifyBaseLogger, 'wa
 function addBodyParsers(scope: FunctionApp): void {
   const json = scope.getDefaultJsonParser('error', 'error');
   scope.removeAllContentTypeParsers();
-  scope.addContentTypeParser(['application/json', 'application/cloudevents+json'], { parseAs: 'string' }, (request, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text === '') {
-      done(null, undefined);
-      return;
-    }
-    void json(request, text, done); // callback style: it calls done and returns nothing
-  });
+  scope.addContentTypeParser(
+    ['application/json', 'application/cloudevents+json'],
+    { parseAs: 'string' },
+    (request, body, done) => {
+      const text = typeof body === 'string' ? body : body.toString('utf8');
+      if (text === '') {
+        done(null, undefined);
+        return;
+      }
+      void json(request, text, done); // callback style: it calls done and returns nothing
+    },
+  );
   scope.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
     done(null, body === '' ? undefined : body);
   });
@@ -227,19 +246,32 @@ interface Job {
   readonly lastKnown?: unknown;
 }
 
-async function handleEvent(host: Host, request: FastifyRequest, reply: FastifyReply, triggers: WeakMap<FastifyRequest, string>): Promise<FastifyReply> {
+async function handleEvent(
+  host: Host,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  triggers: WeakMap<FastifyRequest, string>,
+): Promise<FastifyReply> {
   const event = readCloudEvent(request.headers, request.body);
   const mode = eventMode(event.type);
   if (mode === undefined) {
-    throw new InvalidRequestError(`event type "${event.type}" is not accepted; accepted types: ${acceptedEventTypes.join(', ')}`, [
-      `type: must be one of ${acceptedEventTypes.join(', ')}`,
-    ]);
+    throw new InvalidRequestError(
+      `event type "${event.type}" is not accepted; accepted types: ${acceptedEventTypes.join(', ')}`,
+      [`type: must be one of ${acceptedEventTypes.join(', ')}`],
+    );
   }
   triggers.set(request, event.type);
   const dryRun = readDryRun(request.query);
   const target = mode === 'all' ? 'all' : acceptKind(host.definition, eventObjectKey(event, mode));
   const lastKnown = event.type === eventTypes.resourceDelete ? event.data : undefined;
-  return runReconcile(host, request, reply, { trigger: event.type, target, dryRun, success: 202, eventId: event.id, lastKnown });
+  return runReconcile(host, request, reply, {
+    trigger: event.type,
+    target,
+    dryRun,
+    success: 202,
+    eventId: event.id,
+    lastKnown,
+  });
 }
 
 async function handleManual(host: Host, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -256,14 +288,18 @@ function readDryRun(query: unknown): boolean {
   return parsed.data.dryRun === 'true';
 }
 
-const manualBodyHint = 'the body must be a JSON object: {"name": "...", "namespace"?: "...", "kind"?: "..."} or {"all": true}';
+const manualBodyHint =
+  'the body must be a JSON object: {"name": "...", "namespace"?: "...", "kind"?: "..."} or {"all": true}';
 const nonEmpty = z.string({ error: 'must be a string' }).min(1, 'must not be empty');
 
 const manualBody = z
   .strictObject(
     {
       name: nonEmpty.optional(),
-      namespace: z.string({ error: 'must be a string' }).min(1, 'must not be empty (leave it out for a cluster-scoped object)').optional(),
+      namespace: z
+        .string({ error: 'must be a string' })
+        .min(1, 'must not be empty (leave it out for a cluster-scoped object)')
+        .optional(),
       kind: nonEmpty.optional(),
       all: z.boolean({ error: 'must be true or false' }).optional(),
     },
@@ -271,8 +307,10 @@ const manualBody = z
   )
   .superRefine((body, context) => {
     const named = body.name !== undefined || body.namespace !== undefined || body.kind !== undefined;
-    if (body.all === true && named) context.addIssue({ code: 'custom', message: '"all": true takes no name, namespace or kind' });
-    if (body.all !== true && body.name === undefined) context.addIssue({ code: 'custom', path: ['name'], message: 'is required (or send {"all": true})' });
+    if (body.all === true && named)
+      context.addIssue({ code: 'custom', message: '"all": true takes no name, namespace or kind' });
+    if (body.all !== true && body.name === undefined)
+      context.addIssue({ code: 'custom', path: ['name'], message: 'is required (or send {"all": true})' });
   });
 
 function readManualTarget(host: Host, body: unknown): ObjectKey | 'all' {
@@ -286,16 +324,27 @@ function readManualTarget(host: Host, body: unknown): ObjectKey | 'all' {
 function acceptKind(definition: FunctionDefinition, key: ObjectKey): ObjectKey {
   if (definition.kinds.includes(key.kind)) return key;
   const kinds = definition.kinds.join(', ');
-  throw new InvalidRequestError(`${definition.name} does not handle kind "${key.kind}"; it accepts ${kinds}`, [`kind: must be one of ${kinds}, not "${key.kind}"`]);
+  throw new InvalidRequestError(`${definition.name} does not handle kind "${key.kind}"; it accepts ${kinds}`, [
+    `kind: must be one of ${kinds}, not "${key.kind}"`,
+  ]);
 }
 
 // Calls the definition and answers. Nothing is sent before the reconcile has finished, so a 2xx
 // always means the work is done (the data-plane contract's "do not accept until handled").
 async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyReply, job: Job): Promise<FastifyReply> {
   const key = job.target === 'all' ? '*' : formatKey(job.target);
-  const log = host.logger.child({ reqId: request.id, key, trigger: job.trigger, dryRun: job.dryRun, ...(job.eventId === undefined ? {} : { ceId: job.eventId }) });
+  const log = host.logger.child({
+    reqId: request.id,
+    key,
+    trigger: job.trigger,
+    dryRun: job.dryRun,
+    ...(job.eventId === undefined ? {} : { ceId: job.eventId }),
+  });
   const options: ReconcileOptions = {
-    dryRun: job.dryRun, signal: abandonSignal(reply), log, ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
+    dryRun: job.dryRun,
+    signal: abandonSignal(reply),
+    log,
+    ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
   };
   const started = performance.now();
   const outcome = await invoke(host.definition, job.target, options).then(
@@ -310,7 +359,11 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
 }
 
 // async, so that a definition that throws before returning its promise is handled the same way.
-async function invoke(definition: FunctionDefinition, target: ObjectKey | 'all', options: ReconcileOptions): Promise<Report> {
+async function invoke(
+  definition: FunctionDefinition,
+  target: ObjectKey | 'all',
+  options: ReconcileOptions,
+): Promise<Report> {
   return target === 'all' ? definition.reconcileAll(options) : definition.reconcileOne(target, options);
 }
 
@@ -371,7 +424,11 @@ function failure(error: unknown, context: ErrorContext): ErrorReply {
     ...(mapped.retryAfterSeconds === undefined ? {} : { retryAfter: mapped.retryAfterSeconds }),
   };
   if (mapped.level === 'error') context.log.error({ ...fields, err: error }, 'reconcile failed');
-  else context.log[mapped.level]({ ...fields, error: mapped.body.error, problems: mapped.body.problems }, `reconcile ${fields.outcome}`);
+  else
+    context.log[mapped.level](
+      { ...fields, error: mapped.body.error, problems: mapped.body.problems },
+      `reconcile ${fields.outcome}`,
+    );
   return mapped;
 }
 
@@ -380,7 +437,13 @@ function failure(error: unknown, context: ErrorContext): ErrorReply {
 // retry a 413 or 415 forever.
 function fastifyErrorReply(error: unknown, retryAfter: number): ErrorReply | undefined {
   if (!isFastifyError(error)) return undefined;
-  if (error.code === 'FST_UNDER_PRESSURE') return { status: 503, body: { error: 'overloaded: try again later' }, retryAfterSeconds: retryAfter, level: 'warn' };
+  if (error.code === 'FST_UNDER_PRESSURE')
+    return {
+      status: 503,
+      body: { error: 'overloaded: try again later' },
+      retryAfterSeconds: retryAfter,
+      level: 'warn',
+    };
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
     return { status: 400, body: { error: error.message, problems: [error.message] }, level: 'warn' };
   }

@@ -25,7 +25,8 @@ export async function readVerifiedBody(
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of payload) {
-    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const bytes =
+      typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     length += bytes.length;
     if (length > options.limit) throw options.tooLarge();
     chunks.push(bytes);

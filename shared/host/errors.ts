@@ -29,7 +29,13 @@ export interface ErrorReply {
 export function errorReply(error: unknown): ErrorReply {
   const message = errorMessage(error);
   const retry = findCause(error, RetryError);
-  if (retry) return { status: 503, body: { error: message }, retryAfterSeconds: retryAfterSeconds(retry.retryAfterMs), level: 'info' };
+  if (retry)
+    return {
+      status: 503,
+      body: { error: message },
+      retryAfterSeconds: retryAfterSeconds(retry.retryAfterMs),
+      level: 'info',
+    };
   const invalid = findCause(error, InvalidRequestError);
   if (invalid) return { status: 400, body: { error: message, problems: invalid.problems }, level: 'warn' };
   return { status: 500, body: { error: message }, level: 'error' };

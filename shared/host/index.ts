@@ -1,11 +1,27 @@
 // The function host's public surface: what a function and the command line need to serve it. The
 // wire contract it speaks (event types, CloudEvents, keys, signing) is shared/wire's.
 
-export { buildApp, buildMultiApp, defaultBodyLimit, defaultPressure, type AppOptions, type FunctionApp, type PressureOptions } from './app.ts';
+export {
+  buildApp,
+  buildMultiApp,
+  defaultBodyLimit,
+  defaultPressure,
+  type AppOptions,
+  type FunctionApp,
+  type PressureOptions,
+} from './app.ts';
 export { errorReply, InvalidRequestError, retryAfterSeconds, type ErrorBody, type ErrorReply } from './errors.ts';
 export type { Change, FunctionDefinition, ObjectKey, ObjectReport, ReconcileOptions, Report } from './function.ts';
 export { createHostMetrics, durationBuckets, type HostMetrics } from './metrics.ts';
-export { addProbeRoutes, buildProbeApp, createHostApp, type HostApp, type HostAppOptions, type ProbeOptions, type Readiness } from './probes.ts';
+export {
+  addProbeRoutes,
+  buildProbeApp,
+  createHostApp,
+  type HostApp,
+  type HostAppOptions,
+  type ProbeOptions,
+  type Readiness,
+} from './probes.ts';
 export { defaultGraceMs, serve, type ServeOptions, type Serving } from './serve.ts';
 export { readVerifiedBody, UnauthorizedError } from './auth.ts';
 export type { AuthOptions } from '../wire/signing.ts';

@@ -3,7 +3,13 @@
 // Knative's queue-proxy) probes every few seconds and Prometheus scrapes; none of it is logged.
 
 import { randomUUID } from 'node:crypto';
-import fastify, { LogController, type FastifyInstance, type RawReplyDefaultExpression, type RawRequestDefaultExpression, type RawServerDefault } from 'fastify';
+import fastify, {
+  LogController,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 
@@ -118,7 +124,10 @@ function addClosingHooks(app: HostApp): void {
   });
   app.addHook('onResponse', (_request, _reply, done) => {
     // On the next turn: Node marks the connection idle after this response's listeners have run.
-    if (closing) setImmediate(() => { app.server.closeIdleConnections(); });
+    if (closing)
+      setImmediate(() => {
+        app.server.closeIdleConnections();
+      });
     done();
   });
 }

@@ -1,7 +1,13 @@
 // Listening and graceful shutdown, kept apart from buildApp so that tests drive the app through
 // inject() and only this file owns a socket.
 
-import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
 
 /** Where to listen, and when to stop. */
 export interface ServeOptions {
@@ -35,7 +41,12 @@ export interface Serving {
 /** The default of {@link ServeOptions.graceMs}. */
 export const defaultGraceMs = 10_000;
 
-type AnyApp<L extends FastifyBaseLogger> = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, L>;
+type AnyApp<L extends FastifyBaseLogger> = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  L
+>;
 
 /**
  * Listens with `app` and resolves with the bound address; rejects if listening fails (the port is

@@ -13,7 +13,9 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
     throw new Error(`could not load kubeconfig ${path ?? '(default)'}: ${(error as Error).message}`, { cause: error });
   }
   if (config.getCurrentCluster() === null) {
-    throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a pod with a ServiceAccount');
+    throw new Error(
+      'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a pod with a ServiceAccount',
+    );
   }
   return reuseConnections(config);
 }
@@ -33,7 +35,12 @@ export function reuseConnections(config: KubeConfig): KubeConfig {
   if (typeof original !== 'function') return config;
   const cache = new Map<string, unknown>();
   target.createDispatcher = function cachedDispatcher(cluster, agentOptions) {
-    const key = JSON.stringify([cluster, ...['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'].map((k) => settingText(agentOptions[k]))]);
+    const key = JSON.stringify([
+      cluster,
+      ...['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'].map((k) =>
+        settingText(agentOptions[k]),
+      ),
+    ]);
     if (!cache.has(key)) cache.set(key, original.call(this, cluster, agentOptions));
     return cache.get(key);
   };

@@ -23,9 +23,21 @@ export type LambdaOptions = FunctionOptions | 'kubeconfigSecretId' | 'cloudConfi
 /** What a function reads from its environment on Lambda. */
 export const lambdaCommand: CommandOptions<LambdaOptions> = {
   options: [
-    'cloudProvider', 'cloudConfig', 'cloudConfigSecretId', 'providerModule', 'clusterName', 'kubeconfig', 'kubeconfigSecretId',
-    'concurrentNodeSyncs', 'concurrentServiceSyncs', 'configureCloudRoutes', 'clusterCidr', 'concurrentRouteOperations',
-    'signingSecretFile', 'signingSecretId', 'logLevel',
+    'cloudProvider',
+    'cloudConfig',
+    'cloudConfigSecretId',
+    'providerModule',
+    'clusterName',
+    'kubeconfig',
+    'kubeconfigSecretId',
+    'concurrentNodeSyncs',
+    'concurrentServiceSyncs',
+    'configureCloudRoutes',
+    'clusterCidr',
+    'concurrentRouteOperations',
+    'signingSecretFile',
+    'signingSecretId',
+    'logLevel',
   ],
   required: ['cloudProvider'],
 };
@@ -94,7 +106,11 @@ async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions
     const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
     // Lambda freezes a sandbox between events: the event-loop delay measured across a freeze is
     // not load, and a sandbox takes one event at a time anyway. No load shedding here.
-    const { app, providerName } = await buildFunctionApp(entry, config, { signal: options.signal ?? sigterm(), log, pressure: false });
+    const { app, providerName } = await buildFunctionApp(entry, config, {
+      signal: options.signal ?? sigterm(),
+      log,
+      pressure: false,
+    });
     log.info({ provider: providerName }, `${name} ready on AWS Lambda`);
     // decorateRequest: the app is ready, it takes no more decorators (and the routes do not need
     // the event). The cast: the adapter is typed for Fastify's default logger type, and only
@@ -109,10 +125,14 @@ async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions
 // A function URL answers anyone: without a secret to verify, a function would reconcile for anyone.
 function requireSecrets(config: Config<LambdaOptions>): Config<LambdaOptions> {
   if (config.signingSecretId === undefined && config.signingSecretFile === undefined) {
-    throw new ConfigError(`${envName('signingSecretId')} (or ${envName('signingSecretFile')}) is required on AWS Lambda: a function URL is public, the signature is what keeps strangers out`);
+    throw new ConfigError(
+      `${envName('signingSecretId')} (or ${envName('signingSecretFile')}) is required on AWS Lambda: a function URL is public, the signature is what keeps strangers out`,
+    );
   }
   if (config.kubeconfigSecretId === undefined && config.kubeconfig === undefined) {
-    throw new ConfigError(`${envName('kubeconfigSecretId')} (or ${envName('kubeconfig')}) is required on AWS Lambda: it has no in-cluster ServiceAccount`);
+    throw new ConfigError(
+      `${envName('kubeconfigSecretId')} (or ${envName('kubeconfig')}) is required on AWS Lambda: it has no in-cluster ServiceAccount`,
+    );
   }
   return config;
 }
@@ -123,7 +143,9 @@ let shutdown: AbortController | undefined;
 function sigterm(): AbortSignal {
   if (shutdown === undefined) {
     const controller = new AbortController();
-    process.once('SIGTERM', () => { controller.abort(); });
+    process.once('SIGTERM', () => {
+      controller.abort();
+    });
     shutdown = controller;
   }
   return shutdown.signal;

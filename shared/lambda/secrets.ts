@@ -27,10 +27,7 @@ const firstDelayMs = 50;
 const requestTimeoutMs = 10_000;
 
 // What GET /secretsmanager/get answers: Secrets Manager's GetSecretValue output.
-const secretValue = z.union([
-  z.object({ SecretString: z.string() }),
-  z.object({ SecretBinary: z.base64() }),
-]);
+const secretValue = z.union([z.object({ SecretString: z.string() }), z.object({ SecretBinary: z.base64() })]);
 
 /** The extension of the sandbox that `env` describes (AWS_SESSION_TOKEN, PARAMETERS_SECRETS_EXTENSION_HTTP_PORT). */
 export function extensionSecretStore(env: NodeJS.ProcessEnv): SecretStore {
@@ -39,7 +36,9 @@ export function extensionSecretStore(env: NodeJS.ProcessEnv): SecretStore {
   return {
     async read(id) {
       if (token === undefined || token === '') {
-        throw new Error('AWS_SESSION_TOKEN is not set: the secrets extension only answers a caller in a Lambda sandbox');
+        throw new Error(
+          'AWS_SESSION_TOKEN is not set: the secrets extension only answers a caller in a Lambda sandbox',
+        );
       }
       const url = new URL(`http://localhost:${port}/secretsmanager/get`);
       url.searchParams.set('secretId', id);
@@ -52,7 +51,9 @@ export function extensionSecretStore(env: NodeJS.ProcessEnv): SecretStore {
       }
       const parsed = secretValue.safeParse(answer);
       if (!parsed.success) throw new Error('the secrets extension answered without SecretString or SecretBinary');
-      return 'SecretString' in parsed.data ? parsed.data.SecretString : Buffer.from(parsed.data.SecretBinary, 'base64').toString('utf8');
+      return 'SecretString' in parsed.data
+        ? parsed.data.SecretString
+        : Buffer.from(parsed.data.SecretBinary, 'base64').toString('utf8');
     },
   };
 }
@@ -73,7 +74,9 @@ async function fetchWithRetry(url: URL, headers: Record<string, string>): Promis
     }
     if (attempt < attempts) await sleep(firstDelayMs * 2 ** (attempt - 1));
   }
-  throw new Error(`the secrets extension at ${url.host} answered ${last} (is the AWS Parameters and Secrets Lambda Extension layer attached?)`);
+  throw new Error(
+    `the secrets extension at ${url.host} answered ${last} (is the AWS Parameters and Secrets Lambda Extension layer attached?)`,
+  );
 }
 
 /** The options whose secret is read from the store, and the file option the value stands in for. */
@@ -91,7 +94,10 @@ type StoreOptions = (typeof fromStore)[number]['id'] | (typeof fromStore)[number
  * matching file option points to. Throws ConfigError when an option is set both ways, or names a
  * secret the store cannot give.
  */
-export async function materializeSecrets<C extends Readonly<Record<StoreOptions, string | undefined>>>(config: C, store: SecretStore): Promise<C> {
+export async function materializeSecrets<C extends Readonly<Record<StoreOptions, string | undefined>>>(
+  config: C,
+  store: SecretStore,
+): Promise<C> {
   const wanted = fromStore.filter((s) => config[s.id] !== undefined);
   for (const s of wanted) {
     if (config[s.file] !== undefined) throw new ConfigError(`set ${envName(s.id)} or ${envName(s.file)}, not both`);
@@ -100,17 +106,21 @@ export async function materializeSecrets<C extends Readonly<Record<StoreOptions,
   const dir = await mkdtemp(join(tmpdir(), 'cirrus-secrets-'));
   await chmod(dir, 0o700);
   const files: Record<string, string> = {};
-  await Promise.all(wanted.map(async (s) => {
-    const id = config[s.id] ?? '';
-    let value: string;
-    try {
-      value = await store.read(id);
-    } catch (error) {
-      throw new ConfigError(`${envName(s.id)}: cannot read secret '${id}': ${(error as Error).message}`, { cause: error });
-    }
-    const path = join(dir, s.name);
-    await writeFile(path, value, { mode: 0o600 });
-    files[s.file] = path;
-  }));
+  await Promise.all(
+    wanted.map(async (s) => {
+      const id = config[s.id] ?? '';
+      let value: string;
+      try {
+        value = await store.read(id);
+      } catch (error) {
+        throw new ConfigError(`${envName(s.id)}: cannot read secret '${id}': ${(error as Error).message}`, {
+          cause: error,
+        });
+      }
+      const path = join(dir, s.name);
+      await writeFile(path, value, { mode: 0o600 });
+      files[s.file] = path;
+    }),
+  );
   return { ...config, ...files };
 }

@@ -66,7 +66,12 @@ export function parseIp(text: string, syntax: IpSyntax = {}): Ip | undefined {
 // Four decimal octets; with leading zeros allowed they are decimal (Go's sloppy parser), not octal.
 function parseIpv4(text: string, syntax: IpSyntax): Ip | undefined {
   const sloppy = syntax.leadingZeros !== false && SLOPPY_IPV4.test(text);
-  const decimal = sloppy ? text.split('.').map((octet) => String(Number(octet))).join('.') : text;
+  const decimal = sloppy
+    ? text
+        .split('.')
+        .map((octet) => String(Number(octet)))
+        .join('.')
+    : text;
   return ipaddr.IPv4.isValidFourPartDecimal(decimal) ? fromAddress(ipaddr.IPv4.parse(decimal)) : undefined;
 }
 

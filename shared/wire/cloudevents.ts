@@ -54,7 +54,9 @@ export function contentMode(contentType: string | undefined): ContentMode {
     throw new InvalidRequestError('batched CloudEvents are not supported: send one event per request');
   }
   if (media.startsWith('application/cloudevents')) {
-    throw new InvalidRequestError(`event format ${media} is not supported: use application/cloudevents+json or binary mode`);
+    throw new InvalidRequestError(
+      `event format ${media} is not supported: use application/cloudevents+json or binary mode`,
+    );
   }
   return 'binary';
 }
@@ -74,7 +76,8 @@ export const attributeHeaderPrefix = 'ce-';
  */
 export function binaryModeHeaders(attributes: Readonly<Record<string, string>>): Record<string, string> {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(attributes)) headers[`${attributeHeaderPrefix}${name}`] = encodeHeaderValue(value);
+  for (const [name, value] of Object.entries(attributes))
+    headers[`${attributeHeaderPrefix}${name}`] = encodeHeaderValue(value);
   return headers;
 }
 
@@ -88,7 +91,9 @@ function fromBinary(headers: IncomingHttpHeaders, body: unknown): RawEvent {
   const attributes: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (!name.startsWith(attributeHeaderPrefix) || value === undefined) continue;
-    attributes[name.slice(attributeHeaderPrefix.length)] = percentDecode(Array.isArray(value) ? value.join(',') : value);
+    attributes[name.slice(attributeHeaderPrefix.length)] = percentDecode(
+      Array.isArray(value) ? value.join(',') : value,
+    );
   }
   // In binary mode the Content-Type header is the datacontenttype attribute.
   if (headers['content-type'] !== undefined) attributes['datacontenttype'] = headers['content-type'];
@@ -161,7 +166,10 @@ const coreNames = new Set(Object.keys(coreSchema.shape));
 const extensionsSchema = z.record(
   z.string().regex(/^[a-z0-9]+$/),
   z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, number or boolean' }),
-  { error: (issue) => (issue.code === 'invalid_key' ? 'extension names must be lower-case letters a-z and digits only' : undefined) },
+  {
+    error: (issue) =>
+      issue.code === 'invalid_key' ? 'extension names must be lower-case letters a-z and digits only' : undefined,
+  },
 );
 
 function validate(raw: RawEvent, mode: ContentMode): CloudEvent {

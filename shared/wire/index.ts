@@ -2,7 +2,15 @@
 // DESIGN.md "The event contract": event types and extension names, CloudEvents over HTTP, object
 // keys and subjects, error replies, and request signing. Neither side's HTTP machinery is here.
 
-export { acceptedEventTypes, eventMode, eventTypes, extensionNames, triggerSource, type EventMode, type EventType } from './types.ts';
+export {
+  acceptedEventTypes,
+  eventMode,
+  eventTypes,
+  extensionNames,
+  triggerSource,
+  type EventMode,
+  type EventType,
+} from './types.ts';
 export {
   attributeHeaderPrefix,
   binaryModeHeaders,

@@ -30,7 +30,10 @@ export function objectSubject(apiVersion: string, key: ObjectKey): string {
 // Data is only a fallback for the key (the extensions come first), so a field of the wrong type
 // counts as missing rather than making the whole event invalid.
 const text = z.string().min(1).optional().catch(undefined);
-const resourceData = z.object({ kind: text, metadata: z.object({ name: text, namespace: text }).optional().catch(undefined) });
+const resourceData = z.object({
+  kind: text,
+  metadata: z.object({ name: text, namespace: text }).optional().catch(undefined),
+});
 const refData = z.object({ kind: text, name: text, namespace: text });
 
 interface KeyFields {
@@ -61,11 +64,15 @@ export function eventObjectKey(event: CloudEvent, mode: 'resource' | 'ref'): Obj
   const data = dataFields(event.data, mode);
   const kind = extension(event, extensionNames.kind) ?? data.kind;
   const name = extension(event, extensionNames.name) ?? data.name;
-  const namespace = Object.hasOwn(event.extensions, extensionNames.namespace) ? extension(event, extensionNames.namespace) : data.namespace;
+  const namespace = Object.hasOwn(event.extensions, extensionNames.namespace)
+    ? extension(event, extensionNames.namespace)
+    : data.namespace;
   if (kind === undefined || name === undefined) {
     const problems = [
       ...(kind === undefined ? ['kind: no "kind" extension and no data.kind'] : []),
-      ...(name === undefined ? [`name: no "name" extension and no ${mode === 'resource' ? 'data.metadata.name' : 'data.name'}`] : []),
+      ...(name === undefined
+        ? [`name: no "name" extension and no ${mode === 'resource' ? 'data.metadata.name' : 'data.name'}`]
+        : []),
     ];
     throw new InvalidRequestError('the event does not name an object', problems);
   }

@@ -36,7 +36,11 @@ export function parseErrorBody(text: string): ErrorBody | undefined {
   } catch {
     return undefined;
   }
-  if (typeof body !== 'object' || body === null || !('error' in body) || typeof body.error !== 'string') return undefined;
-  const problems = 'problems' in body && Array.isArray(body.problems) ? body.problems.filter((p): p is string => typeof p === 'string') : [];
+  if (typeof body !== 'object' || body === null || !('error' in body) || typeof body.error !== 'string')
+    return undefined;
+  const problems =
+    'problems' in body && Array.isArray(body.problems)
+      ? body.problems.filter((p): p is string => typeof p === 'string')
+      : [];
   return { error: body.error, problems };
 }

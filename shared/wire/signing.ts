@@ -87,7 +87,8 @@ export function verifyRequest(request: SignedRequest, options: AuthOptions): Ver
   const header = headerValue(request.headers[signatureHeader]);
   if (header === '') return { ok: false, reason: `missing ${signatureHeader} header` };
   const parsed = parseSignature(header);
-  if (parsed === undefined) return { ok: false, reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v1=<hex>` };
+  if (parsed === undefined)
+    return { ok: false, reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v1=<hex>` };
   const tolerance = options.toleranceSeconds ?? defaultToleranceSeconds;
   const now = (options.now ?? unixNow)();
   if (Math.abs(now - parsed.timestamp) > tolerance) {
@@ -97,7 +98,12 @@ export function verifyRequest(request: SignedRequest, options: AuthOptions): Ver
   for (const secret of secrets) {
     if (secret === '') continue;
     const expected = digest(secret, parsed.timestamp, request);
-    if (parsed.signatures.some((signature) => signature.length === expected.length && timingSafeEqual(signature, expected))) return { ok: true };
+    if (
+      parsed.signatures.some(
+        (signature) => signature.length === expected.length && timingSafeEqual(signature, expected),
+      )
+    )
+      return { ok: true };
   }
   return { ok: false, reason: 'signature does not match' };
 }

@@ -7,7 +7,10 @@
 
 import { z } from 'zod';
 
-const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label').max(63);
+const dnsLabel = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label')
+  .max(63);
 const stringMap = z.record(z.string(), z.string());
 const wholeNumber = z.string().regex(/^\d+$/, 'must be a whole number, quoted');
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|Ki|M|Mi|G|Gi)?$/, 'must be a Kubernetes quantity');
@@ -37,8 +40,10 @@ const templateAnnotations = stringMap.superRefine((annotations, context) => {
   for (const [key, value] of Object.entries(annotations)) {
     if (!key.startsWith('autoscaling.knative.dev/')) continue;
     const schema = autoscalingAnnotations[key];
-    if (schema === undefined) context.addIssue({ code: 'custom', path: [key], message: 'is not an autoscaling annotation Knative knows' });
-    else if (!schema.safeParse(value).success) context.addIssue({ code: 'custom', path: [key], message: `invalid value ${JSON.stringify(value)}` });
+    if (schema === undefined)
+      context.addIssue({ code: 'custom', path: [key], message: 'is not an autoscaling annotation Knative knows' });
+    else if (!schema.safeParse(value).success)
+      context.addIssue({ code: 'custom', path: [key], message: `invalid value ${JSON.stringify(value)}` });
   }
 });
 
@@ -65,12 +70,18 @@ const securityContext = z.strictObject({
   runAsGroup: z.number().int().optional(),
   allowPrivilegeEscalation: z.boolean().optional(),
   readOnlyRootFilesystem: z.boolean().optional(),
-  capabilities: z.strictObject({ drop: z.array(z.string()).optional(), add: z.array(z.literal('NET_BIND_SERVICE')).optional() }).optional(),
+  capabilities: z
+    .strictObject({ drop: z.array(z.string()).optional(), add: z.array(z.literal('NET_BIND_SERVICE')).optional() })
+    .optional(),
   seccompProfile: z.strictObject({ type: z.enum(['RuntimeDefault', 'Unconfined']) }).optional(),
 });
 
 // No subPath: a subPath mount never sees the kubelet's updates to the Secret behind it.
-const volumeMount = z.strictObject({ name: dnsLabel, mountPath: z.string().startsWith('/'), readOnly: z.boolean().optional() });
+const volumeMount = z.strictObject({
+  name: dnsLabel,
+  mountPath: z.string().startsWith('/'),
+  readOnly: z.boolean().optional(),
+});
 
 const resources = z.strictObject({
   requests: z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() }).optional(),
@@ -82,10 +93,14 @@ const container = z.strictObject({
   image: z.string().min(1),
   args: z.array(z.string()).min(1),
   // Knative serves one port; its name picks the protocol (http1 or h2c).
-  ports: z.array(z.strictObject({ name: z.enum(['http1', 'h2c']), containerPort: z.number().int().min(1).max(65535) })).length(1),
+  ports: z
+    .array(z.strictObject({ name: z.enum(['http1', 'h2c']), containerPort: z.number().int().min(1).max(65535) }))
+    .length(1),
   envFrom: z.array(envFrom).optional(),
   // Knative reserves PORT and the K_* variables: it sets them itself.
-  env: z.array(envVar.refine((v) => v.name !== 'PORT' && !v.name.startsWith('K_'), 'PORT and K_* are reserved by Knative')).optional(),
+  env: z
+    .array(envVar.refine((v) => v.name !== 'PORT' && !v.name.startsWith('K_'), 'PORT and K_* are reserved by Knative'))
+    .optional(),
   readinessProbe: httpProbe,
   livenessProbe: httpProbe,
   resources,
@@ -94,11 +109,19 @@ const container = z.strictObject({
 });
 
 // Knative allows Secret, ConfigMap, projected and emptyDir volumes; cirrus uses the first two.
-const volume = z.strictObject({
-  name: dnsLabel,
-  secret: z.strictObject({ secretName: dnsLabel, optional: z.boolean().optional(), defaultMode: z.number().int().optional() }).optional(),
-  configMap: z.strictObject({ name: dnsLabel, optional: z.boolean().optional() }).optional(),
-}).refine((v) => (v.secret === undefined) !== (v.configMap === undefined), 'exactly one of secret or configMap');
+const volume = z
+  .strictObject({
+    name: dnsLabel,
+    secret: z
+      .strictObject({
+        secretName: dnsLabel,
+        optional: z.boolean().optional(),
+        defaultMode: z.number().int().optional(),
+      })
+      .optional(),
+    configMap: z.strictObject({ name: dnsLabel, optional: z.boolean().optional() }).optional(),
+  })
+  .refine((v) => (v.secret === undefined) !== (v.configMap === undefined), 'exactly one of secret or configMap');
 
 /** A serving.knative.dev/v1 Service, as far as cirrus uses one. */
 export const knativeServiceSchema = z.strictObject({
@@ -126,7 +149,12 @@ export type KnativeService = z.infer<typeof knativeServiceSchema>;
 
 /** Where a source delivers: a Knative Service, optionally a path on it. */
 const sink = z.strictObject({
-  ref: z.strictObject({ apiVersion: z.literal('serving.knative.dev/v1'), kind: z.literal('Service'), name: dnsLabel, namespace: dnsLabel.optional() }),
+  ref: z.strictObject({
+    apiVersion: z.literal('serving.knative.dev/v1'),
+    kind: z.literal('Service'),
+    name: dnsLabel,
+    namespace: dnsLabel.optional(),
+  }),
   uri: z.string().startsWith('/').optional(),
 });
 
@@ -139,7 +167,9 @@ export const apiServerSourceSchema = z.strictObject({
     // The functions take either mode; Resource saves a read where the object is all they need.
     mode: z.enum(['Resource', 'Reference']),
     serviceAccountName: dnsLabel,
-    resources: z.array(z.strictObject({ apiVersion: z.string(), kind: z.string(), selector: z.unknown().optional() })).min(1),
+    resources: z
+      .array(z.strictObject({ apiVersion: z.string(), kind: z.string(), selector: z.unknown().optional() }))
+      .min(1),
     namespaceSelector: z.strictObject({ matchLabels: stringMap.optional() }).optional(),
     sink,
   }),
@@ -149,7 +179,12 @@ export const apiServerSourceSchema = z.strictObject({
  * A standard five-field cron schedule, as knative/eventing validates PingSource (robfig/cron's
  * ParseStandard, @every refused): no seconds field. Field syntax is checked loosely.
  */
-const cronSchedule = z.string().refine((s) => !s.includes('@every') && s.trim().split(/\s+/).length === 5, 'must be five cron fields (minute hour day month weekday)');
+const cronSchedule = z
+  .string()
+  .refine(
+    (s) => !s.includes('@every') && s.trim().split(/\s+/).length === 5,
+    'must be five cron fields (minute hour day month weekday)',
+  );
 
 /** A sources.knative.dev/v1 PingSource, as far as cirrus uses one. */
 export const pingSourceSchema = z.strictObject({
@@ -159,13 +194,23 @@ export const pingSourceSchema = z.strictObject({
   spec: z.strictObject({
     schedule: cronSchedule,
     contentType: z.literal('application/json'),
-    data: z.string().refine((text) => { try { JSON.parse(text); return true; } catch { return false; } }, 'must be JSON (contentType is application/json)'),
+    data: z.string().refine((text) => {
+      try {
+        JSON.parse(text);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'must be JSON (contentType is application/json)'),
     sink,
   }),
 });
 
 /** The number in a revision-template autoscaling annotation, or undefined when it is not set. */
-export function scaleAnnotation(service: KnativeService, name: 'min-scale' | 'max-scale' | 'target' | 'initial-scale'): number | undefined {
+export function scaleAnnotation(
+  service: KnativeService,
+  name: 'min-scale' | 'max-scale' | 'target' | 'initial-scale',
+): number | undefined {
   const value = service.spec.template.metadata.annotations[`autoscaling.knative.dev/${name}`];
   return value === undefined ? undefined : Number(value);
 }

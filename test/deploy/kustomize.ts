@@ -17,7 +17,12 @@ export const knativeRoot = fileURLToPath(new URL('../../deploy/knative/', import
 export interface KubeObject {
   readonly apiVersion: string;
   readonly kind: string;
-  readonly metadata: { readonly name: string; readonly namespace?: string; readonly labels?: Record<string, string>; readonly [key: string]: unknown };
+  readonly metadata: {
+    readonly name: string;
+    readonly namespace?: string;
+    readonly labels?: Record<string, string>;
+    readonly [key: string]: unknown;
+  };
   readonly [key: string]: unknown;
 }
 
@@ -39,9 +44,13 @@ const kustomizationSchema = z.strictObject({
   apiVersion: z.literal('kustomize.config.k8s.io/v1beta1'),
   kind: z.literal('Kustomization'),
   resources: z.array(z.string()).optional(),
-  images: z.array(z.strictObject({ name: z.string(), newName: z.string().optional(), newTag: z.string().optional() })).optional(),
+  images: z
+    .array(z.strictObject({ name: z.string(), newName: z.string().optional(), newTag: z.string().optional() }))
+    .optional(),
   // Hashed names would need every reference rewritten; these kustomizations do not use them.
-  generatorOptions: z.strictObject({ disableNameSuffixHash: z.literal(true), labels: z.record(z.string(), z.string()).optional() }).optional(),
+  generatorOptions: z
+    .strictObject({ disableNameSuffixHash: z.literal(true), labels: z.record(z.string(), z.string()).optional() })
+    .optional(),
   configMapGenerator: z.array(generatorSchema).optional(),
   secretGenerator: z.array(generatorSchema).optional(),
 });
@@ -65,7 +74,8 @@ export function readObjects(path: string): KubeObject[] {
     .filter((document) => document !== null && document !== undefined)
     .map((document, index) => {
       const parsed = objectSchema.safeParse(document);
-      if (!parsed.success) throw new Error(`${path}, document ${index + 1}: not a Kubernetes object: ${parsed.error.message}`);
+      if (!parsed.success)
+        throw new Error(`${path}, document ${index + 1}: not a Kubernetes object: ${parsed.error.message}`);
       return parsed.data as KubeObject;
     });
 }
@@ -75,7 +85,8 @@ export function readKustomization(dir: string): Kustomization {
   const path = join(dir, 'kustomization.yaml');
   const [document] = loadAll(readFileSync(path, 'utf8'));
   const parsed = kustomizationSchema.safeParse(document);
-  if (!parsed.success) throw new Error(`${path}: uses what this loader does not support, or is invalid: ${parsed.error.message}`);
+  if (!parsed.success)
+    throw new Error(`${path}: uses what this loader does not support, or is invalid: ${parsed.error.message}`);
   return parsed.data;
 }
 
@@ -88,8 +99,10 @@ export function build(dir: string, options: BuildOptions = {}): KubeObject[] {
   });
   const readFile = options.readFile ?? ((path: string) => readFileSync(path, 'utf8'));
   const labels = kustomization.generatorOptions?.labels ?? {};
-  for (const generator of kustomization.configMapGenerator ?? []) generate(objects, configMap(generator, { dir, readFile, labels }), generator.behavior);
-  for (const generator of kustomization.secretGenerator ?? []) generate(objects, secret(generator, { dir, readFile, labels }), generator.behavior);
+  for (const generator of kustomization.configMapGenerator ?? [])
+    generate(objects, configMap(generator, { dir, readFile, labels }), generator.behavior);
+  for (const generator of kustomization.secretGenerator ?? [])
+    generate(objects, secret(generator, { dir, readFile, labels }), generator.behavior);
   checkUnique(objects, dir);
   return objects.map((object) => withImages(object, kustomization.images ?? []));
 }
@@ -125,17 +138,30 @@ function generatedData(generator: Generator, context: GeneratorContext): Record<
 }
 
 function metadataOf(generator: Generator, labels: Readonly<Record<string, string>>): KubeObject['metadata'] {
-  const base = generator.namespace === undefined ? { name: generator.name } : { name: generator.name, namespace: generator.namespace };
+  const base =
+    generator.namespace === undefined
+      ? { name: generator.name }
+      : { name: generator.name, namespace: generator.namespace };
   return Object.keys(labels).length === 0 ? base : { ...base, labels: { ...labels } };
 }
 
 function configMap(generator: Generator, context: GeneratorContext): KubeObject {
-  return { apiVersion: 'v1', kind: 'ConfigMap', metadata: metadataOf(generator, context.labels), data: generatedData(generator, context) };
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: metadataOf(generator, context.labels),
+    data: generatedData(generator, context),
+  };
 }
 
 // As kustomize writes it: base64 `data`, type Opaque.
 function secret(generator: Generator, context: GeneratorContext): KubeObject {
-  const data = Object.fromEntries(Object.entries(generatedData(generator, context)).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
+  const data = Object.fromEntries(
+    Object.entries(generatedData(generator, context)).map(([key, value]) => [
+      key,
+      Buffer.from(value).toString('base64'),
+    ]),
+  );
   return { apiVersion: 'v1', kind: 'Secret', metadata: metadataOf(generator, context.labels), type: 'Opaque', data };
 }
 
@@ -143,22 +169,35 @@ function secret(generator: Generator, context: GeneratorContext): KubeObject {
 function generate(objects: KubeObject[], generated: KubeObject, behavior: Generator['behavior']): void {
   const index = objects.findIndex((object) => identity(object) === identity(generated));
   if ((behavior ?? 'create') === 'create') {
-    if (index >= 0) throw new Error(`generator ${identity(generated)}: already defined (use behavior merge or replace)`);
+    if (index >= 0)
+      throw new Error(`generator ${identity(generated)}: already defined (use behavior merge or replace)`);
     objects.push(generated);
     return;
   }
   const existing = objects[index];
-  if (existing === undefined) throw new Error(`generator ${identity(generated)}: behavior ${String(behavior)} but there is no such object to change`);
-  objects[index] = behavior === 'replace' ? { ...generated, metadata: { ...existing.metadata, ...generated.metadata } } : merged(existing, generated);
+  if (existing === undefined)
+    throw new Error(
+      `generator ${identity(generated)}: behavior ${String(behavior)} but there is no such object to change`,
+    );
+  objects[index] =
+    behavior === 'replace'
+      ? { ...generated, metadata: { ...existing.metadata, ...generated.metadata } }
+      : merged(existing, generated);
 }
 
 function merged(existing: KubeObject, generated: KubeObject): KubeObject {
   const labels = { ...existing.metadata.labels, ...generated.metadata.labels };
-  const data = { ...(existing['data'] as Record<string, string> | undefined), ...(generated['data'] as Record<string, string>) };
+  const data = {
+    ...(existing['data'] as Record<string, string> | undefined),
+    ...(generated['data'] as Record<string, string>),
+  };
   return { ...existing, metadata: { ...existing.metadata, labels }, data };
 }
 
-interface Container { image?: string; [key: string]: unknown }
+interface Container {
+  image?: string;
+  [key: string]: unknown;
+}
 
 // The images transformer, for the pod templates these files have (Deployments, Knative Services).
 function withImages(object: KubeObject, images: Kustomization['images'] & object): KubeObject {
@@ -168,7 +207,8 @@ function withImages(object: KubeObject, images: Kustomization['images'] & object
   const copy = structuredClone(object) as KubeObject & { spec: { template: { spec: { containers: Container[] } } } };
   for (const container of copy.spec.template.spec.containers) {
     const image = images.find((i) => i.name === container.image);
-    if (image !== undefined) container.image = `${image.newName ?? image.name}${image.newTag === undefined ? '' : `:${image.newTag}`}`;
+    if (image !== undefined)
+      container.image = `${image.newName ?? image.name}${image.newTag === undefined ? '' : `:${image.newTag}`}`;
   }
   return copy;
 }
@@ -189,9 +229,11 @@ export function referencedFiles(root: string = knativeRoot): Set<string> {
     const kustomization = readKustomization(dir);
     files.add(relative(root, join(dir, 'kustomization.yaml')));
     const generated = [...(kustomization.configMapGenerator ?? []), ...(kustomization.secretGenerator ?? [])]
-      .flatMap((g) => g.files ?? []).map((file) => file.slice(file.indexOf('=') + 1));
+      .flatMap((g) => g.files ?? [])
+      .map((file) => file.slice(file.indexOf('=') + 1));
     for (const path of [...(kustomization.resources ?? []), ...generated]) {
-      if (!existsSync(join(dir, path)) || !statSync(join(dir, path)).isDirectory()) files.add(relative(root, join(dir, path)));
+      if (!existsSync(join(dir, path)) || !statSync(join(dir, path)).isDirectory())
+        files.add(relative(root, join(dir, path)));
     }
   }
   return files;

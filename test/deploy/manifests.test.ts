@@ -15,13 +15,25 @@ import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  HttpMethod,
+  IsomorphicFetchHttpLibrary,
+  RequestContext,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
 import { z } from 'zod';
 import { buildRoutingTable } from '../../functions/relay/index.ts';
 import { envName, options, type OptionName } from '../../shared/config.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
-import { apiServerSourceSchema, knativeServiceSchema, pingSourceSchema, scaleAnnotation, type KnativeService } from './knative.ts';
+import {
+  apiServerSourceSchema,
+  knativeServiceSchema,
+  pingSourceSchema,
+  scaleAnnotation,
+  type KnativeService,
+} from './knative.ts';
 import { build, identity, knativeRoot, referencedFiles, type KubeObject } from './kustomize.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 
@@ -31,7 +43,9 @@ const exampleDir = join(knativeRoot, 'overlays/example');
 const signingSecretFile = join(exampleDir, 'signing-secret');
 const lambdaDir = join(repoRoot, 'deploy/lambda');
 const readWithSigningSecret = (path: string): string =>
-  ([signingSecretFile, join(lambdaDir, 'signing-secret')].includes(path) && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8'));
+  [signingSecretFile, join(lambdaDir, 'signing-secret')].includes(path) && !existsSync(path)
+    ? 'test-signing-secret\n'
+    : readFileSync(path, 'utf8');
 
 const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   base: build(knativeRoot),
@@ -65,9 +79,13 @@ function component(service: KnativeService): string {
 describe('deploy/knative', () => {
   it('has no file that no kustomization uses', () => {
     const used = referencedFiles();
-    const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true })
-      .flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [relative(knativeRoot, join(dir, e.name))]));
-    const unused = walk(knativeRoot).filter((file) => !used.has(file) && !file.endsWith('.gitignore') && file !== relative(knativeRoot, signingSecretFile));
+    const walk = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? walk(join(dir, e.name)) : [relative(knativeRoot, join(dir, e.name))],
+      );
+    const unused = walk(knativeRoot).filter(
+      (file) => !used.has(file) && !file.endsWith('.gitignore') && file !== relative(knativeRoot, signingSecretFile),
+    );
     assert.deepEqual(unused, []);
   });
 
@@ -79,11 +97,18 @@ describe('deploy/knative', () => {
       cpSync(lambdaDir, join(copy, 'lambda'), { recursive: true });
       writeFileSync(join(copy, 'knative/overlays/example/signing-secret'), 'test-signing-secret\n');
       writeFileSync(join(copy, 'lambda/signing-secret'), 'test-signing-secret\n');
-      const dirs = [['base', 'knative'], ['example', 'knative/overlays/example'], ['apiserversource', 'knative/apiserversource'], ['lambda', 'lambda']] as const;
+      const dirs = [
+        ['base', 'knative'],
+        ['example', 'knative/overlays/example'],
+        ['apiserversource', 'knative/apiserversource'],
+        ['lambda', 'lambda'],
+      ] as const;
       for (const [name, dir] of dirs) {
         const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
         assert.equal(result.status, 0, result.stderr);
-        const theirs = new Map(loadAll(result.stdout).map((o) => [identity(o as KubeObject), unwrapSecret(o as KubeObject)]));
+        const theirs = new Map(
+          loadAll(result.stdout).map((o) => [identity(o as KubeObject), unwrapSecret(o as KubeObject)]),
+        );
         const ours = new Map(builds[name]?.map((o) => [identity(o), o]));
         assert.deepEqual([...ours.keys()].sort(), [...theirs.keys()].sort(), name);
         for (const [id, object] of ours) assert.deepEqual(object, theirs.get(id), `${name}: ${id}`);
@@ -100,17 +125,26 @@ describe('deploy/knative', () => {
       'sources.knative.dev/v1 PingSource': await knativeModel('sources.knative.dev/v1/PingSource'),
     };
     const Service = models['serving.knative.dev/v1 Service'];
-    const knative = Object.values(builds).flat().filter((o) => o.apiVersion.includes('knative.dev'));
+    const knative = Object.values(builds)
+      .flat()
+      .filter((o) => o.apiVersion.includes('knative.dev'));
     assert.ok(knative.length >= 12, 'the Services and sources of the builds');
     for (const object of knative) {
       const Model = models[`${object.apiVersion} ${object.kind}`];
       assert.ok(Model, `${object.apiVersion} ${object.kind} has a schema here`);
-      assert.doesNotThrow(() => { new Model(object as never).validate(); }, identity(object));
+      assert.doesNotThrow(() => {
+        new Model(object as never).validate();
+      }, identity(object));
     }
     // The check itself works: a wrongly typed field is refused.
     const service = knative.find((o) => o.kind === 'Service');
     assert.ok(Service);
-    assert.throws(() => { new Service({ ...service, spec: { template: { spec: { timeoutSeconds: '300', containers: [] } } } } as never).validate(); }, /timeoutSeconds must be integer/);
+    assert.throws(() => {
+      new Service({
+        ...service,
+        spec: { template: { spec: { timeoutSeconds: '300', containers: [] } } },
+      } as never).validate();
+    }, /timeoutSeconds must be integer/);
   });
 
   it('has one valid Knative Service per function, serving it with its own arguments', () => {
@@ -122,8 +156,19 @@ describe('deploy/knative', () => {
       assert.equal(container.image, 'cirrus', 'the image name the overlays replace');
       assert.equal(service.metadata.name, `cirrus-${component(service)}`);
     }
-    assert.deepEqual(knativeServices(builds['example'] ?? []).map(component).sort(), ['node-init', 'node-lifecycle', 'service-lb'], 'static has no routes');
-    assert.deepEqual(knativeServices(builds['apiserversource'] ?? []).map(component).sort(), [...functionNames].sort());
+    assert.deepEqual(
+      knativeServices(builds['example'] ?? [])
+        .map(component)
+        .sort(),
+      ['node-init', 'node-lifecycle', 'service-lb'],
+      'static has no routes',
+    );
+    assert.deepEqual(
+      knativeServices(builds['apiserversource'] ?? [])
+        .map(component)
+        .sort(),
+      [...functionNames].sort(),
+    );
   });
 
   it('would notice what Knative refuses or ignores (the schema itself works)', () => {
@@ -140,13 +185,52 @@ describe('deploy/knative', () => {
       assert.ok(first);
       return first;
     };
-    assert.equal(spoilt(() => undefined), true);
-    assert.equal(spoilt((s) => { s.spec.template.metadata.annotations['autoscaling.knative.dev/minScale'] = '1'; }), false, 'an unknown autoscaling annotation');
-    assert.equal(spoilt((s) => { s.spec.template.metadata.annotations['autoscaling.knative.dev/max-scale'] = 'one'; }), false, 'a scale that is not a number');
-    assert.equal(spoilt((s) => { Object.assign(container(s).volumeMounts?.[0] ?? {}, { subPath: 'cloud.yaml' }); }), false, 'a subPath mount');
-    assert.equal(spoilt((s) => { container(s).env?.push({ name: 'PORT', value: '9090' }); }), false, 'PORT, which Knative sets');
-    assert.equal(spoilt((s) => { container(s).ports.push({ name: 'http1', containerPort: 9090 }); }), false, 'a second port');
-    assert.equal(spoilt((s) => { s.spec.template.spec.timeoutSeconds = 3600; }), false, 'a timeout over the maximum');
+    assert.equal(
+      spoilt(() => undefined),
+      true,
+    );
+    assert.equal(
+      spoilt((s) => {
+        s.spec.template.metadata.annotations['autoscaling.knative.dev/minScale'] = '1';
+      }),
+      false,
+      'an unknown autoscaling annotation',
+    );
+    assert.equal(
+      spoilt((s) => {
+        s.spec.template.metadata.annotations['autoscaling.knative.dev/max-scale'] = 'one';
+      }),
+      false,
+      'a scale that is not a number',
+    );
+    assert.equal(
+      spoilt((s) => {
+        Object.assign(container(s).volumeMounts?.[0] ?? {}, { subPath: 'cloud.yaml' });
+      }),
+      false,
+      'a subPath mount',
+    );
+    assert.equal(
+      spoilt((s) => {
+        container(s).env?.push({ name: 'PORT', value: '9090' });
+      }),
+      false,
+      'PORT, which Knative sets',
+    );
+    assert.equal(
+      spoilt((s) => {
+        container(s).ports.push({ name: 'http1', containerPort: 9090 });
+      }),
+      false,
+      'a second port',
+    );
+    assert.equal(
+      spoilt((s) => {
+        s.spec.template.spec.timeoutSeconds = 3600;
+      }),
+      false,
+      'a timeout over the maximum',
+    );
   });
 
   it('runs each function as its own ServiceAccount, bound to a ClusterRole of its own', () => {
@@ -155,8 +239,14 @@ describe('deploy/knative', () => {
       const account = service.spec.template.spec.serviceAccountName;
       assert.equal(account, `cirrus-${component(service)}`);
       assert.ok(find(objects, `ServiceAccount/${service.metadata.namespace}/${account}`), `${account} exists`);
-      const bindings = ofKind(objects, 'ClusterRoleBinding').filter((b) => subjectsOf(b).some((s) => s.name === account && s.namespace === service.metadata.namespace));
-      assert.deepEqual(bindings.map((b) => roleRefOf(b).name), [account], `${account} is bound to its own ClusterRole only`);
+      const bindings = ofKind(objects, 'ClusterRoleBinding').filter((b) =>
+        subjectsOf(b).some((s) => s.name === account && s.namespace === service.metadata.namespace),
+      );
+      assert.deepEqual(
+        bindings.map((b) => roleRefOf(b).name),
+        [account],
+        `${account} is bound to its own ClusterRole only`,
+      );
     }
   });
 
@@ -164,16 +254,27 @@ describe('deploy/knative', () => {
     for (const service of knativeServices(builds['base'] ?? [])) {
       const min = scaleAnnotation(service, 'min-scale');
       const max = scaleAnnotation(service, 'max-scale');
-      assert.ok(min !== undefined && max !== undefined && max >= 1 && min <= max, `${service.metadata.name}: min-scale ${String(min)} ≤ max-scale ${String(max)}`);
+      assert.ok(
+        min !== undefined && max !== undefined && max >= 1 && min <= max,
+        `${service.metadata.name}: min-scale ${String(min)} ≤ max-scale ${String(max)}`,
+      );
       const { containerConcurrency } = service.spec.template.spec;
       const target = scaleAnnotation(service, 'target');
-      if (containerConcurrency > 0) assert.ok(target !== undefined && target <= containerConcurrency, `${service.metadata.name}: target within containerConcurrency`);
+      if (containerConcurrency > 0)
+        assert.ok(
+          target !== undefined && target <= containerConcurrency,
+          `${service.metadata.name}: target within containerConcurrency`,
+        );
     }
     const routes = knativeServices(builds['base'] ?? []).find((s) => component(s) === 'routes');
     assert.ok(routes);
     assert.equal(scaleAnnotation(routes, 'max-scale'), 1, 'routes coalesces passes per instance');
     assert.equal(scaleAnnotation(routes, 'min-scale'), 1);
-    assert.equal(routes.spec.template.spec.containerConcurrency, 0, 'requests must reach the instance to join its pass');
+    assert.equal(
+      routes.spec.template.spec.containerConcurrency,
+      0,
+      'requests must reach the instance to join its pass',
+    );
   });
 
   it('probes the health routes, stays cluster-local, and mounts Secrets whole', () => {
@@ -182,13 +283,24 @@ describe('deploy/knative', () => {
       assert.equal(container?.readinessProbe.httpGet.path, '/readyz');
       assert.equal(container.livenessProbe.httpGet.path, '/healthz');
       const servingPort = container.ports[0]?.containerPort;
-      assert.deepEqual([container.readinessProbe.httpGet.port, container.livenessProbe.httpGet.port], [servingPort, servingPort], 'Knative probes the serving port');
+      assert.deepEqual(
+        [container.readinessProbe.httpGet.port, container.livenessProbe.httpGet.port],
+        [servingPort, servingPort],
+        'Knative probes the serving port',
+      );
       assert.equal(service.metadata.labels?.['networking.knative.dev/visibility'], 'cluster-local');
       const mounts = container.volumeMounts ?? [];
       for (const mount of mounts) assert.equal((mount as Record<string, unknown>)['subPath'], undefined);
-      const secretVolume = (secretName: string): string | undefined => service.spec.template.spec.volumes?.find((v) => v.secret?.secretName === secretName)?.name;
-      assert.ok(mounts.some((m) => m.name === secretVolume('cirrus-cloud-config')), 'the cloud-config Secret is mounted');
-      assert.ok(mounts.some((m) => m.name === secretVolume('cirrus-signing')), 'the signing Secret is mounted');
+      const secretVolume = (secretName: string): string | undefined =>
+        service.spec.template.spec.volumes?.find((v) => v.secret?.secretName === secretName)?.name;
+      assert.ok(
+        mounts.some((m) => m.name === secretVolume('cirrus-cloud-config')),
+        'the cloud-config Secret is mounted',
+      );
+      assert.ok(
+        mounts.some((m) => m.name === secretVolume('cirrus-signing')),
+        'the signing Secret is mounted',
+      );
     }
   });
 
@@ -205,22 +317,34 @@ describe('deploy/knative', () => {
     }
   });
 
-  it('points each function\'s file settings at the Secrets mounted in its container', () => {
+  it("points each function's file settings at the Secrets mounted in its container", () => {
     for (const [name, objects] of Object.entries(builds)) {
       for (const workload of workloads(objects)) {
         const env = containerEnv(workload, objects);
-        for (const [variable, secret] of [['CIRRUS_CLOUD_CONFIG', 'cirrus-cloud-config'], ['CIRRUS_SIGNING_SECRET_FILE', 'cirrus-signing']] as const) {
+        for (const [variable, secret] of [
+          ['CIRRUS_CLOUD_CONFIG', 'cirrus-cloud-config'],
+          ['CIRRUS_SIGNING_SECRET_FILE', 'cirrus-signing'],
+        ] as const) {
           // The relay reads CIRRUS_CLOUD_CONFIG from the shared ConfigMap too, but takes no such option.
           const takes = variable === 'CIRRUS_SIGNING_SECRET_FILE' || workload.container.args[0] === 'serve';
           const path = takes ? env[variable] : undefined;
           if (path === undefined) continue;
           const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
-          assert.equal(mount?.source, `Secret/${secret}`, `${name}: ${workload.id}: ${variable}=${path} lies in a mount of Secret ${secret}`);
+          assert.equal(
+            mount?.source,
+            `Secret/${secret}`,
+            `${name}: ${workload.id}: ${variable}=${path} lies in a mount of Secret ${secret}`,
+          );
         }
       }
     }
     const withoutSigning = builds['apiserversource'] ?? [];
-    assert.ok(workloads(withoutSigning).every((w) => containerEnv(w, withoutSigning)['CIRRUS_SIGNING_SECRET_FILE'] === undefined), 'ApiServerSource events cannot be signed');
+    assert.ok(
+      workloads(withoutSigning).every(
+        (w) => containerEnv(w, withoutSigning)['CIRRUS_SIGNING_SECRET_FILE'] === undefined,
+      ),
+      'ApiServerSource events cannot be signed',
+    );
   });
 
   it('runs the relay as two replicas electing a leader in their own namespace, delivering to the Knative Services', () => {
@@ -235,8 +359,15 @@ describe('deploy/knative', () => {
       const routingPath = env['CIRRUS_ROUTING_CONFIG'] ?? '';
       const routing = load(mountedFile(relay, objects, routingPath));
       const table = buildRoutingTable(catalogue, { file: routing });
-      const expected = knativeServices(objects).map((s) => [component(s), `http://${s.metadata.name}.${s.metadata.namespace}.svc.cluster.local`]);
-      assert.deepEqual(table.destinations.map((d) => [d.name, d.url]).sort(), expected.sort(), `${name}: one destination per Knative Service`);
+      const expected = knativeServices(objects).map((s) => [
+        component(s),
+        `http://${s.metadata.name}.${s.metadata.namespace}.svc.cluster.local`,
+      ]);
+      assert.deepEqual(
+        table.destinations.map((d) => [d.name, d.url]).sort(),
+        expected.sort(),
+        `${name}: one destination per Knative Service`,
+      );
     }
   });
 
@@ -245,35 +376,65 @@ describe('deploy/knative', () => {
     const names = new Set(knativeServices(objects).map((s) => s.metadata.name));
     const sources = ofKind(objects, 'ApiServerSource').map((o) => apiServerSourceSchema.parse(o));
     const pings = ofKind(objects, 'PingSource').map((o) => pingSourceSchema.parse(o));
-    for (const source of [...sources, ...pings]) assert.ok(names.has(source.spec.sink.ref.name), `${source.metadata.name} → ${source.spec.sink.ref.name}`);
-    assert.deepEqual(sources.map((s) => s.spec.sink.ref.name).sort(), [...names].sort(), 'one event source per function');
-    assert.deepEqual(pings.map((p) => p.spec.sink.ref.name).sort(), [...names].sort(), 'one periodic trigger per function');
+    for (const source of [...sources, ...pings])
+      assert.ok(names.has(source.spec.sink.ref.name), `${source.metadata.name} → ${source.spec.sink.ref.name}`);
+    assert.deepEqual(
+      sources.map((s) => s.spec.sink.ref.name).sort(),
+      [...names].sort(),
+      'one event source per function',
+    );
+    assert.deepEqual(
+      pings.map((p) => p.spec.sink.ref.name).sort(),
+      [...names].sort(),
+      'one periodic trigger per function',
+    );
     for (const ping of pings) {
       assert.equal(ping.spec.sink.uri, '/reconcile');
       assert.deepEqual(JSON.parse(ping.spec.data), { all: true });
     }
     const services = sources.find((s) => s.spec.resources.some((r) => r.kind === 'Service'));
     assert.deepEqual(services?.spec.namespaceSelector, {}, 'Services in every namespace');
-    for (const source of sources) assert.ok(find(objects, `ServiceAccount/${source.metadata.namespace}/${source.spec.serviceAccountName}`));
+    for (const source of sources)
+      assert.ok(find(objects, `ServiceAccount/${source.metadata.namespace}/${source.spec.serviceAccountName}`));
   });
 
-  it('deploy/lambda: the relay delivering to the function URLs of serverless.yml, and a token per function\'s identity', () => {
+  it("deploy/lambda: the relay delivering to the function URLs of serverless.yml, and a token per function's identity", () => {
     const objects = builds['lambda'] ?? [];
     assert.deepEqual(objects.filter((o) => o.apiVersion.includes('knative.dev')).map(identity), [], 'no Knative');
     const relay = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-relay');
     assert.ok(relay);
     const env = containerEnv(relay, objects);
-    assert.equal(env['CIRRUS_SIGNING_SECRET_FILE'], '/etc/cirrus/signing/secret', 'the relay signs: the URLs are public');
-    const table = buildRoutingTable(catalogue, { file: load(mountedFile(relay, objects, env['CIRRUS_ROUTING_CONFIG'] ?? '')) });
-    const serverless = z.object({ functions: z.record(z.string(), z.unknown()) }).parse(load(readFileSync(join(repoRoot, 'serverless.yml'), 'utf8')));
-    assert.deepEqual(table.destinations.map((d) => d.name).sort(), Object.keys(serverless.functions).sort(), 'one destination per Lambda');
-    for (const destination of table.destinations) assert.match(destination.url, /^https:\/\/[a-z0-9-]+\.lambda-url\.[a-z0-9-]+\.on\.aws\/$/, destination.name);
+    assert.equal(
+      env['CIRRUS_SIGNING_SECRET_FILE'],
+      '/etc/cirrus/signing/secret',
+      'the relay signs: the URLs are public',
+    );
+    const table = buildRoutingTable(catalogue, {
+      file: load(mountedFile(relay, objects, env['CIRRUS_ROUTING_CONFIG'] ?? '')),
+    });
+    const serverless = z
+      .object({ functions: z.record(z.string(), z.unknown()) })
+      .parse(load(readFileSync(join(repoRoot, 'serverless.yml'), 'utf8')));
+    assert.deepEqual(
+      table.destinations.map((d) => d.name).sort(),
+      Object.keys(serverless.functions).sort(),
+      'one destination per Lambda',
+    );
+    for (const destination of table.destinations)
+      assert.match(destination.url, /^https:\/\/[a-z0-9-]+\.lambda-url\.[a-z0-9-]+\.on\.aws\/$/, destination.name);
     for (const name of functionNames) {
       const account = `cirrus-${name}`;
       assert.ok(find(objects, `ServiceAccount/cirrus-system/${account}`), account);
-      assert.ok(ofKind(objects, 'ClusterRoleBinding').some((b) => roleRefOf(b).name === account), `${account} is bound to its ClusterRole`);
-      const tokens = ofKind(objects, 'Secret').filter((o) => o['type'] === 'kubernetes.io/service-account-token'
-        && (o.metadata['annotations'] as Record<string, string> | undefined)?.['kubernetes.io/service-account.name'] === account);
+      assert.ok(
+        ofKind(objects, 'ClusterRoleBinding').some((b) => roleRefOf(b).name === account),
+        `${account} is bound to its ClusterRole`,
+      );
+      const tokens = ofKind(objects, 'Secret').filter(
+        (o) =>
+          o['type'] === 'kubernetes.io/service-account-token' &&
+          (o.metadata['annotations'] as Record<string, string> | undefined)?.['kubernetes.io/service-account.name'] ===
+            account,
+      );
       assert.equal(tokens.length, 1, `a token Secret for ${account}`);
     }
   });
@@ -282,9 +443,16 @@ describe('deploy/knative', () => {
     for (const [name, objects] of Object.entries(builds)) {
       for (const binding of [...ofKind(objects, 'RoleBinding'), ...ofKind(objects, 'ClusterRoleBinding')]) {
         const ref = roleRefOf(binding);
-        const namespace = ref.kind === 'Role' ? binding.metadata.namespace ?? '' : '';
-        assert.ok(find(objects, `${ref.kind}/${namespace}/${ref.name}`), `${name}: ${identity(binding)} → ${ref.kind} ${ref.name}`);
-        for (const subject of subjectsOf(binding)) assert.ok(find(objects, `ServiceAccount/${subject.namespace}/${subject.name}`), `${name}: ${identity(binding)} → ${subject.name}`);
+        const namespace = ref.kind === 'Role' ? (binding.metadata.namespace ?? '') : '';
+        assert.ok(
+          find(objects, `${ref.kind}/${namespace}/${ref.name}`),
+          `${name}: ${identity(binding)} → ${ref.kind} ${ref.name}`,
+        );
+        for (const subject of subjectsOf(binding))
+          assert.ok(
+            find(objects, `ServiceAccount/${subject.namespace}/${subject.name}`),
+            `${name}: ${identity(binding)} → ${subject.name}`,
+          );
       }
     }
   });
@@ -292,13 +460,26 @@ describe('deploy/knative', () => {
 
 describe('deploy/Dockerfile', () => {
   const dockerfile = readFileSync(join(repoRoot, 'deploy/Dockerfile'), 'utf8');
-  const instructions = dockerfile.replace(/\\\n/g, ' ').split('\n').filter((line) => /^[A-Z]+\s/.test(line));
-  const all = (keyword: string): string[] => instructions.filter((line) => line.startsWith(`${keyword} `)).map((line) => line.slice(keyword.length + 1).trim());
+  const instructions = dockerfile
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .filter((line) => /^[A-Z]+\s/.test(line));
+  const all = (keyword: string): string[] =>
+    instructions.filter((line) => line.startsWith(`${keyword} `)).map((line) => line.slice(keyword.length + 1).trim());
 
   it('builds on Node.js 24 with production dependencies only, and runs cirrus as a non-root user', () => {
-    assert.ok(all('ARG').some((arg) => /^NODE_IMAGE=node:24(-|$)/.test(arg)), 'Node.js 24 base image');
-    assert.ok(all('FROM').every((from) => from.startsWith('${NODE_IMAGE}')), 'every stage on that image');
-    assert.ok(all('RUN').some((run) => run.includes('npm ci --omit=dev')), 'npm ci --omit=dev');
+    assert.ok(
+      all('ARG').some((arg) => /^NODE_IMAGE=node:24(-|$)/.test(arg)),
+      'Node.js 24 base image',
+    );
+    assert.ok(
+      all('FROM').every((from) => from.startsWith('${NODE_IMAGE}')),
+      'every stage on that image',
+    );
+    assert.ok(
+      all('RUN').some((run) => run.includes('npm ci --omit=dev')),
+      'npm ci --omit=dev',
+    );
     const user = all('USER').at(-1) ?? '';
     assert.match(user, /^[1-9]\d*(:\d+)?$/, 'a numeric non-root user, which runAsNonRoot can verify');
     assert.equal(user.split(':')[0], '1000', 'the uid the manifests set (runAsUser: 1000)');
@@ -306,20 +487,35 @@ describe('deploy/Dockerfile', () => {
   });
 
   it('copies every module cirrus loads, and those modules import only production dependencies', () => {
-    const copied = all('COPY').filter((c) => !c.startsWith('--from')).flatMap((c) => c.split(/\s+/).slice(0, -1));
-    const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const copied = all('COPY')
+      .filter((c) => !c.startsWith('--from'))
+      .flatMap((c) => c.split(/\s+/).slice(0, -1));
+    const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
     // The build imports every module of shared/, functions/ and providers/ (the compile cache warm-up).
-    const modules = [join(repoRoot, 'bin/cirrus.js'), ...['shared', 'functions', 'providers'].flatMap((dir) => tsFiles(join(repoRoot, dir)))];
+    const modules = [
+      join(repoRoot, 'bin/cirrus.js'),
+      ...['shared', 'functions', 'providers'].flatMap((dir) => tsFiles(join(repoRoot, dir))),
+    ];
     for (const file of modules) {
       for (const specifier of importsOf(file)) {
         if (specifier.startsWith('node:')) continue;
         if (!specifier.startsWith('.')) {
-          const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0] ?? '';
-          assert.ok(Object.hasOwn(pkg.dependencies, name), `${relative(repoRoot, file)} imports ${name}, not a production dependency`);
+          const name = specifier.startsWith('@')
+            ? specifier.split('/').slice(0, 2).join('/')
+            : (specifier.split('/')[0] ?? '');
+          assert.ok(
+            Object.hasOwn(pkg.dependencies, name),
+            `${relative(repoRoot, file)} imports ${name}, not a production dependency`,
+          );
           continue;
         }
         const target = relative(repoRoot, join(dirname(file), specifier));
-        assert.ok(copied.some((path) => target === path || target.startsWith(`${path}/`)), `${relative(repoRoot, file)} imports ${target}, which the image lacks`);
+        assert.ok(
+          copied.some((path) => target === path || target.startsWith(`${path}/`)),
+          `${relative(repoRoot, file)} imports ${target}, which the image lacks`,
+        );
       }
     }
   });
@@ -330,13 +526,22 @@ describe('each container, started with its arguments and environment', () => {
   before(() => {
     scratch = mkdtempSync(join(tmpdir(), 'cirrus-containers-'));
     // Any kubeconfig will do: neither a function nor the relay needs the API server to start.
-    writeFileSync(join(scratch, 'kubeconfig'), [
-      'apiVersion: v1', 'kind: Config', 'current-context: c',
-      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
-      'users: [{name: u, user: {token: t}}]', 'contexts: [{name: c, context: {cluster: c, user: u}}]', '',
-    ].join('\n'));
+    writeFileSync(
+      join(scratch, 'kubeconfig'),
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'current-context: c',
+        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
+        'users: [{name: u, user: {token: t}}]',
+        'contexts: [{name: c, context: {cluster: c, user: u}}]',
+        '',
+      ].join('\n'),
+    );
   });
-  after(() => { rmSync(scratch, { recursive: true, force: true }); });
+  after(() => {
+    rmSync(scratch, { recursive: true, force: true });
+  });
 
   const example = builds['example'] ?? [];
   for (const workload of workloads(example)) {
@@ -352,7 +557,10 @@ describe('each container, started with its arguments and environment', () => {
     const routes = workloads(base).find((w) => w.name === 'cirrus-routes');
     assert.ok(routes);
     const secrets = ['cirrus-cloud-config', 'cirrus-signing'].map((name): KubeObject => ({
-      apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'cirrus-system' }, data: { secret: Buffer.from('test').toString('base64') },
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: 'cirrus-system' },
+      data: { secret: Buffer.from('test').toString('base64') },
     }));
     await startAndStop(routes, [...base, ...secrets], {
       root: join(scratch, 'routes'),
@@ -360,21 +568,38 @@ describe('each container, started with its arguments and environment', () => {
     });
   });
 
-  async function startAndStop(workload: Workload, objects: readonly KubeObject[], options: { root: string; env?: Record<string, string | undefined> }): Promise<void> {
+  async function startAndStop(
+    workload: Workload,
+    objects: readonly KubeObject[],
+    options: { root: string; env?: Record<string, string | undefined> },
+  ): Promise<void> {
     const env = { ...materialize(workload, objects, options.root), ...options.env };
     const [command = '', script = ''] = entrypoint(readFileSync(join(repoRoot, 'deploy/Dockerfile'), 'utf8'));
     assert.equal(command, 'node');
     const argv = [join(repoRoot, relative('/app', script)), ...workload.container.args];
     const child = spawn(process.execPath, argv, {
       // As Knative and the kubelet would: PORT from the container port (0: any free one here).
-      env: { PATH: process.env['PATH'], ...definedOnly(env), PORT: '0', CIRRUS_BIND_ADDRESS: '127.0.0.1', KUBECONFIG: join(scratch, 'kubeconfig') },
+      env: {
+        PATH: process.env['PATH'],
+        ...definedOnly(env),
+        PORT: '0',
+        CIRRUS_BIND_ADDRESS: '127.0.0.1',
+        KUBECONFIG: join(scratch, 'kubeconfig'),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
     const exited = once(child, 'exit') as Promise<[number | null]>;
-    const serving = firstLine(child.stdout, (entry) => typeof entry['msg'] === 'string' && entry['msg'].endsWith(' serving'));
-    const early = exited.then(([code]) => { throw new Error(`${workload.id} exited with ${String(code)} before serving:\n${stderr}`); });
+    const serving = firstLine(
+      child.stdout,
+      (entry) => typeof entry['msg'] === 'string' && entry['msg'].endsWith(' serving'),
+    );
+    const early = exited.then(([code]) => {
+      throw new Error(`${workload.id} exited with ${String(code)} before serving:\n${stderr}`);
+    });
     await Promise.race([serving, early]);
     child.kill('SIGTERM');
     assert.equal((await exited)[0], 0, `${workload.id} stops cleanly:\n${stderr}`);
@@ -386,9 +611,12 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
   before(async () => {
     admin = (await testCluster()).admin;
     // Namespaced objects need their namespace to exist, even for a dry run.
-    await admin.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'cirrus-system' } } }).catch((error: unknown) => {
-      if ((error as { code?: number }).code !== 409) throw error;
-    });
+    await admin
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
+      .catch((error: unknown) => {
+        if ((error as { code?: number }).code !== 409) throw error;
+      });
   });
 
   it('accepts each of them, unknown fields refused (Knative objects excepted: no CRDs here)', async () => {
@@ -399,19 +627,41 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
     }
     const kinds = new Set([...distinct.values()].map((o) => o.kind));
     assert.deepEqual([...kinds].sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Secret', 'ServiceAccount',
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ConfigMap',
+      'Deployment',
+      'Namespace',
+      'PodDisruptionBudget',
+      'Role',
+      'RoleBinding',
+      'Secret',
+      'ServiceAccount',
     ]);
-    const problems = await Promise.all([...distinct.values()].map(async (object) => {
-      // The Namespace is created for real above: validate its definition under a fresh name.
-      const body = object.kind === 'Namespace' ? { ...object, metadata: { ...object.metadata, name: uniqueName('ns') } } : object;
-      const answer = await dryRunCreate(admin, body);
-      return answer.status === 201 ? undefined : `${identity(object)}: HTTP ${answer.status}: ${answer.text}`;
-    }));
-    assert.deepEqual(problems.filter((p) => p !== undefined), []);
+    const problems = await Promise.all(
+      [...distinct.values()].map(async (object) => {
+        // The Namespace is created for real above: validate its definition under a fresh name.
+        const body =
+          object.kind === 'Namespace'
+            ? { ...object, metadata: { ...object.metadata, name: uniqueName('ns') } }
+            : object;
+        const answer = await dryRunCreate(admin, body);
+        return answer.status === 201 ? undefined : `${identity(object)}: HTTP ${answer.status}: ${answer.text}`;
+      }),
+    );
+    assert.deepEqual(
+      problems.filter((p) => p !== undefined),
+      [],
+    );
   });
 
   it('would notice a misspelt field (the check itself works)', async () => {
-    const answer = await dryRunCreate(admin, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: uniqueName('cm'), namespace: 'default' }, dataa: {} });
+    const answer = await dryRunCreate(admin, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: uniqueName('cm'), namespace: 'default' },
+      dataa: {},
+    });
     assert.equal(answer.status, 400);
     assert.match(answer.text, /strict decoding error: unknown field \\"dataa\\"/);
   });
@@ -426,7 +676,9 @@ async function dryRunCreate(kubeConfig: KubeConfig, object: KubeObject): Promise
   const group = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
   const namespace = object.metadata.namespace === undefined ? '' : `/namespaces/${object.metadata.namespace}`;
   // Every kind here pluralizes regularly (ConfigMap → configmaps, PodDisruptionBudget → poddisruptionbudgets).
-  const url = new URL(`${kubeConfig.getCurrentCluster()?.server ?? ''}${group}${namespace}/${object.kind.toLowerCase()}s`);
+  const url = new URL(
+    `${kubeConfig.getCurrentCluster()?.server ?? ''}${group}${namespace}/${object.kind.toLowerCase()}s`,
+  );
   url.searchParams.set('dryRun', 'All');
   url.searchParams.set('fieldValidation', 'Strict');
   const request = new RequestContext(url.toString(), HttpMethod.POST);
@@ -470,18 +722,31 @@ interface Workload {
 }
 
 function workloads(objects: readonly KubeObject[]): Workload[] {
-  return objects.filter((o) => o.kind === 'Deployment' || o.apiVersion === 'serving.knative.dev/v1').map((object) => {
-    const spec = object['spec'] as { replicas?: number; template: { spec: { containers: ContainerSpec[]; volumes?: VolumeSpec[] } } };
-    const [container] = spec.template.spec.containers;
-    assert.ok(container, identity(object));
-    const volumes = new Map((spec.template.spec.volumes ?? []).map((v) => [v.name, v]));
-    const mounts = (container.volumeMounts ?? []).map((m) => mountOf(m.mountPath, volumes.get(m.name)));
-    return { id: identity(object), name: object.metadata.name, namespace: object.metadata.namespace ?? '', replicas: spec.replicas, container, mounts };
-  });
+  return objects
+    .filter((o) => o.kind === 'Deployment' || o.apiVersion === 'serving.knative.dev/v1')
+    .map((object) => {
+      const spec = object['spec'] as {
+        replicas?: number;
+        template: { spec: { containers: ContainerSpec[]; volumes?: VolumeSpec[] } };
+      };
+      const [container] = spec.template.spec.containers;
+      assert.ok(container, identity(object));
+      const volumes = new Map((spec.template.spec.volumes ?? []).map((v) => [v.name, v]));
+      const mounts = (container.volumeMounts ?? []).map((m) => mountOf(m.mountPath, volumes.get(m.name)));
+      return {
+        id: identity(object),
+        name: object.metadata.name,
+        namespace: object.metadata.namespace ?? '',
+        replicas: spec.replicas,
+        container,
+        mounts,
+      };
+    });
 }
 
 function mountOf(mountPath: string, volume: VolumeSpec | undefined): Mount {
-  if (volume?.secret) return { mountPath, source: `Secret/${volume.secret.secretName}`, optional: volume.secret.optional === true };
+  if (volume?.secret)
+    return { mountPath, source: `Secret/${volume.secret.secretName}`, optional: volume.secret.optional === true };
   const configMap = volume?.configMap;
   return { mountPath, source: `ConfigMap/${configMap?.name ?? ''}`, optional: configMap?.optional === true };
 }
@@ -491,7 +756,9 @@ function dataOf(objects: readonly KubeObject[], source: string, namespace: strin
   const object = find(objects, `${kind ?? ''}/${namespace}/${name ?? ''}`);
   if (object === undefined) return undefined;
   const data = (object['data'] ?? {}) as Record<string, string>;
-  return kind === 'Secret' ? Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) : data;
+  return kind === 'Secret'
+    ? Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]))
+    : data;
 }
 
 /** envFrom, then env (which wins), as the kubelet resolves them; a missing required ConfigMap fails. */
@@ -499,7 +766,10 @@ function containerEnv(workload: Workload, objects: readonly KubeObject[]): Recor
   const env: Record<string, string> = {};
   for (const from of workload.container.envFrom ?? []) {
     const data = dataOf(objects, `ConfigMap/${from.configMapRef.name}`, workload.namespace);
-    assert.ok(data !== undefined || from.configMapRef.optional === true, `${workload.id}: ConfigMap ${from.configMapRef.name} is missing`);
+    assert.ok(
+      data !== undefined || from.configMapRef.optional === true,
+      `${workload.id}: ConfigMap ${from.configMapRef.name} is missing`,
+    );
     Object.assign(env, data);
   }
   for (const variable of workload.container.env ?? []) {
@@ -530,19 +800,30 @@ function materialize(workload: Workload, objects: readonly KubeObject[], root: s
     return { from: `${mount.mountPath}/`, to: `${dir}/` };
   });
   const env = containerEnv(workload, objects);
-  return Object.fromEntries(Object.entries(env).map(([name, value]) => {
-    const mount = moved.find((m) => value.startsWith(m.from));
-    return [name, mount === undefined ? value : mount.to + value.slice(mount.from.length)];
-  }));
+  return Object.fromEntries(
+    Object.entries(env).map(([name, value]) => {
+      const mount = moved.find((m) => value.startsWith(m.from));
+      return [name, mount === undefined ? value : mount.to + value.slice(mount.from.length)];
+    }),
+  );
 }
 
 function definedOnly(env: Record<string, string | undefined>): Record<string, string> {
   return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }
 
-async function firstLine(stream: NodeJS.ReadableStream, matches: (entry: Record<string, unknown>) => boolean): Promise<void> {
+async function firstLine(
+  stream: NodeJS.ReadableStream,
+  matches: (entry: Record<string, unknown>) => boolean,
+): Promise<void> {
   for await (const line of createInterface({ input: stream })) {
-    const entry = (() => { try { return JSON.parse(line) as Record<string, unknown>; } catch { return {}; } })();
+    const entry = (() => {
+      try {
+        return JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return {};
+      }
+    })();
     if (matches(entry)) return;
   }
   throw new Error('the output ended before the line looked for');
@@ -550,10 +831,14 @@ async function firstLine(stream: NodeJS.ReadableStream, matches: (entry: Record<
 
 // Every variable set for a container or in a ConfigMap that containers read through envFrom.
 function configuredVariables(objects: readonly KubeObject[]): [where: string, name: string, value: string][] {
-  const fromConfigMaps = ofKind(objects, 'ConfigMap').flatMap((cm) => Object.entries((cm['data'] ?? {}) as Record<string, string>)
-    .filter(([key]) => /^[A-Z_]+$/.test(key)).map(([key, value]): [string, string, string] => [identity(cm), key, value]));
-  const fromContainers = workloads(objects).flatMap((w) => (w.container.env ?? [])
-    .map((v): [string, string, string] => [w.id, v.name, v.value ?? w.namespace]));
+  const fromConfigMaps = ofKind(objects, 'ConfigMap').flatMap((cm) =>
+    Object.entries((cm['data'] ?? {}) as Record<string, string>)
+      .filter(([key]) => /^[A-Z_]+$/.test(key))
+      .map(([key, value]): [string, string, string] => [identity(cm), key, value]),
+  );
+  const fromContainers = workloads(objects).flatMap((w) =>
+    (w.container.env ?? []).map((v): [string, string, string] => [w.id, v.name, v.value ?? w.namespace]),
+  );
   return [...fromConfigMaps, ...fromContainers];
 }
 
@@ -569,7 +854,11 @@ function checkValue(option: OptionName, value: string): string | undefined {
   return parsed.success ? undefined : parsed.error.message;
 }
 
-interface Subject { readonly kind: string; readonly name: string; readonly namespace?: string }
+interface Subject {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace?: string;
+}
 
 function subjectsOf(binding: KubeObject): Subject[] {
   return (binding['subjects'] ?? []) as Subject[];
@@ -603,7 +892,9 @@ function importsOf(file: string): string[] {
 // kustomize wraps a Secret's base64 lines at 76 characters; the data is the same.
 function unwrapSecret(object: KubeObject): KubeObject {
   if (object.kind !== 'Secret' || object['data'] === undefined) return object;
-  const data = Object.fromEntries(Object.entries(object['data'] as Record<string, string>).map(([k, v]) => [k, v.replace(/\s/g, '')]));
+  const data = Object.fromEntries(
+    Object.entries(object['data'] as Record<string, string>).map(([k, v]) => [k, v.replace(/\s/g, '')]),
+  );
   return { ...object, data };
 }
 
@@ -613,12 +904,14 @@ type KnativeModel = new (data: never) => { validate(): void };
 // Imported by a computed name: the package's type declarations do not compile under this
 // project's exactOptionalPropertyTypes, and only its runtime validation is used.
 async function knativeModel(path: string): Promise<KnativeModel> {
-  const module = await import(`@kubernetes-models/knative/${path}`) as Record<string, KnativeModel | undefined>;
+  const module = (await import(`@kubernetes-models/knative/${path}`)) as Record<string, KnativeModel | undefined>;
   const model = module[path.split('/').pop() ?? ''];
   if (model === undefined) throw new Error(`@kubernetes-models/knative/${path} exports no model`);
   return model;
 }
 
 function kubectlSkip(): string | false {
-  return spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0 ? false : 'kubectl is not installed: the in-process build is checked without it';
+  return spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0
+    ? false
+    : 'kubectl is not installed: the in-process build is checked without it';
 }

@@ -4,8 +4,16 @@
 // API server's authorizer to see a change.
 
 import {
-  AuthorizationV1Api, createConfiguration, IsomorphicFetchHttpLibrary, KubeConfig, KubernetesObjectApi, PatchStrategy, ServerConfiguration,
-  type ApiConstructor, type ApiType, type HttpLibrary,
+  AuthorizationV1Api,
+  createConfiguration,
+  IsomorphicFetchHttpLibrary,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  ServerConfiguration,
+  type ApiConstructor,
+  type ApiType,
+  type HttpLibrary,
 } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeObject } from './kustomize.ts';
@@ -34,8 +42,14 @@ export interface Permission {
 
 /** Whether `a` and `b` grant the same thing (permissions are compared by value). */
 export function samePermission(a: Permission, b: Permission): boolean {
-  return a.role === b.role && a.apiGroup === b.apiGroup && a.resource === b.resource && a.verb === b.verb &&
-    a.resourceName === b.resourceName && a.namespace === b.namespace;
+  return (
+    a.role === b.role &&
+    a.apiGroup === b.apiGroup &&
+    a.resource === b.resource &&
+    a.verb === b.verb &&
+    a.resourceName === b.resourceName &&
+    a.namespace === b.namespace
+  );
 }
 
 /** `nodes/status patch (ClusterRole cirrus-node-init-…)`. */
@@ -62,11 +76,15 @@ function placedNamespace(namespace: string | undefined, placement: Placement): s
 export function localize(objects: readonly KubeObject[], placement: Placement): KubeObject[] {
   return objects.map((object) => {
     const namespace = placedNamespace(object.metadata.namespace, placement);
-    const renamed = object.kind === 'ServiceAccount' ? object.metadata.name : `${object.metadata.name}-${placement.suffix}`;
+    const renamed =
+      object.kind === 'ServiceAccount' ? object.metadata.name : `${object.metadata.name}-${placement.suffix}`;
     const metadata = { ...object.metadata, name: renamed, ...(namespace === undefined ? {} : { namespace }) };
     if (!object.kind.endsWith('Binding')) return { ...object, metadata };
     const roleRef = object['roleRef'] as { name: string };
-    const subjects = (object['subjects'] as { namespace?: string }[]).map((s) => ({ ...s, namespace: placedNamespace(s.namespace, placement) }));
+    const subjects = (object['subjects'] as { namespace?: string }[]).map((s) => ({
+      ...s,
+      namespace: placedNamespace(s.namespace, placement),
+    }));
     return { ...object, metadata, roleRef: { ...roleRef, name: `${roleRef.name}-${placement.suffix}` }, subjects };
   });
 }
@@ -77,11 +95,26 @@ function roleId(role: KubeObject): string {
 
 /** Every permission the Roles and ClusterRoles among `objects` grant, one per verb, resource and name. */
 export function permissionsOf(objects: readonly KubeObject[]): Permission[] {
-  return objects.filter((o) => o.kind === 'Role' || o.kind === 'ClusterRole').flatMap((role) =>
-    (role['rules'] as Rule[]).flatMap((rule) => rule.apiGroups.flatMap((apiGroup) => rule.resources.flatMap((resource) =>
-      rule.verbs.flatMap((verb) => (rule.resourceNames ?? [undefined]).map((resourceName): Permission => ({
-        role: roleId(role), apiGroup, resource, verb, resourceName, namespace: role.metadata.namespace,
-      })))))));
+  return objects
+    .filter((o) => o.kind === 'Role' || o.kind === 'ClusterRole')
+    .flatMap((role) =>
+      (role['rules'] as Rule[]).flatMap((rule) =>
+        rule.apiGroups.flatMap((apiGroup) =>
+          rule.resources.flatMap((resource) =>
+            rule.verbs.flatMap((verb) =>
+              (rule.resourceNames ?? [undefined]).map((resourceName): Permission => ({
+                role: roleId(role),
+                apiGroup,
+                resource,
+                verb,
+                resourceName,
+                namespace: role.metadata.namespace,
+              })),
+            ),
+          ),
+        ),
+      ),
+    );
 }
 
 /**
@@ -90,13 +123,20 @@ export function permissionsOf(objects: readonly KubeObject[]): Permission[] {
  */
 export function withoutPermission(role: KubeObject, removed: Permission): KubeObject {
   if (roleId(role) !== removed.role) return role;
-  const rules = (role['rules'] as Rule[]).flatMap((rule) => (grants(rule, removed) ? splitWithout(rule, removed) : [rule]));
+  const rules = (role['rules'] as Rule[]).flatMap((rule) =>
+    grants(rule, removed) ? splitWithout(rule, removed) : [rule],
+  );
   return { ...role, rules };
 }
 
 function grants(rule: Rule, p: Permission): boolean {
-  const named = p.resourceName === undefined ? rule.resourceNames === undefined : rule.resourceNames?.includes(p.resourceName) === true;
-  return named && rule.apiGroups.includes(p.apiGroup) && rule.resources.includes(p.resource) && rule.verbs.includes(p.verb);
+  const named =
+    p.resourceName === undefined
+      ? rule.resourceNames === undefined
+      : rule.resourceNames?.includes(p.resourceName) === true;
+  return (
+    named && rule.apiGroups.includes(p.apiGroup) && rule.resources.includes(p.resource) && rule.verbs.includes(p.verb)
+  );
 }
 
 // The rule's grants but `removed`: the other resources, the other verbs, the other names.
@@ -107,7 +147,9 @@ function splitWithout(rule: Rule, removed: Permission): Rule[] {
   return [
     ...(resources.length > 0 ? [{ ...rule, resources }] : []),
     ...(verbs.length > 0 ? [{ ...rule, resources: [removed.resource], verbs }] : []),
-    ...(names.length > 0 ? [{ ...rule, resources: [removed.resource], verbs: [removed.verb], resourceNames: names }] : []),
+    ...(names.length > 0
+      ? [{ ...rule, resources: [removed.resource], verbs: [removed.verb], resourceNames: names }]
+      : []),
   ];
 }
 
@@ -122,9 +164,13 @@ export async function apply(admin: KubeConfig, objects: readonly KubeObject[]): 
 /** Deletes `objects`, ignoring those already gone. */
 export async function remove(admin: KubeConfig, objects: readonly KubeObject[]): Promise<void> {
   const api = KubernetesObjectApi.makeApiClient(admin);
-  await Promise.all(objects.map(async (object) => api.delete(object).catch((error: unknown) => {
-    if ((error as { code?: number }).code !== 404) throw error;
-  })));
+  await Promise.all(
+    objects.map(async (object) =>
+      api.delete(object).catch((error: unknown) => {
+        if ((error as { code?: number }).code !== 404) throw error;
+      }),
+    ),
+  );
 }
 
 /**
@@ -132,14 +178,23 @@ export async function remove(admin: KubeConfig, objects: readonly KubeObject[]):
  * SelfSubjectAccessReview as the ServiceAccount): RBAC changes reach it through an informer, a
  * moment after the write. Throws after `timeoutMs` naming what still differs.
  */
-export async function awaitAccess(account: KubeConfig, expected: ReadonlyMap<Permission, boolean>, timeoutMs = 10_000): Promise<void> {
+export async function awaitAccess(
+  account: KubeConfig,
+  expected: ReadonlyMap<Permission, boolean>,
+  timeoutMs = 10_000,
+): Promise<void> {
   const api = account.makeApiClient(AuthorizationV1Api);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const answers = await Promise.all([...expected].map(async ([permission, allowed]) => ((await allows(api, permission)) === allowed ? undefined : permission)));
+    const answers = await Promise.all(
+      [...expected].map(async ([permission, allowed]) =>
+        (await allows(api, permission)) === allowed ? undefined : permission,
+      ),
+    );
     const wrong = answers.filter((p) => p !== undefined);
     if (wrong.length === 0) return;
-    if (Date.now() > deadline) throw new Error(`RBAC did not settle within ${timeoutMs} ms: ${wrong.map(describePermission).join('; ')}`);
+    if (Date.now() > deadline)
+      throw new Error(`RBAC did not settle within ${timeoutMs} ms: ${wrong.map(describePermission).join('; ')}`);
     await sleep(50);
   }
 }
@@ -150,7 +205,9 @@ async function allows(api: AuthorizationV1Api, permission: Permission): Promise<
     body: {
       spec: {
         resourceAttributes: {
-          group: permission.apiGroup, resource: resource ?? '', verb: permission.verb,
+          group: permission.apiGroup,
+          resource: resource ?? '',
+          verb: permission.verb,
           ...(subresource === undefined ? {} : { subresource }),
           ...(permission.namespace === undefined ? {} : { namespace: permission.namespace }),
           ...(permission.resourceName === undefined ? {} : { name: permission.resourceName }),
@@ -167,7 +224,15 @@ async function allows(api: AuthorizationV1Api, permission: Permission): Promise<
  */
 export type RequestLine = string;
 
-const methods: Readonly<Record<string, string>> = { get: 'GET', list: 'GET', watch: 'GET', create: 'POST', patch: 'PATCH', update: 'PUT', delete: 'DELETE' };
+const methods: Readonly<Record<string, string>> = {
+  get: 'GET',
+  list: 'GET',
+  watch: 'GET',
+  create: 'POST',
+  patch: 'PATCH',
+  update: 'PUT',
+  delete: 'DELETE',
+};
 
 /** Whether a refused request is one that `permission` would have allowed. */
 export function refusedFor(line: RequestLine, permission: Permission): boolean {
@@ -190,16 +255,28 @@ export class RecordingKubeConfig extends KubeConfig {
 
   constructor(from: KubeConfig, labelSelector?: string) {
     super();
-    this.loadFromOptions({ clusters: from.clusters, users: from.users, contexts: from.contexts, currentContext: from.currentContext });
+    this.loadFromOptions({
+      clusters: from.clusters,
+      users: from.users,
+      contexts: from.contexts,
+      currentContext: from.currentContext,
+    });
     const inner = new IsomorphicFetchHttpLibrary();
     this.#http = {
       send: (request) => {
         const url = new URL(request.getUrl());
-        if (labelSelector !== undefined && request.getHttpMethod() === 'GET' && /^\/api\/v1\/(nodes|services)$/.test(url.pathname)) {
+        if (
+          labelSelector !== undefined &&
+          request.getHttpMethod() === 'GET' &&
+          /^\/api\/v1\/(nodes|services)$/.test(url.pathname)
+        ) {
           request.setQueryParam('labelSelector', labelSelector);
         }
         return inner.send(request).pipe((response) => {
-          if (response.httpStatusCode === 403) this.refused.push(`${request.getHttpMethod()} ${url.pathname}${url.searchParams.has('watch') ? '?watch' : ''}`);
+          if (response.httpStatusCode === 403)
+            this.refused.push(
+              `${request.getHttpMethod()} ${url.pathname}${url.searchParams.has('watch') ? '?watch' : ''}`,
+            );
           return response;
         });
       },
@@ -209,6 +286,12 @@ export class RecordingKubeConfig extends KubeConfig {
   override makeApiClient<T extends ApiType>(apiClientType: ApiConstructor<T>): T {
     const cluster = this.getCurrentCluster();
     if (cluster === null) throw new Error('no current cluster');
-    return new apiClientType(createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: this }, httpApi: this.#http }));
+    return new apiClientType(
+      createConfiguration({
+        baseServer: new ServerConfiguration(cluster.server, {}),
+        authMethods: { default: this },
+        httpApi: this.#http,
+      }),
+    );
   }
 }

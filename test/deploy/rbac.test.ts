@@ -30,11 +30,29 @@ import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { FakeCloud, type FakeInstance } from '../../providers/fake/index.ts';
 import { createStaticProvider } from '../../providers/static/index.ts';
 import type { Report } from '../../shared/host/function.ts';
-import { createNode, eventsAbout, newNode, silentLogger, uninitialized, withLabels, withReady, type NodeTweak } from '../helpers/builders.ts';
+import {
+  createNode,
+  eventsAbout,
+  newNode,
+  silentLogger,
+  uninitialized,
+  withLabels,
+  withReady,
+  type NodeTweak,
+} from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 import { knativeRoot, readObjects, type KubeObject } from './kustomize.ts';
 import {
-  apply, awaitAccess, describePermission, localize, permissionsOf, RecordingKubeConfig, refusedFor, remove, samePermission, withoutPermission,
+  apply,
+  awaitAccess,
+  describePermission,
+  localize,
+  permissionsOf,
+  RecordingKubeConfig,
+  refusedFor,
+  remove,
+  samePermission,
+  withoutPermission,
 } from './rbac-harness.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 
@@ -90,7 +108,10 @@ class Fixtures {
     this.#services.push(name);
     await this.#core.createNamespacedService({
       namespace: this.#namespace,
-      body: { metadata: { name, labels: this.#label }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
+      body: {
+        metadata: { name, labels: this.#label },
+        spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] },
+      },
     });
     return name;
   }
@@ -102,7 +123,13 @@ class Fixtures {
       ...nodes.map(async (name) => this.#core.deleteNode({ name }).catch(ignoreNotFound)),
       ...services.map(async (name) => {
         // service-lb's cleanup finalizer would keep a deleted Service forever (no controller runs here).
-        await this.#core.patchNamespacedService({ name, namespace: this.#namespace, body: [{ op: 'remove', path: '/metadata/finalizers' }] }).catch(() => undefined);
+        await this.#core
+          .patchNamespacedService({
+            name,
+            namespace: this.#namespace,
+            body: [{ op: 'remove', path: '/metadata/finalizers' }],
+          })
+          .catch(() => undefined);
         await this.#core.deleteNamespacedService({ name, namespace: this.#namespace }).catch(ignoreNotFound);
       }),
     ]);
@@ -123,11 +150,21 @@ function expectResults(report: Report, expected: Record<string, string>): void {
 
 async function expectEvent(context: Context, namespace: string, name: string, reason: string): Promise<void> {
   const events = await eventsAbout(context.adminCore, namespace, name);
-  assert.ok(events.some((e) => e.split('/')[1] === reason), `a ${reason} Event about ${name} (found: ${events.join(', ') || 'none'})`);
+  assert.ok(
+    events.some((e) => e.split('/')[1] === reason),
+    `a ${reason} Event about ${name} (found: ${events.join(', ') || 'none'})`,
+  );
 }
 
 function machine(name: string): FakeInstance {
-  return { id: name, nodeName: name, instanceType: 'm1.large', zone: 'zone-a', region: 'region-1', addresses: [{ type: 'InternalIP', address: '10.1.0.5' }] };
+  return {
+    id: name,
+    nodeName: name,
+    instanceType: 'm1.large',
+    zone: 'zone-a',
+    region: 'region-1',
+    addresses: [{ type: 'InternalIP', address: '10.1.0.5' }],
+  };
 }
 
 // Ready, so that other test files' node-lifecycle passes leave these Nodes alone.
@@ -135,7 +172,10 @@ const ready = withReady('True');
 
 async function nodeInitScenario(c: Context): Promise<void> {
   const cloud = new FakeCloud();
-  const [fresh, later] = await Promise.all([c.fixtures.node('rbac-init', uninitialized, ready), c.fixtures.node('rbac-init-all', uninitialized, ready)]);
+  const [fresh, later] = await Promise.all([
+    c.fixtures.node('rbac-init', uninitialized, ready),
+    c.fixtures.node('rbac-init-all', uninitialized, ready),
+  ]);
   cloud.machines.push(machine(fresh), machine(later));
   const fn = nodeInitFunction({ core: c.core, cloud });
   // A Node event: get the Node, patch it (provider ID, labels, taint), patch its status
@@ -143,12 +183,18 @@ async function nodeInitScenario(c: Context): Promise<void> {
   expectResults(await fn.reconcileOne({ kind: 'Node', name: fresh }, run), { [`Node/${fresh}`]: 'initialized' });
   // The periodic pass: list the Nodes; the other one initialized, the first one's new addresses written.
   cloud.machines[0] = { ...machine(fresh), addresses: [{ type: 'InternalIP', address: '10.1.0.99' }] };
-  expectResults(await fn.reconcileAll(run), { [`Node/${later}`]: 'initialized', [`Node/${fresh}`]: 'addresses-updated' });
+  expectResults(await fn.reconcileAll(run), {
+    [`Node/${later}`]: 'initialized',
+    [`Node/${fresh}`]: 'addresses-updated',
+  });
 }
 
 async function nodeLifecycleScenario(c: Context): Promise<void> {
   const cloud = new FakeCloud();
-  const [gone, down] = await Promise.all([c.fixtures.node('rbac-gone', withReady('False')), c.fixtures.node('rbac-down', withReady('False'))]);
+  const [gone, down] = await Promise.all([
+    c.fixtures.node('rbac-gone', withReady('False')),
+    c.fixtures.node('rbac-down', withReady('False')),
+  ]);
   cloud.machines.push({ id: down, nodeName: down, shutdown: true });
   const fn = nodeLifecycleFunction({ core: c.core, cloud });
   // A NotReady Node whose instance is gone: get it, create the DeletingNode Event, delete it.
@@ -167,7 +213,10 @@ async function serviceLbScenario(c: Context): Promise<void> {
   // (the finalizer, then the address and the sync record).
   expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name }, run), { [key]: 'ensured' });
   const service = await c.adminCore.readNamespacedService({ namespace: c.namespace, name });
-  assert.deepEqual(service.status?.loadBalancer?.ingress?.map((i) => i.ip), [cloud.loadBalancerIp]);
+  assert.deepEqual(
+    service.status?.loadBalancer?.ingress?.map((i) => i.ip),
+    [cloud.loadBalancerIp],
+  );
   await expectEvent(c, c.namespace, name, 'EnsuredLoadBalancer');
   // The pass over all Services: list them (and the Nodes).
   expectResults(await fn.reconcileAll(run), { [key]: 'unchanged' });
@@ -181,12 +230,24 @@ async function staticProviderScenario(c: Context): Promise<void> {
     '  pools: [{ name: default, default: true, addresses: [192.0.2.0/28] }]',
     `  allocations: { namespace: ${c.namespace}, configMap: cirrus-lb-ipam }`,
   ].join('\n');
-  const cloud = await createStaticProvider({ config: inventory, configPath: undefined, signal: run.signal, log: run.log, kubeConfig: c.account });
-  const [, first, second] = await Promise.all([c.fixtures.node('rbac-ipam', ready), c.fixtures.service('ipam-a'), c.fixtures.service('ipam-b')]);
+  const cloud = await createStaticProvider({
+    config: inventory,
+    configPath: undefined,
+    signal: run.signal,
+    log: run.log,
+    kubeConfig: c.account,
+  });
+  const [, first, second] = await Promise.all([
+    c.fixtures.node('rbac-ipam', ready),
+    c.fixtures.service('ipam-a'),
+    c.fixtures.service('ipam-b'),
+  ]);
   const fn = serviceLbFunction({ core: c.core, cloud, clusterName: 'kubernetes' });
   // The first allocation reads the ConfigMap (not found) and creates it; the second reads and patches it.
   for (const name of [first, second]) {
-    expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name }, run), { [`Service/${c.namespace}/${name}`]: 'ensured' });
+    expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name }, run), {
+      [`Service/${c.namespace}/${name}`]: 'ensured',
+    });
   }
   const allocations = await c.adminCore.readNamespacedConfigMap({ namespace: c.namespace, name: 'cirrus-lb-ipam' });
   assert.equal(Object.keys(allocations.data ?? {}).length, 2, 'both allocations recorded');
@@ -194,8 +255,13 @@ async function staticProviderScenario(c: Context): Promise<void> {
 
 async function routesScenario(c: Context): Promise<void> {
   const cloud = new FakeCloud();
-  const cidrs = [`10.245.${String(Math.floor(Math.random() * 250))}.0/24`, `10.246.${String(Math.floor(Math.random() * 250))}.0/24`];
-  const [routed, refused] = await Promise.all(cidrs.map(async (cidr) => c.fixtures.node('rbac-route', ready, withPodCidr(cidr))));
+  const cidrs = [
+    `10.245.${String(Math.floor(Math.random() * 250))}.0/24`,
+    `10.246.${String(Math.floor(Math.random() * 250))}.0/24`,
+  ];
+  const [routed, refused] = await Promise.all(
+    cidrs.map(async (cidr) => c.fixtures.node('rbac-route', ready, withPodCidr(cidr))),
+  );
   // The cloud refuses one route: its FailedToCreateRoute Event needs events create.
   cloud.routeErrors.set(cidrs[1] ?? '', new Error('route quota exceeded'));
   const fn = routesFunction({ core: c.core, cloud, clusterName: 'kubernetes', clusterCidrs: ['10.244.0.0/14'] });
@@ -203,18 +269,31 @@ async function routesScenario(c: Context): Promise<void> {
   const report = await fn.reconcileAll(run);
   expectResults(report, { [`Node/${routed ?? ''}`]: 'routes-created' });
   const failed = report.objects.find((o) => o.key === `Node/${refused ?? ''}`);
-  assert.deepEqual(failed?.changes.map((change) => change.action), ['event', 'patch-status'], `the refused route's Event and condition: ${failed?.error ?? ''}`);
+  assert.deepEqual(
+    failed?.changes.map((change) => change.action),
+    ['event', 'patch-status'],
+    `the refused route's Event and condition: ${failed?.error ?? ''}`,
+  );
   await expectEvent(c, 'default', refused ?? '', 'FailedToCreateRoute');
 }
 
 function withPodCidr(cidr: string): NodeTweak {
-  return (node) => { node.spec = { ...node.spec, podCIDR: cidr, podCIDRs: [cidr] }; };
+  return (node) => {
+    node.spec = { ...node.spec, podCIDR: cidr, podCIDRs: [cidr] };
+  };
 }
 
 /** A logger that keeps what it writes, for the refusals the relay's watches log (they bypass API clients). */
 function recordingLogger(): { logger: Logger; records: Record<string, unknown>[] } {
   const records: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => { records.push(JSON.parse(line) as Record<string, unknown>); } });
+  const logger = pino(
+    { level: 'debug' },
+    {
+      write: (line: string) => {
+        records.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
+  );
   return { logger, records };
 }
 
@@ -232,16 +311,28 @@ async function relayScenario(c: Context): Promise<void> {
   const leases = c.admin.makeApiClient(CoordinationV1Api);
   // No Lease yet, so that the relay creates it.
   await leases.deleteNamespacedLease({ name: 'cirrus-relay', namespace: c.namespace }).catch(ignoreNotFound);
-  const sink = createServer((request, response) => { request.resume(); response.writeHead(202).end('{}'); }).listen(0, '127.0.0.1');
+  const sink = createServer((request, response) => {
+    request.resume();
+    response.writeHead(202).end('{}');
+  }).listen(0, '127.0.0.1');
   await once(sink, 'listening');
   const url = `http://127.0.0.1:${String((sink.address() as { port: number }).port)}/`;
   const { logger, records } = recordingLogger();
   const relay = startRelay({
     kubeConfig: c.account,
     // Node-init's feed watches Nodes, service-lb's watches Services; no periodic triggers.
-    routing: buildRoutingTable(catalogue, { to: [`node-init=${url}`, `service-lb=${url}`], periods: { 'node-init': 0, 'node-lifecycle': 0, 'service-lb': 0, routes: 0 } }),
+    routing: buildRoutingTable(catalogue, {
+      to: [`node-init=${url}`, `service-lb=${url}`],
+      periods: { 'node-init': 0, 'node-lifecycle': 0, 'service-lb': 0, routes: 0 },
+    }),
     logger,
-    leaderElection: { name: 'cirrus-relay', namespace: c.namespace, leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 200 },
+    leaderElection: {
+      name: 'cirrus-relay',
+      namespace: c.namespace,
+      leaseDurationMs: 3_000,
+      renewDeadlineMs: 2_000,
+      retryPeriodMs: 200,
+    },
     watch: { backoff: { initialMs: 100, maxMs: 1_000, jitter: 0 } },
     processMetrics: false,
   });
@@ -276,13 +367,46 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs: num
 }
 
 const subjects: readonly Subject[] = [
-  { name: 'node-init', serviceAccount: 'cirrus-node-init', files: ['node-init/rbac/rbac.yaml'], checked: ['node-init/rbac/rbac.yaml'], scenario: nodeInitScenario },
-  { name: 'node-lifecycle', serviceAccount: 'cirrus-node-lifecycle', files: ['node-lifecycle/rbac/rbac.yaml'], checked: ['node-lifecycle/rbac/rbac.yaml'], scenario: nodeLifecycleScenario },
-  { name: 'service-lb', serviceAccount: 'cirrus-service-lb', files: ['service-lb/rbac/rbac.yaml'], checked: ['service-lb/rbac/rbac.yaml'], scenario: serviceLbScenario },
-  { name: 'routes', serviceAccount: 'cirrus-routes', files: ['routes/rbac/rbac.yaml'], checked: ['routes/rbac/rbac.yaml'], scenario: routesScenario },
-  { name: 'relay', serviceAccount: 'cirrus-relay', files: ['relay/rbac.yaml'], checked: ['relay/rbac.yaml'], scenario: relayScenario },
   {
-    name: 'static-provider', serviceAccount: 'cirrus-service-lb', files: ['service-lb/rbac/rbac.yaml', 'static-provider/rbac.yaml'], checked: ['static-provider/rbac.yaml'],
+    name: 'node-init',
+    serviceAccount: 'cirrus-node-init',
+    files: ['node-init/rbac/rbac.yaml'],
+    checked: ['node-init/rbac/rbac.yaml'],
+    scenario: nodeInitScenario,
+  },
+  {
+    name: 'node-lifecycle',
+    serviceAccount: 'cirrus-node-lifecycle',
+    files: ['node-lifecycle/rbac/rbac.yaml'],
+    checked: ['node-lifecycle/rbac/rbac.yaml'],
+    scenario: nodeLifecycleScenario,
+  },
+  {
+    name: 'service-lb',
+    serviceAccount: 'cirrus-service-lb',
+    files: ['service-lb/rbac/rbac.yaml'],
+    checked: ['service-lb/rbac/rbac.yaml'],
+    scenario: serviceLbScenario,
+  },
+  {
+    name: 'routes',
+    serviceAccount: 'cirrus-routes',
+    files: ['routes/rbac/rbac.yaml'],
+    checked: ['routes/rbac/rbac.yaml'],
+    scenario: routesScenario,
+  },
+  {
+    name: 'relay',
+    serviceAccount: 'cirrus-relay',
+    files: ['relay/rbac.yaml'],
+    checked: ['relay/rbac.yaml'],
+    scenario: relayScenario,
+  },
+  {
+    name: 'static-provider',
+    serviceAccount: 'cirrus-service-lb',
+    files: ['service-lb/rbac/rbac.yaml', 'static-provider/rbac.yaml'],
+    checked: ['static-provider/rbac.yaml'],
     scenario: staticProviderScenario,
   },
 ];
@@ -293,7 +417,10 @@ function placementOf(subject: Subject): { namespace: string; suffix: string } {
 }
 
 function rbacObjects(subject: Subject, files: readonly string[]): KubeObject[] {
-  return localize(files.flatMap((file) => readObjects(join(knativeRoot, file))), placementOf(subject));
+  return localize(
+    files.flatMap((file) => readObjects(join(knativeRoot, file))),
+    placementOf(subject),
+  );
 }
 
 describe('RBAC of deploy/knative, on the real API server', { skip: controlPlaneSkip, concurrency: true }, () => {
@@ -304,7 +431,12 @@ describe('RBAC of deploy/knative, on the real API server', { skip: controlPlaneS
     ({ admin } = await testCluster());
     adminCore = admin.makeApiClient(CoreV1Api);
   });
-  after(async () => { await remove(admin, applied.filter((o) => o.metadata.namespace === undefined || o.metadata.namespace === 'default')); });
+  after(async () => {
+    await remove(
+      admin,
+      applied.filter((o) => o.metadata.namespace === undefined || o.metadata.namespace === 'default'),
+    );
+  });
 
   for (const subject of subjects) {
     describe(subject.name, { concurrency: 1 }, () => {
@@ -320,7 +452,14 @@ describe('RBAC of deploy/knative, on the real API server', { skip: controlPlaneS
         await apply(admin, objects);
         const token = await (await testCluster()).asServiceAccount(namespace, subject.serviceAccount);
         const account = new RecordingKubeConfig(token, `${selectorLabel}=${namespace}`);
-        context = { admin, adminCore, account, core: account.makeApiClient(CoreV1Api), namespace, fixtures: new Fixtures(adminCore, namespace) };
+        context = {
+          admin,
+          adminCore,
+          account,
+          core: account.makeApiClient(CoreV1Api),
+          namespace,
+          fixtures: new Fixtures(adminCore, namespace),
+        };
         await awaitAccess(account, new Map(all.map((p) => [p, true])));
       });
 
@@ -331,10 +470,19 @@ describe('RBAC of deploy/knative, on the real API server', { skip: controlPlaneS
 
       for (const permission of checked) {
         it(`fails with 403 without ${describePermission(permission)}`, async () => {
-          await apply(admin, objects.map((object) => withoutPermission(object, permission)));
+          await apply(
+            admin,
+            objects.map((object) => withoutPermission(object, permission)),
+          );
           await awaitAccess(context.account, new Map(all.map((p) => [p, !samePermission(p, permission)])));
-          const outcome = await runScenario(subject, context).then(() => undefined, (error: unknown) => error);
-          assert.ok(outcome !== undefined, `the scenario passed without ${describePermission(permission)}: a permission it never uses`);
+          const outcome = await runScenario(subject, context).then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+          assert.ok(
+            outcome !== undefined,
+            `the scenario passed without ${describePermission(permission)}: a permission it never uses`,
+          );
           assert.ok(
             context.account.refused.some((line) => refusedFor(line, permission)),
             `the failure is a 403 on ${describePermission(permission)}; refused: [${context.account.refused.join(', ')}]; failure: ${outcome instanceof Error ? outcome.message : JSON.stringify(outcome)}`,

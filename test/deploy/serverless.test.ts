@@ -22,7 +22,13 @@ import { parseConfig } from '../../shared/config.ts';
 import { lambdaCommand, type LambdaHandler } from '../../shared/lambda/index.ts';
 import { createNode, newNode, ownTaints, uninitialized } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
-import { functionUrlEvent, lambdaContext, nodeEvent, startSecretsExtension, type SecretsExtension } from '../helpers/lambda.ts';
+import {
+  functionUrlEvent,
+  lambdaContext,
+  nodeEvent,
+  startSecretsExtension,
+  type SecretsExtension,
+} from '../helpers/lambda.ts';
 import { knativeServiceSchema } from './knative.ts';
 import { build, knativeRoot } from './kustomize.ts';
 
@@ -33,7 +39,8 @@ const stage = 'test';
 const params = {
   cloudProvider: 'static',
   clusterCidr: '10.244.0.0/16',
-  secretsExtensionLayerArn: 'arn:aws:lambda:eu-west-1:123456789012:layer:AWS-Parameters-and-Secrets-Lambda-Extension-Arm64:1',
+  secretsExtensionLayerArn:
+    'arn:aws:lambda:eu-west-1:123456789012:layer:AWS-Parameters-and-Secrets-Lambda-Extension-Arm64:1',
 };
 // The default secretPrefix: <service>-<stage>.
 const secretPrefix = `cirrus-${stage}`;
@@ -41,20 +48,30 @@ const secretPrefix = `cirrus-${stage}`;
 // serverless.yml's intent, as far as this test reads it.
 const intentSchema = z.looseObject({
   service: z.string(),
-  provider: z.looseObject({ runtime: z.string(), architecture: z.string(), environment: z.record(z.string(), z.string()) }),
-  functions: z.record(z.string(), z.looseObject({
-    handler: z.string(),
-    url: z.literal(true),
-    memorySize: z.number(),
-    timeout: z.number(),
-    reservedConcurrency: z.number(),
-    environment: z.record(z.string(), z.string()).optional(),
-  })),
+  provider: z.looseObject({
+    runtime: z.string(),
+    architecture: z.string(),
+    environment: z.record(z.string(), z.string()),
+  }),
+  functions: z.record(
+    z.string(),
+    z.looseObject({
+      handler: z.string(),
+      url: z.literal(true),
+      memorySize: z.number(),
+      timeout: z.number(),
+      reservedConcurrency: z.number(),
+      environment: z.record(z.string(), z.string()).optional(),
+    }),
+  ),
 });
 const intent = intentSchema.parse(load(await readFile(join(repoRoot, 'serverless.yml'), 'utf8')));
 
 const resourceSchema = z.looseObject({ Type: z.string(), Properties: z.looseObject({}) });
-const templateSchema = z.looseObject({ Resources: z.record(z.string(), resourceSchema), Outputs: z.record(z.string(), z.unknown()) });
+const templateSchema = z.looseObject({
+  Resources: z.record(z.string(), resourceSchema),
+  Outputs: z.record(z.string(), z.unknown()),
+});
 type Resource = z.infer<typeof resourceSchema>;
 const lambdaSchema = z.looseObject({
   FunctionName: z.string(),
@@ -74,17 +91,23 @@ type LambdaProperties = z.infer<typeof lambdaSchema>;
 async function runOsls(args: readonly string[]): Promise<{ status: number | null; output: string }> {
   const child = spawn(process.execPath, [osls, ...args], {
     cwd: repoRoot,
-    env: { ...process.env, SLS_TELEMETRY_DISABLED: '1', SLS_NOTIFICATIONS_MODE: 'off', SLS_INTERACTIVE_SETUP_DISABLE: '1' },
+    env: {
+      ...process.env,
+      SLS_TELEMETRY_DISABLED: '1',
+      SLS_NOTIFICATIONS_MODE: 'off',
+      SLS_INTERACTIVE_SETUP_DISABLE: '1',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const [status] = await once(child, 'exit') as [number | null];
+  const [status] = (await once(child, 'exit')) as [number | null];
   return { status, output };
 }
 
-const paramArgs = (values: Record<string, string>): string[] => Object.entries(values).map(([name, value]) => `--param=${name}=${value}`);
+const paramArgs = (values: Record<string, string>): string[] =>
+  Object.entries(values).map(([name, value]) => `--param=${name}=${value}`);
 
 /** Unzips `file` into `dir`; the names of its entries. */
 async function unzip(file: string, dir: string): Promise<string[]> {
@@ -98,7 +121,8 @@ async function unzip(file: string, dir: string): Promise<string[]> {
       const target = join(dir, entry.fileName);
       const write = async (): Promise<void> => {
         await mkdir(dirname(target), { recursive: true });
-        if (!entry.fileName.endsWith('/')) await pipeline(await zip.openReadStreamPromise(entry), createWriteStream(target));
+        if (!entry.fileName.endsWith('/'))
+          await pipeline(await zip.openReadStreamPromise(entry), createWriteStream(target));
         zip.readEntry();
       };
       write().catch(reject);
@@ -116,9 +140,18 @@ describe('serverless.yml, packaged by osls', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cirrus-osls-'));
-    const { status, output } = await runOsls(['package', '--package', join(dir, 'package'), '--stage', stage, ...paramArgs(params)]);
+    const { status, output } = await runOsls([
+      'package',
+      '--package',
+      join(dir, 'package'),
+      '--stage',
+      stage,
+      ...paramArgs(params),
+    ]);
     assert.equal(status, 0, output);
-    const template = templateSchema.parse(JSON.parse(await readFile(join(dir, 'package/cloudformation-template-update-stack.json'), 'utf8')));
+    const template = templateSchema.parse(
+      JSON.parse(await readFile(join(dir, 'package/cloudformation-template-update-stack.json'), 'utf8')),
+    );
     resources = template.Resources;
     outputs = template.Outputs;
     for (const resource of Object.values(resources)) {
@@ -145,7 +178,10 @@ describe('serverless.yml, packaged by osls', () => {
   });
 
   it('names handlers that bin/lambda.js exports, each for the function it is deployed as', async () => {
-    const entry = await import(pathToFileURL(join(repoRoot, 'bin/lambda.js')).href) as Record<string, LambdaHandler | undefined>;
+    const entry = (await import(pathToFileURL(join(repoRoot, 'bin/lambda.js')).href)) as Record<
+      string,
+      LambdaHandler | undefined
+    >;
     for (const [name, lambda] of lambdas) {
       const [file, exported] = lambda.Handler.split('.');
       assert.equal(file, 'bin/lambda', name);
@@ -153,28 +189,45 @@ describe('serverless.yml, packaged by osls', () => {
     }
   });
 
-  it('serves each function at a public function URL (the relay\'s signature authenticates), and no API Gateway', () => {
+  it("serves each function at a public function URL (the relay's signature authenticates), and no API Gateway", () => {
     const urls = Object.values(resources).filter((r) => r.Type === 'AWS::Lambda::Url');
     assert.equal(urls.length, lambdas.size);
     for (const url of urls) {
       assert.equal(url.Properties['AuthType'], 'NONE');
-      assert.ok(url.Properties['InvokeMode'] === undefined || url.Properties['InvokeMode'] === 'BUFFERED', 'buffered: a reply comes once the reconcile is done');
+      assert.ok(
+        url.Properties['InvokeMode'] === undefined || url.Properties['InvokeMode'] === 'BUFFERED',
+        'buffered: a reply comes once the reconcile is done',
+      );
     }
-    assert.deepEqual(Object.values(resources).filter((r) => r.Type.startsWith('AWS::ApiGateway')), []);
+    assert.deepEqual(
+      Object.values(resources).filter((r) => r.Type.startsWith('AWS::ApiGateway')),
+      [],
+    );
     const urlOutputs = Object.keys(outputs).filter((k) => k.endsWith('LambdaFunctionUrl'));
-    assert.equal(urlOutputs.length, lambdas.size, 'each URL is a stack output, for the relay\'s routing');
+    assert.equal(urlOutputs.length, lambdas.size, "each URL is a stack output, for the relay's routing");
   });
 
   it('limits each function deliberately: timeouts of its Knative Service, one writer of routes', () => {
-    const knative = new Map(build(knativeRoot).filter((o) => o.apiVersion === 'serving.knative.dev/v1' && o.kind === 'Service')
-      .map((o) => knativeServiceSchema.parse(o)).map((s) => [s.metadata.name.replace(/^cirrus-/, ''), s]));
+    const knative = new Map(
+      build(knativeRoot)
+        .filter((o) => o.apiVersion === 'serving.knative.dev/v1' && o.kind === 'Service')
+        .map((o) => knativeServiceSchema.parse(o))
+        .map((s) => [s.metadata.name.replace(/^cirrus-/, ''), s]),
+    );
     for (const [name, lambda] of lambdas) {
       const declared = intent.functions[name];
       assert.equal(lambda.Timeout, declared?.timeout, name);
-      assert.equal(lambda.Timeout, knative.get(name)?.spec.template.spec.timeoutSeconds, `${name}: the same timeout as on Knative`);
+      assert.equal(
+        lambda.Timeout,
+        knative.get(name)?.spec.template.spec.timeoutSeconds,
+        `${name}: the same timeout as on Knative`,
+      );
       assert.ok(lambda.Timeout <= 300, `${name}: within the relay's delivery timeout (300 s)`);
       assert.equal(lambda.ReservedConcurrentExecutions, declared?.reservedConcurrency, name);
-      assert.ok(lambda.ReservedConcurrentExecutions >= 1 && lambda.ReservedConcurrentExecutions <= 50, `${name}: bounded`);
+      assert.ok(
+        lambda.ReservedConcurrentExecutions >= 1 && lambda.ReservedConcurrentExecutions <= 50,
+        `${name}: bounded`,
+      );
     }
     assert.equal(lambdas.get('routes')?.ReservedConcurrentExecutions, 1, 'one writer of the route table');
   });
@@ -184,54 +237,122 @@ describe('serverless.yml, packaged by osls', () => {
       const variables = lambda.Environment.Variables;
       const config = parseConfig(lambdaCommand, [], variables);
       assert.equal(config.cloudProvider, params.cloudProvider, name);
-      assert.equal(config.signingSecretId, `${secretPrefix}/signing-secret`, `${name}: a public URL needs the signature`);
-      assert.equal(config.kubeconfigSecretId, `${secretPrefix}/kubeconfig/${name}`, `${name}: its own identity in the cluster`);
+      assert.equal(
+        config.signingSecretId,
+        `${secretPrefix}/signing-secret`,
+        `${name}: a public URL needs the signature`,
+      );
+      assert.equal(
+        config.kubeconfigSecretId,
+        `${secretPrefix}/kubeconfig/${name}`,
+        `${name}: its own identity in the cluster`,
+      );
       assert.equal(config.cloudConfigSecretId, `${secretPrefix}/cloud-config`, name);
-      assert.deepEqual(Object.keys(variables).filter((v) => !v.startsWith('CIRRUS_')), [], name);
+      assert.deepEqual(
+        Object.keys(variables).filter((v) => !v.startsWith('CIRRUS_')),
+        [],
+        name,
+      );
     }
-    assert.deepEqual(parseConfig(lambdaCommand, [], lambdas.get('routes')?.Environment.Variables ?? {}).clusterCidr, ['10.244.0.0/16']);
+    assert.deepEqual(parseConfig(lambdaCommand, [], lambdas.get('routes')?.Environment.Variables ?? {}).clusterCidr, [
+      '10.244.0.0/16',
+    ]);
   });
 
   it('gives each function a role of its own: reading the secrets it names, writing its log group, nothing else', () => {
-    assert.equal(Object.values(resources).filter((r) => r.Type === 'AWS::IAM::Role').length, lambdas.size, 'no shared role');
-    const statementSchema = z.object({ Effect: z.literal('Allow'), Action: z.union([z.string(), z.array(z.string())]), Resource: z.unknown() });
+    assert.equal(
+      Object.values(resources).filter((r) => r.Type === 'AWS::IAM::Role').length,
+      lambdas.size,
+      'no shared role',
+    );
+    const statementSchema = z.object({
+      Effect: z.literal('Allow'),
+      Action: z.union([z.string(), z.array(z.string())]),
+      Resource: z.unknown(),
+    });
     const policiesSchema = z.array(z.object({ PolicyDocument: z.object({ Statement: z.array(statementSchema) }) }));
     for (const [name, lambda] of lambdas) {
       const [roleName] = lambda.Role['Fn::GetAtt'];
-      const statements = policiesSchema.parse(resources[roleName]?.Properties['Policies']).flatMap((p) => p.PolicyDocument.Statement);
-      const granted = (action: string): unknown[] => statements.filter((s) => [s.Action].flat().includes(action)).flatMap((s) => [s.Resource].flat());
-      assert.deepEqual([...new Set(statements.flatMap((s) => [s.Action].flat()))].sort(), ['logs:CreateLogStream', 'logs:PutLogEvents', 'secretsmanager:GetSecretValue'], name);
+      const statements = policiesSchema
+        .parse(resources[roleName]?.Properties['Policies'])
+        .flatMap((p) => p.PolicyDocument.Statement);
+      const granted = (action: string): unknown[] =>
+        statements.filter((s) => [s.Action].flat().includes(action)).flatMap((s) => [s.Resource].flat());
+      assert.deepEqual(
+        [...new Set(statements.flatMap((s) => [s.Action].flat()))].sort(),
+        ['logs:CreateLogStream', 'logs:PutLogEvents', 'secretsmanager:GetSecretValue'],
+        name,
+      );
       // arn:…:secret:<name>-?????? (Secrets Manager's random suffix) → <name>
-      const secretNames = granted('secretsmanager:GetSecretValue').map((r) => z.object({ 'Fn::Sub': z.string() }).parse(r)['Fn::Sub'])
-        .map((arn) => /^arn:\$\{AWS::Partition\}:secretsmanager:\$\{AWS::Region\}:\$\{AWS::AccountId\}:secret:(.+)-\?{6}$/.exec(arn)?.[1]);
+      const secretNames = granted('secretsmanager:GetSecretValue')
+        .map((r) => z.object({ 'Fn::Sub': z.string() }).parse(r)['Fn::Sub'])
+        .map(
+          (arn) =>
+            /^arn:\$\{AWS::Partition\}:secretsmanager:\$\{AWS::Region\}:\$\{AWS::AccountId\}:secret:(.+)-\?{6}$/.exec(
+              arn,
+            )?.[1],
+        );
       const variables = lambda.Environment.Variables;
-      assert.deepEqual(secretNames.sort(), [variables['CIRRUS_CLOUD_CONFIG_SECRET_ID'], variables['CIRRUS_KUBECONFIG_SECRET_ID'], variables['CIRRUS_SIGNING_SECRET_ID']].sort(), name);
-      const logGroup = Object.entries(resources).find(([, r]) => r.Type === 'AWS::Logs::LogGroup' && r.Properties['LogGroupName'] === `/aws/lambda/${lambda.FunctionName}`);
+      assert.deepEqual(
+        secretNames.sort(),
+        [
+          variables['CIRRUS_CLOUD_CONFIG_SECRET_ID'],
+          variables['CIRRUS_KUBECONFIG_SECRET_ID'],
+          variables['CIRRUS_SIGNING_SECRET_ID'],
+        ].sort(),
+        name,
+      );
+      const logGroup = Object.entries(resources).find(
+        ([, r]) =>
+          r.Type === 'AWS::Logs::LogGroup' && r.Properties['LogGroupName'] === `/aws/lambda/${lambda.FunctionName}`,
+      );
       assert.ok(logGroup, `${name}: its log group`);
-      for (const action of ['logs:CreateLogStream', 'logs:PutLogEvents']) assert.deepEqual(granted(action), [{ 'Fn::GetAtt': [logGroup[0], 'Arn'] }], `${name}: ${action}`);
+      for (const action of ['logs:CreateLogStream', 'logs:PutLogEvents'])
+        assert.deepEqual(granted(action), [{ 'Fn::GetAtt': [logGroup[0], 'Arn'] }], `${name}: ${action}`);
     }
   });
 
   it('packages what the handlers load: the entry, the TypeScript, production dependencies; no tests or dev tools', async () => {
     const unzipped = join(dir, 'unzipped');
     const names = new Set(await unzip(join(dir, `package/${intent.service}.zip`), unzipped));
-    for (const file of ['package.json', 'bin/lambda.js', 'shared/lambda/index.ts', 'shared/cli/serve.ts', 'functions/node-init/index.ts', 'functions/routes/index.ts', 'providers/static/index.ts']) {
+    for (const file of [
+      'package.json',
+      'bin/lambda.js',
+      'shared/lambda/index.ts',
+      'shared/cli/serve.ts',
+      'functions/node-init/index.ts',
+      'functions/routes/index.ts',
+      'providers/static/index.ts',
+    ]) {
       assert.ok(names.has(file), file);
     }
-    const pkg = z.object({ dependencies: z.record(z.string(), z.string()), devDependencies: z.record(z.string(), z.string()) })
+    const pkg = z
+      .object({ dependencies: z.record(z.string(), z.string()), devDependencies: z.record(z.string(), z.string()) })
       .parse(JSON.parse(await readFile(join(repoRoot, 'package.json'), 'utf8')));
-    for (const dependency of Object.keys(pkg.dependencies)) assert.ok(names.has(`node_modules/${dependency}/package.json`), dependency);
-    for (const tool of ['node', 'typescript', 'osls', 'eslint', 'yauzl']) assert.ok(!names.has(`node_modules/${tool}/package.json`), `${tool} is a dev tool`);
+    for (const dependency of Object.keys(pkg.dependencies))
+      assert.ok(names.has(`node_modules/${dependency}/package.json`), dependency);
+    for (const tool of ['node', 'typescript', 'osls', 'eslint', 'yauzl'])
+      assert.ok(!names.has(`node_modules/${tool}/package.json`), `${tool} is a dev tool`);
     const top = new Set([...names].map((n) => n.split('/')[0]));
     assert.deepEqual([...top].sort(), ['bin', 'functions', 'node_modules', 'package.json', 'providers', 'shared']);
-    assert.ok([...names].every((n) => !n.startsWith('bin/') || n === 'bin/lambda.js'), 'only the Lambda entry from bin/');
+    assert.ok(
+      [...names].every((n) => !n.startsWith('bin/') || n === 'bin/lambda.js'),
+      'only the Lambda entry from bin/',
+    );
     const zipped = (await stat(join(dir, `package/${intent.service}.zip`))).size;
     assert.ok(zipped < 50 * 1024 * 1024, `${zipped} bytes: within Lambda's 50 MB for a direct upload`);
   });
 
   it('stops packaging when a parameter is missing, naming where it is used', async () => {
     const incomplete = Object.fromEntries(Object.entries(params).filter(([name]) => name !== 'cloudProvider'));
-    const { status, output } = await runOsls(['package', '--package', join(dir, 'incomplete'), '--stage', stage, ...paramArgs(incomplete)]);
+    const { status, output } = await runOsls([
+      'package',
+      '--package',
+      join(dir, 'incomplete'),
+      '--stage',
+      stage,
+      ...paramArgs(incomplete),
+    ]);
     assert.notEqual(status, 0);
     assert.match(output, /Cannot resolve variable at "provider\.environment\.CIRRUS_CLOUD_PROVIDER"/);
   });
@@ -260,10 +381,16 @@ describe('serverless.yml, packaged by osls', () => {
     it('initializes a Node from a signed function URL event', async () => {
       const core = (await testCluster()).admin.makeApiClient(CoreV1Api);
       const node = await createNode(core, newNode(name, uninitialized));
-      const entry = await import(pathToFileURL(join(dir, 'unzipped/bin/lambda.js')).href) as Record<string, LambdaHandler>;
+      const entry = (await import(pathToFileURL(join(dir, 'unzipped/bin/lambda.js')).href)) as Record<
+        string,
+        LambdaHandler
+      >;
       const handler = entry['nodeInit'];
       assert.ok(handler);
-      const result = await handler(functionUrlEvent({ ...nodeEvent(node), signWith: 'packaged-signing-secret' }), lambdaContext('cirrus-test-node-init'));
+      const result = await handler(
+        functionUrlEvent({ ...nodeEvent(node), signWith: 'packaged-signing-secret' }),
+        lambdaContext('cirrus-test-node-init'),
+      );
       assert.equal(result.statusCode, 202, result.body);
       const initialized = await core.readNode({ name });
       assert.equal(initialized.spec?.providerID, `static://${name}`);

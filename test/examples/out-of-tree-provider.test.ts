@@ -9,7 +9,8 @@ import { importProviderModule } from '../../shared/cli/serve.ts';
 import { CloudConfigError, findCause, initCloudProvider, InstanceNotFoundError, isCloudProvider } from 'cirrus-ccm';
 import { silentLogger } from '../helpers/builders.ts';
 
-const example = (file: string): string => fileURLToPath(new URL(`../../examples/out-of-tree-provider/${file}`, import.meta.url));
+const example = (file: string): string =>
+  fileURLToPath(new URL(`../../examples/out-of-tree-provider/${file}`, import.meta.url));
 const options = { signal: new AbortController().signal, log: silentLogger() };
 
 describe('the out-of-tree provider example', () => {
@@ -26,7 +27,12 @@ describe('the out-of-tree provider example', () => {
     assert.ok(v2);
     const metadata = await v2.instanceMetadata({ metadata: { name: 'fra-1-m5large-3' } });
     assert.deepEqual(metadata, {
-      providerId: 'naming://fra-1-m5large-3', instanceType: 'm5large', zone: 'fra-1', region: 'eu-west', nodeAddresses: [], additionalLabels: {},
+      providerId: 'naming://fra-1-m5large-3',
+      instanceType: 'm5large',
+      zone: 'fra-1',
+      region: 'eu-west',
+      nodeAddresses: [],
+      additionalLabels: {},
     });
     await assert.rejects(v2.instanceMetadata({ metadata: { name: 'no-match' } }), InstanceNotFoundError);
     assert.equal(await v2.instanceExists({ metadata: { name: 'no-match' } }), false);
@@ -38,13 +44,19 @@ describe('the out-of-tree provider example', () => {
     await assert.rejects(initCloudProvider('naming', bad, options), (error: unknown) => {
       const cause = findCause(error, CloudConfigError);
       assert.equal(cause?.field, 'pattern');
-      assert.match((error as Error).message, /^could not init cloud provider "naming": .*naming-bad\.yaml: pattern: Invalid regular expression/);
+      assert.match(
+        (error as Error).message,
+        /^could not init cloud provider "naming": .*naming-bad\.yaml: pattern: Invalid regular expression/,
+      );
       return true;
     });
   });
 
   it('names a module that cannot be imported', async () => {
-    await assert.rejects(importProviderModule('./examples/does-not-exist.ts'), /^Error: --provider-module \.\/examples\/does-not-exist\.ts: Cannot find module/);
+    await assert.rejects(
+      importProviderModule('./examples/does-not-exist.ts'),
+      /^Error: --provider-module \.\/examples\/does-not-exist\.ts: Cannot find module/,
+    );
   });
 
   it("ships a main of its own that runs cirrus's command line", () => {

@@ -8,8 +8,20 @@ import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import {
-  createNode, eventsAbout, firstResult, newNode, ownTaints, plain, silentLogger, uninitialized, uninitializedTaint, withAddresses, withAnnotations, withLabels,
-  withProviderId, withTaints,
+  createNode,
+  eventsAbout,
+  firstResult,
+  newNode,
+  ownTaints,
+  plain,
+  silentLogger,
+  uninitialized,
+  uninitializedTaint,
+  withAddresses,
+  withAnnotations,
+  withLabels,
+  withProviderId,
+  withTaints,
 } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 
@@ -33,8 +45,15 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
 
   function machine(nodeName: string, extra: Partial<FakeCloud['machines'][number]> = {}): void {
     cloud.machines.push({
-      id: `id-${nodeName}`, nodeName, instanceType: 'm1.large', zone: 'zone-a', region: 'region-1',
-      addresses: [{ type: 'InternalIP', address: '10.1.0.5' }, { type: 'ExternalIP', address: '203.0.113.5' }],
+      id: `id-${nodeName}`,
+      nodeName,
+      instanceType: 'm1.large',
+      zone: 'zone-a',
+      region: 'region-1',
+      addresses: [
+        { type: 'InternalIP', address: '10.1.0.5' },
+        { type: 'ExternalIP', address: '203.0.113.5' },
+      ],
       labels: { 'example.com/rack': 'r7', 'kubernetes.io/forbidden': 'x' },
       ...extra,
     });
@@ -46,7 +65,10 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     const name = uniqueName('init');
     machine(name);
     const other = { key: 'dedicated', value: 'gpu', effect: 'NoSchedule' };
-    await createNode(core, newNode(name, uninitialized, withTaints(other), withAddresses({ type: 'Hostname', address: name })));
+    await createNode(
+      core,
+      newNode(name, uninitialized, withTaints(other), withAddresses({ type: 'Hostname', address: name })),
+    );
 
     const report = await fn.reconcileOne({ kind: 'Node', name }, run);
 
@@ -56,14 +78,20 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     assert.deepEqual(ownTaints(node), [other]);
     const labels = node.metadata?.labels ?? {};
     for (const [key, value] of Object.entries({
-      'node.kubernetes.io/instance-type': 'm1.large', 'beta.kubernetes.io/instance-type': 'm1.large',
-      'topology.kubernetes.io/zone': 'zone-a', 'failure-domain.beta.kubernetes.io/zone': 'zone-a',
-      'topology.kubernetes.io/region': 'region-1', 'failure-domain.beta.kubernetes.io/region': 'region-1',
+      'node.kubernetes.io/instance-type': 'm1.large',
+      'beta.kubernetes.io/instance-type': 'm1.large',
+      'topology.kubernetes.io/zone': 'zone-a',
+      'failure-domain.beta.kubernetes.io/zone': 'zone-a',
+      'topology.kubernetes.io/region': 'region-1',
+      'failure-domain.beta.kubernetes.io/region': 'region-1',
       'example.com/rack': 'r7',
-    })) assert.equal(labels[key], value, key);
+    }))
+      assert.equal(labels[key], value, key);
     assert.equal(labels['kubernetes.io/forbidden'], undefined);
     assert.deepEqual(plain(node.status?.addresses), [
-      { type: 'InternalIP', address: '10.1.0.5' }, { type: 'ExternalIP', address: '203.0.113.5' }, { type: 'Hostname', address: name },
+      { type: 'InternalIP', address: '10.1.0.5' },
+      { type: 'ExternalIP', address: '203.0.113.5' },
+      { type: 'Hostname', address: name },
     ]);
     assert.deepEqual(await events(name), ['Normal/Synced/Node synced successfully']);
     assert.deepEqual(cloud.methods(), ['instanceMetadata']);
@@ -77,10 +105,16 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     const report = await fn.reconcileOne({ kind: 'Node', name }, dryRun);
 
     assert.equal(report.dryRun, true);
-    assert.deepEqual(report.objects[0]?.changes.map((c) => c.action), ['patch', 'patch-status', 'event']);
+    assert.deepEqual(
+      report.objects[0]?.changes.map((c) => c.action),
+      ['patch', 'patch-status', 'event'],
+    );
     const patch = report.objects[0].changes[0]?.detail as { spec: { providerID: string; taints: { key: string }[] } };
     assert.equal(patch.spec.providerID, `fake://id-${name}`);
-    assert.deepEqual(patch.spec.taints.filter((t) => t.key === uninitializedTaint.key), []);
+    assert.deepEqual(
+      patch.spec.taints.filter((t) => t.key === uninitializedTaint.key),
+      [],
+    );
     const after = await core.readNode({ name });
     assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
     assert.deepEqual(await events(name), []);
@@ -89,7 +123,10 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
   it('keeps labels the node already has and the provider ID it already has', async () => {
     const name = uniqueName('keep');
     machine(name);
-    await createNode(core, newNode(name, uninitialized, withProviderId(`fake://id-${name}`), withLabels({ 'example.com/rack': 'mine' })));
+    await createNode(
+      core,
+      newNode(name, uninitialized, withProviderId(`fake://id-${name}`), withLabels({ 'example.com/rack': 'mine' })),
+    );
 
     await fn.reconcileOne({ kind: 'Node', name }, run);
 
@@ -98,13 +135,20 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     assert.equal(node.spec?.providerID, `fake://id-${name}`);
   });
 
-  const failures: { name: string; arrange: (cloud: FakeCloud, node: string) => void; check: (error: unknown) => void }[] = [
+  const failures: {
+    name: string;
+    arrange: (cloud: FakeCloud, node: string) => void;
+    check: (error: unknown) => void;
+  }[] = [
     {
       name: 'the instance is not found',
       arrange: () => {},
       check: (error) => {
         assert.ok(findCause(error, InstanceNotFoundError));
-        assert.match((error as Error).message, /^failed to get instance metadata for node init-fail-[0-9a-f]+: instance not found/);
+        assert.match(
+          (error as Error).message,
+          /^failed to get instance metadata for node init-fail-[0-9a-f]+: instance not found/,
+        );
       },
     },
     {
@@ -133,7 +177,10 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
         machine(node);
       },
       check: (error) => {
-        assert.match((error as Error).message, /provided node ip for node "init-fail-[0-9a-f]+" is not valid: .*matches ip: 10\.9\.9\.9/);
+        assert.match(
+          (error as Error).message,
+          /provided node ip for node "init-fail-[0-9a-f]+" is not valid: .*matches ip: 10\.9\.9\.9/,
+        );
       },
     },
     {
@@ -150,7 +197,13 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     it(`fails and leaves the node untouched when ${title}`, async () => {
       const name = uniqueName('init-fail');
       arrange(cloud, name);
-      const node = newNode(name, uninitialized, ...(title.startsWith('the provided') ? [withAnnotations({ 'alpha.kubernetes.io/provided-node-ip': '10.9.9.9' })] : []));
+      const node = newNode(
+        name,
+        uninitialized,
+        ...(title.startsWith('the provided')
+          ? [withAnnotations({ 'alpha.kubernetes.io/provided-node-ip': '10.9.9.9' })]
+          : []),
+      );
       const before = await createNode(core, node);
       await assert.rejects(fn.reconcileOne({ kind: 'Node', name }, run), (error: unknown) => {
         check(error);
@@ -188,12 +241,23 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     assert.equal(node.spec?.providerID, `fake://id-${name}`);
     assert.equal(node.metadata?.labels?.['topology.kubernetes.io/zone'], 'zone-a');
     assert.equal(node.metadata.labels['node.kubernetes.io/instance-type'], 'm1.large');
-    assert.deepEqual(cloud.methods(), ['instanceId', 'nodeAddressesByProviderId', 'instanceTypeByProviderId', 'getZoneByProviderId']);
+    assert.deepEqual(cloud.methods(), [
+      'instanceId',
+      'nodeAddressesByProviderId',
+      'instanceTypeByProviderId',
+      'getZoneByProviderId',
+    ]);
   });
 
   it('reconciles the GA labels of an initialized node from its beta labels, without calling the cloud', async () => {
     const name = uniqueName('labels');
-    await createNode(core, newNode(name, withLabels({ 'failure-domain.beta.kubernetes.io/zone': 'z9', 'topology.kubernetes.io/zone': 'old' })));
+    await createNode(
+      core,
+      newNode(
+        name,
+        withLabels({ 'failure-domain.beta.kubernetes.io/zone': 'z9', 'topology.kubernetes.io/zone': 'old' }),
+      ),
+    );
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'labels-reconciled');
     assert.equal((await core.readNode({ name })).metadata?.labels?.['topology.kubernetes.io/zone'], 'z9');
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'unchanged');
@@ -209,14 +273,16 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     machine(name);
     cloud.latencyMs.set('instanceMetadata', 30);
     await createNode(core, newNode(name, uninitialized));
-    const other = async (i: number): Promise<V1Node> => core.patchNode(
-      { name, body: { metadata: { labels: { [`example.com/writer-${i}`]: 'yes' } } } },
-      (await import('../../shared/kube/api.ts')).mergePatch,
-    );
+    const other = async (i: number): Promise<V1Node> =>
+      core.patchNode(
+        { name, body: { metadata: { labels: { [`example.com/writer-${i}`]: 'yes' } } } },
+        (await import('../../shared/kube/api.ts')).mergePatch,
+      );
 
     const results = await Promise.all([
       ...Array.from({ length: 4 }, () => fn.reconcileOne({ kind: 'Node', name }, run)),
-      other(1), other(2),
+      other(1),
+      other(2),
     ]);
 
     const reports = results.slice(0, 4) as Report[];
@@ -240,17 +306,24 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     assert.equal((await core.readNode({ name })).metadata?.resourceVersion, settled.metadata?.resourceVersion);
 
     const index = cloud.machines.findIndex((m) => m.nodeName === name);
-    cloud.machines[index] = { ...cloud.machines[index] as FakeCloud['machines'][number], addresses: [{ type: 'InternalIP', address: '10.1.0.99' }] };
+    cloud.machines[index] = {
+      ...(cloud.machines[index] as FakeCloud['machines'][number]),
+      addresses: [{ type: 'InternalIP', address: '10.1.0.99' }],
+    };
     const changed = await fn.reconcileAll(run);
     assert.equal(changed.objects.find((o) => o.key === `Node/${name}`)?.result, 'addresses-updated');
-    assert.deepEqual(plain((await core.readNode({ name })).status?.addresses), [{ type: 'InternalIP', address: '10.1.0.99' }]);
+    assert.deepEqual(plain((await core.readNode({ name })).status?.addresses), [
+      { type: 'InternalIP', address: '10.1.0.99' },
+    ]);
   });
 
   it('refuses to start with a provider that supports no instances', () => {
     const bare = new FakeCloud();
     bare.disabled.add('instancesV2');
     bare.disabled.add('instances');
-    assert.throws(() => nodeInitFunction({ core, cloud: bare }), { message: 'node-init: cloud provider "fake" does not support instances' });
+    assert.throws(() => nodeInitFunction({ core, cloud: bare }), {
+      message: 'node-init: cloud provider "fake" does not support instances',
+    });
   });
 
   it('refuses an invalid node name as a bad request', async () => {

@@ -7,7 +7,18 @@ import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
-import { createNode, eventsAbout, firstResult, newNode, ownTaints, setReady, silentLogger, uninitialized, withProviderId, withReady } from '../helpers/builders.ts';
+import {
+  createNode,
+  eventsAbout,
+  firstResult,
+  newNode,
+  ownTaints,
+  setReady,
+  silentLogger,
+  uninitialized,
+  withProviderId,
+  withReady,
+} from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
@@ -28,7 +39,10 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
   });
 
   async function exists(name: string): Promise<boolean> {
-    return core.readNode({ name }).then(() => true, () => false);
+    return core.readNode({ name }).then(
+      () => true,
+      () => false,
+    );
   }
 
   const events = (name: string): Promise<string[]> => eventsAbout(core, 'default', name);
@@ -38,7 +52,9 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     await createNode(core, newNode(name, withReady('False')));
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'deleted');
     assert.equal(await exists(name), false);
-    assert.deepEqual(await events(name), [`Normal/DeletingNode/Deleting node ${name} because it does not exist in the cloud provider`]);
+    assert.deepEqual(await events(name), [
+      `Normal/DeletingNode/Deleting node ${name} because it does not exist in the cloud provider`,
+    ]);
   });
 
   it('deletes a node without a Ready condition, even one still waiting for initialization', async () => {
@@ -52,7 +68,10 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     const name = uniqueName('gone-dry');
     await createNode(core, newNode(name, withReady('Unknown')));
     const report = await fn.reconcileOne({ kind: 'Node', name }, { ...run, dryRun: true });
-    assert.deepEqual(report.objects[0]?.changes.map((c) => c.action), ['event', 'delete']);
+    assert.deepEqual(
+      report.objects[0]?.changes.map((c) => c.action),
+      ['event', 'delete'],
+    );
     assert.equal(await exists(name), true);
     assert.deepEqual(await events(name), []);
   });
@@ -75,7 +94,11 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'shutdown');
 
     cloud.machines[0] = { id: name, nodeName: name, shutdown: false };
-    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'not-ready', 'the taint stays until the node is Ready');
+    assert.equal(
+      result(await fn.reconcileOne({ kind: 'Node', name }, run)),
+      'not-ready',
+      'the taint stays until the node is Ready',
+    );
     await setReady(core, name, 'True');
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'shutdown-taint-removed');
     assert.deepEqual(ownTaints(await core.readNode({ name })), []);
@@ -116,7 +139,11 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
 
     const gone = uniqueName('legacy-gone');
     await createNode(core, newNode(gone, withReady('False')));
-    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name: gone }, run)), 'deleted', 'InstanceNotFound from instanceId means gone');
+    assert.equal(
+      result(await fn.reconcileOne({ kind: 'Node', name: gone }, run)),
+      'deleted',
+      'InstanceNotFound from instanceId means gone',
+    );
   });
 
   it('deletes a NotReady node when the legacy instanceId throws a wrapped InstanceNotFound', async () => {
@@ -124,10 +151,16 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     cloud.disabled.add('instancesV2');
     cloud.errors.set('instanceId', new Error('instance lookup failed', { cause: new InstanceNotFoundError() }));
     await createNode(core, newNode(name, withReady('False')));
-    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'deleted', 'a wrapped InstanceNotFound means gone too');
+    assert.equal(
+      result(await fn.reconcileOne({ kind: 'Node', name }, run)),
+      'deleted',
+      'a wrapped InstanceNotFound means gone too',
+    );
     assert.equal(await exists(name), false);
     assert.deepEqual(cloud.methods(), ['instanceId']);
-    assert.deepEqual(await events(name), [`Normal/DeletingNode/Deleting node ${name} because it does not exist in the cloud provider`]);
+    assert.deepEqual(await events(name), [
+      `Normal/DeletingNode/Deleting node ${name} because it does not exist in the cloud provider`,
+    ]);
   });
 
   it('checks every node in the periodic pass, one failure not stopping the others', async () => {
@@ -147,7 +180,12 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     const byKey = new Map(report.objects.map((o) => [o.key, o]));
     assert.equal(byKey.get(`Node/${gone}`)?.result, 'deleted');
     assert.equal(await exists(gone), false);
-    assert.deepEqual(byKey.get(`Node/${broken}`), { key: `Node/${broken}`, result: 'failed', changes: [], error: 'flaky' });
+    assert.deepEqual(byKey.get(`Node/${broken}`), {
+      key: `Node/${broken}`,
+      result: 'failed',
+      changes: [],
+      error: 'flaky',
+    });
     assert.equal(await exists(broken), true);
   });
 });

@@ -3,13 +3,25 @@
 // proxy that can cut the relay off from the API server, and polling helpers.
 
 import { once } from 'node:events';
-import { createServer as createHttpServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer as createHttpServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { createServer as createTcpServer, connect, type Server as TcpServer, type Socket } from 'node:net';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
-import { buildRoutingTable, startRelay, type Relay, type RelayOptions, type RoutingSources } from '../../functions/relay/index.ts';
+import {
+  buildRoutingTable,
+  startRelay,
+  type Relay,
+  type RelayOptions,
+  type RoutingSources,
+} from '../../functions/relay/index.ts';
 import { silentLogger } from '../helpers/builders.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 
@@ -25,11 +37,20 @@ export interface Received {
   /** What the relay queues by: `<kind>/<namespace>/<name>` for an object, `all/<cirrustarget>` for a trigger. */
   readonly key: string;
   /** The body as JSON, or undefined when empty. */
-  readonly data: { readonly metadata?: { readonly name?: string; readonly resourceVersion?: string; readonly labels?: Record<string, string> } } | undefined;
+  readonly data:
+    | {
+        readonly metadata?: {
+          readonly name?: string;
+          readonly resourceVersion?: string;
+          readonly labels?: Record<string, string>;
+        };
+      }
+    | undefined;
 }
 
 /** How a function server answers one request: a reply, or `destroy` to cut the connection. */
-export type Answer = { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string } | 'destroy';
+export type Answer =
+  { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string } | 'destroy';
 
 /** Decides the answer; may wait (the request stays in flight until it resolves). */
 export type Responder = (request: Received) => Answer | Promise<Answer>;
@@ -51,7 +72,9 @@ export class FunctionServer {
 
   /** Listens on a free port of 127.0.0.1, or on the port it had before a stop(). */
   async start(): Promise<this> {
-    const server = createHttpServer((request, response) => { void this.#handle(request, response); });
+    const server = createHttpServer((request, response) => {
+      void this.#handle(request, response);
+    });
     server.listen(this.#port, '127.0.0.1');
     await once(server, 'listening');
     const address = server.address();
@@ -71,7 +94,11 @@ export class FunctionServer {
     this.#server = undefined;
     if (server === undefined) return;
     server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => { resolve(); }));
+    await new Promise<void>((resolve) =>
+      server.close(() => {
+        resolve();
+      }),
+    );
   }
 
   /** Requests about the object named `name`. */
@@ -96,7 +123,9 @@ export class FunctionServer {
         request.socket.destroy();
         return;
       }
-      response.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers }).end(answer.body ?? '{}');
+      response
+        .writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers })
+        .end(answer.body ?? '{}');
     } finally {
       this.#track(received.key, -1);
     }
@@ -119,9 +148,10 @@ function record(headers: IncomingHttpHeaders, body: string): Received {
     at: Date.now(),
     type: ceType.startsWith(resourcePrefix) ? ceType.slice(resourcePrefix.length) : ceType,
     name: String(headers['ce-name'] ?? ''),
-    key: headers['ce-name'] === undefined
-      ? `all/${String(headers['ce-cirrustarget'] ?? '')}`
-      : `${String(headers['ce-kind'])}/${String(headers['ce-namespace'] ?? '')}/${String(headers['ce-name'])}`,
+    key:
+      headers['ce-name'] === undefined
+        ? `all/${String(headers['ce-cirrustarget'] ?? '')}`
+        : `${String(headers['ce-kind'])}/${String(headers['ce-namespace'] ?? '')}/${String(headers['ce-name'])}`,
     data: body === '' ? undefined : (JSON.parse(body) as Received['data']),
   };
 }
@@ -163,7 +193,11 @@ export function testRelay(
 }
 
 /** Polls `check` every 25 ms until it returns true; fails with `what` after `timeoutMs`. */
-export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
@@ -195,7 +229,9 @@ export class CuttableProxy {
   }
 
   async start(): Promise<this> {
-    const server = createTcpServer((client) => { this.#accept(client); });
+    const server = createTcpServer((client) => {
+      this.#accept(client);
+    });
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     const address = server.address();
@@ -219,7 +255,12 @@ export class CuttableProxy {
   async stop(): Promise<void> {
     this.cut();
     const server = this.#server;
-    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => { resolve(); }));
+    if (server !== undefined)
+      await new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      );
   }
 
   #accept(client: Socket): void {
@@ -230,8 +271,15 @@ export class CuttableProxy {
     const upstream = connect(this.#target.port, this.#target.host);
     for (const socket of [client, upstream]) {
       this.#sockets.add(socket);
-      socket.on('error', () => { client.destroy(); upstream.destroy(); });
-      socket.on('close', () => { this.#sockets.delete(socket); client.destroy(); upstream.destroy(); });
+      socket.on('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+      socket.on('close', () => {
+        this.#sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
     }
     client.pipe(upstream).pipe(client);
   }
@@ -243,7 +291,11 @@ export function throughProxy(kubeConfig: KubeConfig, port: number): KubeConfig {
   const current = kubeConfig.getCurrentCluster();
   if (current === null) throw new Error('no cluster');
   copy.loadFromOptions({
-    clusters: kubeConfig.getClusters().map((cluster) => (cluster.name === current.name ? { ...cluster, server: `https://127.0.0.1:${port}` } : cluster)),
+    clusters: kubeConfig
+      .getClusters()
+      .map((cluster) =>
+        cluster.name === current.name ? { ...cluster, server: `https://127.0.0.1:${port}` } : cluster,
+      ),
     users: kubeConfig.getUsers(),
     contexts: kubeConfig.getContexts(),
     currentContext: kubeConfig.getCurrentContext(),
@@ -254,7 +306,9 @@ export function throughProxy(kubeConfig: KubeConfig, port: number): KubeConfig {
 /** A promise the test opens when it wants: for holding a request in flight. */
 export function gate(): { readonly opened: Promise<void>; open(): void } {
   let open: () => void = () => undefined;
-  const opened = new Promise<void>((resolve) => { open = resolve; });
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
   return { opened, open };
 }
 
@@ -262,7 +316,9 @@ export function gate(): { readonly opened: Promise<void>; open(): void } {
 export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(new Error(`timed out after ${ms} ms waiting for ${what}`)); }, ms);
+    timer = setTimeout(() => {
+      reject(new Error(`timed out after ${ms} ms waiting for ${what}`));
+    }, ms);
   });
   try {
     return await Promise.race([promise, timeout]);

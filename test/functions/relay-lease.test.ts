@@ -35,7 +35,10 @@ class ElectionClock extends ManualClock {
   async settle(elections: number): Promise<void> {
     const deadline = Date.now() + 10_000;
     while (!(this.pending.length === elections && this.pending.every((sleep) => sleep.ms <= this.#retryPeriodMs))) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${elections} elections to wait for their next attempt: ${JSON.stringify(this.pending)}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `timed out waiting for ${elections} elections to wait for their next attempt: ${JSON.stringify(this.pending)}`,
+        );
       await sleep(2);
     }
   }
@@ -50,7 +53,8 @@ class ElectionClock extends ManualClock {
       await this.settle(elections);
       if (done()) return this.now() - start;
       const next = this.pending[0];
-      if (next === undefined || next.until - start > limitMs) throw new Error(`not done within ${limitMs} ms on the clock`);
+      if (next === undefined || next.until - start > limitMs)
+        throw new Error(`not done within ${limitMs} ms on the clock`);
       this.advance(next.until - this.now());
     }
   }
@@ -80,7 +84,12 @@ describe('relay leader election', { skip: controlPlaneSkip }, () => {
     const [fnA, fnB] = [await functionServer(t), await functionServer(t)];
     const clock = new ElectionClock(timings.retryPeriodMs);
     const lease = { ...timings, name: uniqueName('relay'), namespace: 'default', clock };
-    const a = testRelay(t, throughProxy(admin, proxy.port), { to: [`node-init=${fnA.url}`] }, { leaderElection: lease });
+    const a = testRelay(
+      t,
+      throughProxy(admin, proxy.port),
+      { to: [`node-init=${fnA.url}`] },
+      { leaderElection: lease },
+    );
     await ready(a);
     const b = testRelay(t, admin, { to: [`node-init=${fnB.url}`] }, { leaderElection: lease });
     await waitFor('the second relay to see the lease held', () => b.status().holder === a.identity);
@@ -92,27 +101,47 @@ describe('relay leader election', { skip: controlPlaneSkip }, () => {
     await waitFor('the leader to deliver', () => fnA.about(before).length === 1);
     // More than a lease duration on the clock, the leader renewing: the standby does not take over.
     const quietFrom = clock.now();
-    await clock.runUntil(2, () => b.status().role !== 'standby' || clock.now() - quietFrom > timings.leaseDurationMs, 2 * timings.leaseDurationMs);
-    assert.deepEqual([a.status().role, b.status().role], ['leader', 'standby'], 'the standby did not take over a lease being renewed');
+    await clock.runUntil(
+      2,
+      () => b.status().role !== 'standby' || clock.now() - quietFrom > timings.leaseDurationMs,
+      2 * timings.leaseDurationMs,
+    );
+    assert.deepEqual(
+      [a.status().role, b.status().role],
+      ['leader', 'standby'],
+      'the standby did not take over a lease being renewed',
+    );
     assert.equal(fnB.about(before).length, 0, 'the standby does not deliver');
 
     await clock.settle(2);
     const cutAt = clock.now();
     proxy.cut();
-    const renewedAt = timeOf((await leases.readNamespacedLease({ name: lease.name, namespace: lease.namespace })).spec?.renewTime);
+    const renewedAt = timeOf(
+      (await leases.readNamespacedLease({ name: lease.name, namespace: lease.namespace })).spec?.renewTime,
+    );
     const during = uniqueName('handover');
     await createNode(core, newNode(during, uninitialized));
     const stepDownMs = await clock.runUntil(2, () => a.status().role === 'standby', timings.leaseDurationMs);
     const stepDownAt = cutAt + stepDownMs;
-    assert.ok(stepDownAt - renewedAt >= timings.renewDeadlineMs && stepDownAt - renewedAt < timings.renewDeadlineMs + timings.retryPeriodMs,
-      `the cut-off leader stepped down ${stepDownAt - renewedAt} ms after its last renewal: on its first attempt past the renew deadline`);
+    assert.ok(
+      stepDownAt - renewedAt >= timings.renewDeadlineMs &&
+        stepDownAt - renewedAt < timings.renewDeadlineMs + timings.retryPeriodMs,
+      `the cut-off leader stepped down ${stepDownAt - renewedAt} ms after its last renewal: on its first attempt past the renew deadline`,
+    );
     assert.equal(b.status().role, 'standby', 'the standby has not taken over yet');
-    const takeoverMs = stepDownMs + await clock.runUntil(2, () => b.status().role === 'leader', timings.leaseDurationMs);
+    const takeoverMs =
+      stepDownMs + (await clock.runUntil(2, () => b.status().role === 'leader', timings.leaseDurationMs));
     const takeoverAt = cutAt + takeoverMs;
-    assert.ok(takeoverAt - renewedAt >= timings.leaseDurationMs, `took over ${takeoverAt - renewedAt} ms after the last renewal, before the lease expired`);
+    assert.ok(
+      takeoverAt - renewedAt >= timings.leaseDurationMs,
+      `took over ${takeoverAt - renewedAt} ms after the last renewal, before the lease expired`,
+    );
     assert.ok(takeoverMs <= timings.leaseDurationMs + 1, `took over ${takeoverMs} ms after the leader was cut off`);
     await ready(b);
-    await waitFor('the new leader to deliver the current state', () => fnB.about(during).length === 1 && fnB.about(before).length === 1);
+    await waitFor(
+      'the new leader to deliver the current state',
+      () => fnB.about(during).length === 1 && fnB.about(before).length === 1,
+    );
     assert.equal(fnA.about(during).length, 0, 'the old leader, cut off, delivered nothing more');
     assert.equal(await metric(b.registry, 'cirrus_relay_leader'), 1);
     assert.equal(await metric(a.registry, 'cirrus_relay_leader'), 0);
@@ -126,7 +155,14 @@ describe('relay leader election', { skip: controlPlaneSkip }, () => {
   it('releases the lease on stop, so that the standby takes over at once', async (t) => {
     const [fnA, fnB] = [await functionServer(t), await functionServer(t)];
     const clock = new ElectionClock(timings.retryPeriodMs);
-    const lease = { ...timings, leaseDurationMs: 10_000, renewDeadlineMs: 5_000, name: uniqueName('relay'), namespace: 'default', clock };
+    const lease = {
+      ...timings,
+      leaseDurationMs: 10_000,
+      renewDeadlineMs: 5_000,
+      name: uniqueName('relay'),
+      namespace: 'default',
+      clock,
+    };
     const a = testRelay(t, admin, { to: [`node-init=${fnA.url}`] }, { leaderElection: lease });
     await ready(a);
     const b = testRelay(t, admin, { to: [`node-init=${fnB.url}`] }, { leaderElection: lease });
@@ -134,8 +170,12 @@ describe('relay leader election', { skip: controlPlaneSkip }, () => {
     await clock.settle(2);
     const stoppedAt = clock.now();
     await a.stop();
-    const takeoverMs = clock.now() - stoppedAt + await clock.runUntil(1, () => b.status().role === 'leader', lease.leaseDurationMs);
-    assert.ok(takeoverMs <= timings.retryPeriodMs, `took over ${takeoverMs} ms after a clean stop, on its next attempt, not when the 10 s lease would expire`);
+    const takeoverMs =
+      clock.now() - stoppedAt + (await clock.runUntil(1, () => b.status().role === 'leader', lease.leaseDurationMs));
+    assert.ok(
+      takeoverMs <= timings.retryPeriodMs,
+      `took over ${takeoverMs} ms after a clean stop, on its next attempt, not when the 10 s lease would expire`,
+    );
     await ready(b);
     assert.equal(a.status().role, 'stopped');
   });

@@ -9,7 +9,16 @@ import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kuberne
 import { ControlPlane, resolveAssets } from '../../shared/control-plane/index.ts';
 import { createNode, newNode } from '../helpers/builders.ts';
 import { controlPlaneSkip, uniqueName } from '../helpers/cluster.ts';
-import { CuttableProxy, fastTimings, functionServer, metric, ready, testRelay, throughProxy, waitFor } from './relay-harness.ts';
+import {
+  CuttableProxy,
+  fastTimings,
+  functionServer,
+  metric,
+  ready,
+  testRelay,
+  throughProxy,
+  waitFor,
+} from './relay-harness.ts';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -50,21 +59,45 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
     await core.patchNode({ name: before, body: { metadata: { labels: { restarted: 'yes' } } } }, mergePatch);
 
     await waitFor('the node created after the restart', () => fn.about(after).some((r) => r.type === 'add'), 20_000);
-    await waitFor('the update made after the restart', () => fn.about(before).some((r) => r.data?.metadata?.labels?.['restarted'] === 'yes'), 20_000);
+    await waitFor(
+      'the update made after the restart',
+      () => fn.about(before).some((r) => r.data?.metadata?.labels?.['restarted'] === 'yes'),
+      20_000,
+    );
     await waitFor('the watches to be open again', () => relay.status().ready);
-    assert.ok(await metric(relay.registry, 'cirrus_relay_watch_restarts_total', { resource: 'nodes' }) >= 1, 'the node watch broke and was reopened');
-    assert.ok(await lists(relay, 'nodes') - listsBefore.nodes <= 1, 'at most one LIST of nodes to recover');
-    assert.ok(await lists(relay, 'services') - listsBefore.services <= 1, 'at most one LIST of services to recover');
+    assert.ok(
+      (await metric(relay.registry, 'cirrus_relay_watch_restarts_total', { resource: 'nodes' })) >= 1,
+      'the node watch broke and was reopened',
+    );
+    assert.ok((await lists(relay, 'nodes')) - listsBefore.nodes <= 1, 'at most one LIST of nodes to recover');
+    assert.ok((await lists(relay, 'services')) - listsBefore.services <= 1, 'at most one LIST of services to recover');
   });
 
   it('reopens watches the server ends and watches cut for inactivity from where they were, without a LIST', async (t) => {
     const fn = await functionServer(t);
-    const closing = testRelay(t, admin, { to: [`all=${fn.url}`] }, { watch: { ...fastTimings.watch, timeoutSeconds: { min: 1, max: 1 } } });
-    const quiet = testRelay(t, admin, { to: [`all=${fn.url}`] }, { watch: { ...fastTimings.watch, inactivityTimeoutMs: 300 } });
+    const closing = testRelay(
+      t,
+      admin,
+      { to: [`all=${fn.url}`] },
+      { watch: { ...fastTimings.watch, timeoutSeconds: { min: 1, max: 1 } } },
+    );
+    const quiet = testRelay(
+      t,
+      admin,
+      { to: [`all=${fn.url}`] },
+      { watch: { ...fastTimings.watch, inactivityTimeoutMs: 300 } },
+    );
     await Promise.all([ready(closing), ready(quiet)]);
-    await waitFor('watches to be reopened', async () =>
-      (await metric(closing.registry, 'cirrus_relay_watch_restarts_total', { resource: 'nodes', reason: 'closed' })) >= 2 &&
-      (await metric(quiet.registry, 'cirrus_relay_watch_restarts_total', { resource: 'nodes', reason: 'timeout' })) >= 2);
+    await waitFor(
+      'watches to be reopened',
+      async () =>
+        (await metric(closing.registry, 'cirrus_relay_watch_restarts_total', {
+          resource: 'nodes',
+          reason: 'closed',
+        })) >= 2 &&
+        (await metric(quiet.registry, 'cirrus_relay_watch_restarts_total', { resource: 'nodes', reason: 'timeout' })) >=
+          2,
+    );
     const name = uniqueName('reopened');
     await createNode(core, newNode(name));
     await waitFor('both relays to deliver', () => fn.about(name).length === 2);
@@ -75,12 +108,30 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
     const fn = await functionServer(t);
     const relay = testRelay(t, throughProxy(admin, proxy.port), { to: [`all=${fn.url}`] });
     await ready(relay);
-    const [keep, gone, changed, fresh] = ['keep', 'gone', 'changed', 'fresh'].map(uniqueName) as [string, string, string, string];
+    const [keep, gone, changed, fresh] = ['keep', 'gone', 'changed', 'fresh'].map(uniqueName) as [
+      string,
+      string,
+      string,
+      string,
+    ];
     const service = uniqueName('svc');
-    for (const name of [keep, gone, changed]) await createNode(core, newNode(name, (n) => { n.metadata = { ...n.metadata, labels: { state: 'initial' } }; }));
-    await core.createNamespacedService({ namespace: 'default', body: { metadata: { name: service }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } } });
-    await waitFor('the initial adds', () => [keep, gone, changed, service].every((name) => fn.about(name).length === 1));
-    const gone410 = { nodes: await metric(relay.registry, 'cirrus_relay_lists_total', { resource: 'nodes', reason: 'gone' }) };
+    for (const name of [keep, gone, changed])
+      await createNode(
+        core,
+        newNode(name, (n) => {
+          n.metadata = { ...n.metadata, labels: { state: 'initial' } };
+        }),
+      );
+    await core.createNamespacedService({
+      namespace: 'default',
+      body: { metadata: { name: service }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
+    });
+    await waitFor('the initial adds', () =>
+      [keep, gone, changed, service].every((name) => fn.about(name).length === 1),
+    );
+    const gone410 = {
+      nodes: await metric(relay.registry, 'cirrus_relay_lists_total', { resource: 'nodes', reason: 'gone' }),
+    };
 
     proxy.cut();
     await waitFor('the relay to notice', () => !relay.status().ready);
@@ -94,14 +145,35 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
     proxy.restore();
 
     await waitFor('the deletion made in the gap', () => fn.about(gone).some((r) => r.type === 'delete'), 20_000);
-    await waitFor('the rest of the gap', () =>
-      fn.about(changed).some((r) => r.type === 'update') && fn.about(fresh).some((r) => r.type === 'add') && fn.about(service).some((r) => r.type === 'delete'));
+    await waitFor(
+      'the rest of the gap',
+      () =>
+        fn.about(changed).some((r) => r.type === 'update') &&
+        fn.about(fresh).some((r) => r.type === 'add') &&
+        fn.about(service).some((r) => r.type === 'delete'),
+    );
     const deletion = fn.about(gone).find((r) => r.type === 'delete');
-    assert.equal(deletion?.data?.metadata?.labels?.['state'], 'initial', 'a delete found by the relist carries the last known state');
+    assert.equal(
+      deletion?.data?.metadata?.labels?.['state'],
+      'initial',
+      'a delete found by the relist carries the last known state',
+    );
     assert.equal(fn.about(changed).at(-1)?.data?.metadata?.labels?.['state'], 'changed');
-    assert.deepEqual(fn.about(keep).map((r) => r.type), ['add'], 'an object unchanged in the gap is not sent again');
-    assert.equal(await metric(relay.registry, 'cirrus_relay_lists_total', { resource: 'nodes', reason: 'gone' }) - gone410.nodes, 1, 'one LIST of nodes after the 410');
-    assert.equal(await metric(relay.registry, 'cirrus_relay_lists_total', { resource: 'services', reason: 'gone' }), 1, 'one LIST of services after the 410');
+    assert.deepEqual(
+      fn.about(keep).map((r) => r.type),
+      ['add'],
+      'an object unchanged in the gap is not sent again',
+    );
+    assert.equal(
+      (await metric(relay.registry, 'cirrus_relay_lists_total', { resource: 'nodes', reason: 'gone' })) - gone410.nodes,
+      1,
+      'one LIST of nodes after the 410',
+    );
+    assert.equal(
+      await metric(relay.registry, 'cirrus_relay_lists_total', { resource: 'services', reason: 'gone' }),
+      1,
+      'one LIST of services after the 410',
+    );
     await waitFor('readiness to come back', () => relay.status().ready);
   });
 });

@@ -44,7 +44,11 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
 
   async function servers(t: TestContext): Promise<Servers> {
     return {
-      nodeInit: await functionServer(t), lifecycle: await functionServer(t), serviceLb: await functionServer(t), routes: await functionServer(t), sink: await functionServer(t),
+      nodeInit: await functionServer(t),
+      lifecycle: await functionServer(t),
+      serviceLb: await functionServer(t),
+      routes: await functionServer(t),
+      sink: await functionServer(t),
     };
   }
 
@@ -69,8 +73,15 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
   async function step(s: Servers, node: string, { what, change, expected }: Step): Promise<void> {
     const written = await change();
     const version = written?.metadata?.resourceVersion;
-    await waitFor(`the sink to receive: ${what}`, () => s.sink.about(node).some((r) => version === undefined ? r.type === 'delete' : r.data?.metadata?.resourceVersion === version));
-    await waitFor(`the counts after: ${what}`, () => JSON.stringify(counts(s, node)) === JSON.stringify(expected)).catch(() => undefined);
+    await waitFor(`the sink to receive: ${what}`, () =>
+      s.sink
+        .about(node)
+        .some((r) => (version === undefined ? r.type === 'delete' : r.data?.metadata?.resourceVersion === version)),
+    );
+    await waitFor(
+      `the counts after: ${what}`,
+      () => JSON.stringify(counts(s, node)) === JSON.stringify(expected),
+    ).catch(() => undefined);
     await sleep(200);
     assert.deepEqual(counts(s, node), expected, what);
   }
@@ -78,28 +89,92 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
   it('sends each function the node changes it acts on, and the sink everything', async (t) => {
     const s = await servers(t);
     const relay = testRelay(t, admin, {
-      to: [`node-init=${s.nodeInit.url}`, `node-lifecycle=${s.lifecycle.url}`, `service-lb=${s.serviceLb.url}`, `routes=${s.routes.url}`],
+      to: [
+        `node-init=${s.nodeInit.url}`,
+        `node-lifecycle=${s.lifecycle.url}`,
+        `service-lb=${s.serviceLb.url}`,
+        `routes=${s.routes.url}`,
+      ],
       sink: s.sink.url,
     });
     await ready(relay);
     const name = uniqueName('route');
     const patch = async (body: object): Promise<V1Node> => core.patchNode({ name, body }, mergePatch);
-    const status = async (ready: string): Promise<V1Node> => core.patchNodeStatus({ name, body: { status: { conditions: [{ type: 'Ready', status: ready, reason: 'Test' }] } } }, mergePatch);
+    const status = async (ready: string): Promise<V1Node> =>
+      core.patchNodeStatus(
+        { name, body: { status: { conditions: [{ type: 'Ready', status: ready, reason: 'Test' }] } } },
+        mergePatch,
+      );
 
-    await step(s, name, { what: 'a new, uninitialized node', change: () => createNode(core, newNode(name, uninitialized)), expected: { nodeInit: 1, lifecycle: 1, serviceLb: 1, routes: 1 } });
-    await step(s, name, { what: 'it becomes Ready, still tainted', change: () => status('True'), expected: { nodeInit: 2, lifecycle: 1, serviceLb: 1, routes: 1 } });
-    await step(s, name, { what: 'initialized: taint off, providerID set', change: () => patch({ spec: { taints: [], providerID: `test://${name}` } }), expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 1 } });
-    await step(s, name, { what: 'podCIDR set', change: () => patch({ spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } }), expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 2 } });
-    await step(s, name, { what: 'excluded from load balancers', change: () => patch({ metadata: { labels: { 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' } } }), expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 } });
-    await step(s, name, { what: 'an unrelated label', change: () => patch({ metadata: { labels: { unrelated: 'label' } } }), expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 } });
-    await step(s, name, { what: 'it becomes NotReady', change: () => status('False'), expected: { nodeInit: 2, lifecycle: 2, serviceLb: 3, routes: 2 } });
-    await step(s, name, { what: 'shutdown taint', change: () => patch({ spec: { taints: [{ key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }] } }), expected: { nodeInit: 2, lifecycle: 3, serviceLb: 3, routes: 2 } });
-    await step(s, name, { what: 'Ready again with the shutdown taint on: node-lifecycle takes it off', change: () => status('True'), expected: { nodeInit: 2, lifecycle: 4, serviceLb: 3, routes: 2 } });
-    await step(s, name, { what: 'tainted uninitialized again', change: () => patch({ spec: { taints: [uninitializedTaint] } }), expected: { nodeInit: 3, lifecycle: 4, serviceLb: 3, routes: 2 } });
-    await step(s, name, { what: 'deleted', change: async () => { await core.deleteNode({ name }); return undefined; }, expected: { nodeInit: 3, lifecycle: 4, serviceLb: 4, routes: 3 } });
+    await step(s, name, {
+      what: 'a new, uninitialized node',
+      change: () => createNode(core, newNode(name, uninitialized)),
+      expected: { nodeInit: 1, lifecycle: 1, serviceLb: 1, routes: 1 },
+    });
+    await step(s, name, {
+      what: 'it becomes Ready, still tainted',
+      change: () => status('True'),
+      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 1, routes: 1 },
+    });
+    await step(s, name, {
+      what: 'initialized: taint off, providerID set',
+      change: () => patch({ spec: { taints: [], providerID: `test://${name}` } }),
+      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 1 },
+    });
+    await step(s, name, {
+      what: 'podCIDR set',
+      change: () => patch({ spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } }),
+      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'excluded from load balancers',
+      change: () =>
+        patch({ metadata: { labels: { 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' } } }),
+      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'an unrelated label',
+      change: () => patch({ metadata: { labels: { unrelated: 'label' } } }),
+      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'it becomes NotReady',
+      change: () => status('False'),
+      expected: { nodeInit: 2, lifecycle: 2, serviceLb: 3, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'shutdown taint',
+      change: () =>
+        patch({ spec: { taints: [{ key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }] } }),
+      expected: { nodeInit: 2, lifecycle: 3, serviceLb: 3, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'Ready again with the shutdown taint on: node-lifecycle takes it off',
+      change: () => status('True'),
+      expected: { nodeInit: 2, lifecycle: 4, serviceLb: 3, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'tainted uninitialized again',
+      change: () => patch({ spec: { taints: [uninitializedTaint] } }),
+      expected: { nodeInit: 3, lifecycle: 4, serviceLb: 3, routes: 2 },
+    });
+    await step(s, name, {
+      what: 'deleted',
+      change: async () => {
+        await core.deleteNode({ name });
+        return undefined;
+      },
+      expected: { nodeInit: 3, lifecycle: 4, serviceLb: 4, routes: 3 },
+    });
 
-    const sinkTargets = new Set(s.sink.received.filter((r) => r.key.startsWith('all/')).map((r) => r.headers['ce-cirrustarget']));
-    assert.deepEqual([...sinkTargets].sort(), ['routes', 'service-lb'], 'the sink gets the node-change triggers, each naming its function');
+    const sinkTargets = new Set(
+      s.sink.received.filter((r) => r.key.startsWith('all/')).map((r) => r.headers['ce-cirrustarget']),
+    );
+    assert.deepEqual(
+      [...sinkTargets].sort(),
+      ['routes', 'service-lb'],
+      'the sink gets the node-change triggers, each naming its function',
+    );
     assert.equal(s.sink.about(name).length, 11, 'the sink gets every change');
   });
 
@@ -109,17 +184,30 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
     await ready(relay);
     const [plain, balanced] = [uniqueName('plain'), uniqueName('lb')];
     const service = (name: string, type: string): Promise<unknown> =>
-      core.createNamespacedService({ namespace: 'default', body: { metadata: { name }, spec: { type, ports: [{ port: 80 }] } } });
+      core.createNamespacedService({
+        namespace: 'default',
+        body: { metadata: { name }, spec: { type, ports: [{ port: 80 }] } },
+      });
     await service(plain, 'ClusterIP');
     await service(balanced, 'LoadBalancer');
-    await core.patchNamespacedService({ name: balanced, namespace: 'default', body: { spec: { type: 'ClusterIP' } } }, mergePatch);
+    await core.patchNamespacedService(
+      { name: balanced, namespace: 'default', body: { spec: { type: 'ClusterIP' } } },
+      mergePatch,
+    );
     await core.deleteNamespacedService({ name: plain, namespace: 'default' });
     await core.deleteNamespacedService({ name: balanced, namespace: 'default' });
-    await waitFor('the sink to see both deletions', () => [plain, balanced].every((name) => s.sink.about(name).some((r) => r.type === 'delete')));
-    await waitFor('service-lb to hear of the type change', () => s.serviceLb.about(balanced).some((r) => r.type === 'update'));
+    await waitFor('the sink to see both deletions', () =>
+      [plain, balanced].every((name) => s.sink.about(name).some((r) => r.type === 'delete')),
+    );
+    await waitFor('service-lb to hear of the type change', () =>
+      s.serviceLb.about(balanced).some((r) => r.type === 'update'),
+    );
     await sleep(200);
     assert.deepEqual(s.serviceLb.about(plain), [], 'a ClusterIP Service is no work for service-lb');
-    assert.deepEqual(s.serviceLb.about(balanced).map((r) => r.type), ['add', 'update'],
-      'LoadBalancer → ClusterIP is sent (the load balancer must go); the delete of a Service that no longer was one is not');
+    assert.deepEqual(
+      s.serviceLb.about(balanced).map((r) => r.type),
+      ['add', 'update'],
+      'LoadBalancer → ClusterIP is sent (the load balancer must go); the delete of a Service that no longer was one is not',
+    );
   });
 });

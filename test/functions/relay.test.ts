@@ -31,7 +31,11 @@ interface Call {
 }
 
 function recordingDefinition(calls: Call[]): FunctionDefinition {
-  const report = (options: ReconcileOptions): Report => ({ function: 'node-init', dryRun: options.dryRun, objects: [] });
+  const report = (options: ReconcileOptions): Report => ({
+    function: 'node-init',
+    dryRun: options.dryRun,
+    objects: [],
+  });
   return {
     name: 'node-init',
     kinds: ['Node', 'Service'],
@@ -82,7 +86,12 @@ describe('relay', { skip: controlPlaneSkip }, () => {
   }
 
   async function servedHost(t: TestContext, calls: Call[], auth?: { secret: string }): Promise<string> {
-    const app = await buildApp(recordingDefinition(calls), { logger: silentLogger(), processMetrics: false, pressure: false, ...(auth ? { auth } : {}) });
+    const app = await buildApp(recordingDefinition(calls), {
+      logger: silentLogger(),
+      processMetrics: false,
+      pressure: false,
+      ...(auth ? { auth } : {}),
+    });
     const stop = new AbortController();
     const serving = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 100 });
     t.after(async () => {
@@ -104,11 +113,19 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     await core.deleteNode({ name });
     await waitFor('the delete', () => fn.about(name).length === 3);
 
-    assert.deepEqual(fn.about(name).map((r) => r.headers['ce-type']), [
-      'dev.knative.apiserver.resource.add', 'dev.knative.apiserver.resource.update', 'dev.knative.apiserver.resource.delete',
-    ]);
+    assert.deepEqual(
+      fn.about(name).map((r) => r.headers['ce-type']),
+      [
+        'dev.knative.apiserver.resource.add',
+        'dev.knative.apiserver.resource.update',
+        'dev.knative.apiserver.resource.delete',
+      ],
+    );
     for (const received of fn.about(name)) assertNodeEvent(received, name);
-    assert.ok(fn.about(name).every((r) => r.headers['ce-source'] === server), 'source is the API server URL');
+    assert.ok(
+      fn.about(name).every((r) => r.headers['ce-source'] === server),
+      'source is the API server URL',
+    );
     const [, update, deletion] = fn.about(name);
     assert.equal(update?.data?.metadata?.labels?.['step'], 'two');
     assert.equal(deletion?.data?.metadata?.labels?.['step'], 'two', 'the delete carries the last known state');
@@ -120,7 +137,10 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     const relay = testRelay(t, admin, { to: [`service-lb=${fn.url}`] });
     await ready(relay);
     const name = uniqueName('svc');
-    await core.createNamespacedService({ namespace: 'default', body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } } });
+    await core.createNamespacedService({
+      namespace: 'default',
+      body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
+    });
     await waitFor('the Service', () => fn.about(name).length === 1);
     const [received] = fn.about(name);
     assert.equal(received?.headers['ce-subject'], `/apis/v1/namespaces/default/services/${name}`);
@@ -136,15 +156,27 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     const relay = testRelay(t, admin, { to: [`all=${url}`], periods: { routes: 100 } });
     await ready(relay);
     const name = uniqueName('host');
-    await createNode(core, newNode(name, (node) => { node.metadata = { ...node.metadata, labels: { kept: 'yes' } }; }));
+    await createNode(
+      core,
+      newNode(name, (node) => {
+        node.metadata = { ...node.metadata, labels: { kept: 'yes' } };
+      }),
+    );
     await waitFor('the add to reach the definition', () => calls.some((c) => c.key !== 'all' && c.key.name === name));
     await core.deleteNode({ name });
     await waitFor('the delete', () => calls.filter((c) => c.key !== 'all' && c.key.name === name).length === 2);
     const [, deletion] = calls.filter((c) => c.key !== 'all' && c.key.name === name);
     assert.deepEqual(deletion?.key, { kind: 'Node', name });
-    assert.equal((deletion.lastKnown as { metadata?: { labels?: Record<string, string> } }).metadata?.labels?.['kept'], 'yes');
+    assert.equal(
+      (deletion.lastKnown as { metadata?: { labels?: Record<string, string> } }).metadata?.labels?.['kept'],
+      'yes',
+    );
     await waitFor('a periodic reconcile.all', () => calls.some((c) => c.key === 'all'));
-    assert.equal(await metric(relay.registry, 'cirrus_relay_deliveries_total', { outcome: 'rejected' }), 0, 'the host rejected nothing');
+    assert.equal(
+      await metric(relay.registry, 'cirrus_relay_deliveries_total', { outcome: 'rejected' }),
+      0,
+      'the host rejected nothing',
+    );
   });
 
   it('signs requests: a host with the secret accepts them, and answers 401 to a relay without it', async (t) => {
@@ -156,9 +188,16 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     const name = uniqueName('signed');
     await createNode(core, newNode(name, uninitialized));
     await waitFor('the signed delivery', () => calls.some((c) => c.key !== 'all' && c.key.name === name));
-    await waitFor('the unsigned relay to be refused and retry', async () => (await metric(unsigned.registry, 'cirrus_relay_retries_total', { reason: 'status' })) >= 2);
+    await waitFor(
+      'the unsigned relay to be refused and retry',
+      async () => (await metric(unsigned.registry, 'cirrus_relay_retries_total', { reason: 'status' })) >= 2,
+    );
     assert.equal(await metric(unsigned.registry, 'cirrus_relay_deliveries_total', { outcome: 'accepted' }), 0);
-    assert.equal(calls.filter((c) => c.key !== 'all' && c.key.name === name).length, 1, 'only the signed relay got through');
+    assert.equal(
+      calls.filter((c) => c.key !== 'all' && c.key.name === name).length,
+      1,
+      'only the signed relay got through',
+    );
   });
 
   it('coalesces the changes made while a delivery is in flight into one, the latest state winning', async (t) => {
@@ -176,12 +215,20 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     await waitFor('the add to be in flight', () => fn.about(name).length === 1);
     for (let step = 1; step <= 5; step += 1) await label(name, { step: String(step) });
     // The unblocked destination has seen the last change: so has the relay.
-    await waitFor('the relay to see every update', () => witness.about(name).some((r) => r.data?.metadata?.labels?.['step'] === '5'));
+    await waitFor('the relay to see every update', () =>
+      witness.about(name).some((r) => r.data?.metadata?.labels?.['step'] === '5'),
+    );
     held.open();
     await waitFor('the coalesced update', () => fn.about(name).length === 2);
     await sleep(300);
-    assert.deepEqual(fn.about(name).map((r) => [r.type, r.data?.metadata?.labels?.['step']]), [['add', undefined], ['update', '5']]);
-    assert.ok(await metric(relay.registry, 'cirrus_relay_coalesced_total', { destination: 'node-init' }) >= 4);
+    assert.deepEqual(
+      fn.about(name).map((r) => [r.type, r.data?.metadata?.labels?.['step']]),
+      [
+        ['add', undefined],
+        ['update', '5'],
+      ],
+    );
+    assert.ok((await metric(relay.registry, 'cirrus_relay_coalesced_total', { destination: 'node-init' })) >= 4);
   });
 
   it('keeps each key in order with one delivery in flight, while keys go in parallel', async (t) => {
@@ -193,14 +240,22 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     const relay = testRelay(t, admin, { to: [`all=${fn.url}`] });
     await ready(relay);
     const names = [uniqueName('order'), uniqueName('order'), uniqueName('order')];
-    await Promise.all(names.map(async (name) => {
-      await createNode(core, newNode(name));
-      for (let step = 1; step <= 8; step += 1) await label(name, { step: String(step) });
-    }));
-    await waitFor('every final state', () => names.every((name) => fn.about(name).at(-1)?.data?.metadata?.labels?.['step'] === '8'));
+    await Promise.all(
+      names.map(async (name) => {
+        await createNode(core, newNode(name));
+        for (let step = 1; step <= 8; step += 1) await label(name, { step: String(step) });
+      }),
+    );
+    await waitFor('every final state', () =>
+      names.every((name) => fn.about(name).at(-1)?.data?.metadata?.labels?.['step'] === '8'),
+    );
     for (const name of names) {
       const steps = fn.about(name).map((r) => Number(r.data?.metadata?.labels?.['step'] ?? 0));
-      assert.deepEqual(steps, [...steps].sort((a, b) => a - b), `${name} delivered in order: ${steps.join(',')}`);
+      assert.deepEqual(
+        steps,
+        [...steps].sort((a, b) => a - b),
+        `${name} delivered in order: ${steps.join(',')}`,
+      );
       const versions = fn.about(name).map((r) => Number(r.data?.metadata?.resourceVersion));
       assert.equal(new Set(versions).size, versions.length, 'no state delivered twice');
     }
@@ -211,7 +266,8 @@ describe('relay', { skip: controlPlaneSkip }, () => {
   it('retries after a 500 with backoff until the function accepts', async (t) => {
     const fn = await functionServer(t);
     const name = uniqueName('500');
-    fn.respond = (request) => (request.name === name && fn.about(name).length <= 2 ? { status: 500, body: '{"error":"boom"}' } : { status: 202 });
+    fn.respond = (request) =>
+      request.name === name && fn.about(name).length <= 2 ? { status: 500, body: '{"error":"boom"}' } : { status: 202 };
     const relay = testRelay(t, admin, { to: [`node-init=${fn.url}`] });
     await ready(relay);
     await createNode(core, newNode(name, uninitialized));
@@ -219,33 +275,57 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     const [first, second, third] = fn.about(name).map((r) => r.at) as [number, number, number];
     assert.ok(second - first >= 90, `first retry after ~100 ms, was ${second - first}`);
     assert.ok(third - second >= 190, `second retry after ~200 ms, was ${third - second}`);
-    await waitFor('the acceptance', async () => (await metric(relay.registry, 'cirrus_relay_deliveries_total', { destination: 'node-init', outcome: 'accepted' })) >= 1);
-    assert.ok(await metric(relay.registry, 'cirrus_relay_retries_total', { destination: 'node-init', reason: 'status' }) >= 2);
+    await waitFor(
+      'the acceptance',
+      async () =>
+        (await metric(relay.registry, 'cirrus_relay_deliveries_total', {
+          destination: 'node-init',
+          outcome: 'accepted',
+        })) >= 1,
+    );
+    assert.ok(
+      (await metric(relay.registry, 'cirrus_relay_retries_total', { destination: 'node-init', reason: 'status' })) >= 2,
+    );
   });
 
   it("honours a 503's Retry-After", async (t) => {
     const fn = await functionServer(t);
     const name = uniqueName('503');
-    fn.respond = (request) => (request.name === name && fn.about(name).length === 1 ? { status: 503, headers: { 'retry-after': '1' }, body: '{"error":"later"}' } : { status: 202 });
+    fn.respond = (request) =>
+      request.name === name && fn.about(name).length === 1
+        ? { status: 503, headers: { 'retry-after': '1' }, body: '{"error":"later"}' }
+        : { status: 202 };
     const relay = testRelay(t, admin, { to: [`node-init=${fn.url}`] });
     await ready(relay);
     await createNode(core, newNode(name, uninitialized));
     await waitFor('the retry', () => fn.about(name).length === 2, 5_000);
     const [first, second] = fn.about(name).map((r) => r.at) as [number, number];
-    assert.ok(second - first >= 950, `waited the second it was told (the backoff alone is 100 ms), was ${second - first}`);
-    assert.ok(await metric(relay.registry, 'cirrus_relay_retries_total', { destination: 'node-init', reason: 'retry-after' }) >= 1);
+    assert.ok(
+      second - first >= 950,
+      `waited the second it was told (the backoff alone is 100 ms), was ${second - first}`,
+    );
+    assert.ok(
+      (await metric(relay.registry, 'cirrus_relay_retries_total', {
+        destination: 'node-init',
+        reason: 'retry-after',
+      })) >= 1,
+    );
   });
 
   it('does not retry a 400, and goes on with the next change of that key', async (t) => {
     const fn = await functionServer(t);
     const name = uniqueName('400');
-    fn.respond = (request) => (request.name === name && fn.about(name).length === 1
-      ? { status: 400, body: '{"error":"invalid event","problems":["name: bad"]}' }
-      : { status: 202 });
+    fn.respond = (request) =>
+      request.name === name && fn.about(name).length === 1
+        ? { status: 400, body: '{"error":"invalid event","problems":["name: bad"]}' }
+        : { status: 202 };
     const relay = testRelay(t, admin, { to: [`node-init=${fn.url}`] });
     await ready(relay);
     await createNode(core, newNode(name, uninitialized));
-    await waitFor('the rejection', async () => (await metric(relay.registry, 'cirrus_relay_deliveries_total', { outcome: 'rejected' })) === 1);
+    await waitFor(
+      'the rejection',
+      async () => (await metric(relay.registry, 'cirrus_relay_deliveries_total', { outcome: 'rejected' })) === 1,
+    );
     await sleep(400); // four backoff periods: a retry would have come
     assert.equal(fn.about(name).length, 1, 'not retried');
     await label(name, { after: 'rejection' });
@@ -259,7 +339,10 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     await ready(relay);
     const name = uniqueName('refused');
     await createNode(core, newNode(name, uninitialized));
-    await waitFor('refused attempts', async () => (await metric(relay.registry, 'cirrus_relay_retries_total', { reason: 'unreachable' })) >= 2);
+    await waitFor(
+      'refused attempts',
+      async () => (await metric(relay.registry, 'cirrus_relay_retries_total', { reason: 'unreachable' })) >= 2,
+    );
     await fn.start();
     await waitFor('the delivery', () => fn.about(name).length >= 1, 5_000);
   });
@@ -270,23 +353,48 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     await fn.stop();
     const relay = testRelay(t, admin, { to: [`all=${fn.url}`, `node-init=${witness.url}`] });
     await ready(relay);
-    const [updated, deleted, created, shortLived] = ['updated', 'deleted', 'created', 'brief'].map(uniqueName) as [string, string, string, string];
-    await Promise.all([updated, deleted, created, shortLived].map((name) => createNode(core, newNode(name, uninitialized))));
+    const [updated, deleted, created, shortLived] = ['updated', 'deleted', 'created', 'brief'].map(uniqueName) as [
+      string,
+      string,
+      string,
+      string,
+    ];
+    await Promise.all(
+      [updated, deleted, created, shortLived].map((name) => createNode(core, newNode(name, uninitialized))),
+    );
     await label(updated, { version: '1' });
     await label(updated, { version: '2' });
     await core.deleteNode({ name: deleted });
     await core.deleteNode({ name: shortLived });
     await label(created, { last: 'change' }); // followed by the witness: once it has it, the relay has everything
-    await waitFor('the relay to see the changes', () => witness.about(created).some((r) => r.data?.metadata?.labels?.['last'] === 'change'));
-    await waitFor('refused attempts for a while', async () => (await metric(relay.registry, 'cirrus_relay_retries_total', { destination: 'all', reason: 'unreachable' })) >= 8);
+    await waitFor('the relay to see the changes', () =>
+      witness.about(created).some((r) => r.data?.metadata?.labels?.['last'] === 'change'),
+    );
+    await waitFor(
+      'refused attempts for a while',
+      async () =>
+        (await metric(relay.registry, 'cirrus_relay_retries_total', { destination: 'all', reason: 'unreachable' })) >=
+        8,
+    );
     assert.equal(fn.received.length, 0);
     await fn.start();
 
     const last = (name: string): Received | undefined => fn.about(name).at(-1);
     const labelOf = (name: string, key: string): string | undefined => last(name)?.data?.metadata?.labels?.[key];
-    await waitFor('the final states', () =>
-      labelOf(updated, 'version') === '2' && last(deleted)?.type === 'delete' && last(shortLived)?.type === 'delete' && labelOf(created, 'last') === 'change', 5_000);
-    assert.deepEqual(fn.about(updated).map((r) => r.type), ['add'], 'an add and its updates waiting together go as one add');
+    await waitFor(
+      'the final states',
+      () =>
+        labelOf(updated, 'version') === '2' &&
+        last(deleted)?.type === 'delete' &&
+        last(shortLived)?.type === 'delete' &&
+        labelOf(created, 'last') === 'change',
+      5_000,
+    );
+    assert.deepEqual(
+      fn.about(updated).map((r) => r.type),
+      ['add'],
+      'an add and its updates waiting together go as one add',
+    );
   });
 
   it('sends periodic reconcile.all triggers, skipping them while one is still in flight', async (t) => {
@@ -311,7 +419,9 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     await waitFor('a trigger to be held', () => triggers() === before + 1);
     await sleep(500);
     assert.equal(triggers(), before + 1, 'no trigger piled up behind the one in flight');
-    assert.ok(await metric(relay.registry, 'cirrus_relay_triggers_total', { trigger: 'periodic', result: 'skipped' }) >= 3);
+    assert.ok(
+      (await metric(relay.registry, 'cirrus_relay_triggers_total', { trigger: 'periodic', result: 'skipped' })) >= 3,
+    );
     hold = false;
     held.open();
     await waitFor('triggers to resume', () => triggers() >= before + 3);
@@ -320,14 +430,26 @@ describe('relay', { skip: controlPlaneSkip }, () => {
   it('reports readiness and metrics over HTTP', async (t) => {
     const fn = await functionServer(t);
     const relay = testRelay(t, admin, { to: [`service-lb=${fn.url}`] });
-    const app = await buildProbeApp({ logger: silentLogger(), registry: relay.registry, readiness: () => relayReadiness(relay.status()) });
+    const app = await buildProbeApp({
+      logger: silentLogger(),
+      registry: relay.registry,
+      readiness: () => relayReadiness(relay.status()),
+    });
     t.after(() => app.close());
     await ready(relay);
     const readyz = await app.inject({ method: 'GET', url: '/readyz' });
     assert.equal(readyz.statusCode, 200);
-    assert.deepEqual({ ...readyz.json<Record<string, unknown>>(), identity: undefined, holder: undefined }, {
-      status: 'ready', role: 'leader', ready: true, identity: undefined, holder: undefined, watches: { nodes: true, services: true },
-    });
+    assert.deepEqual(
+      { ...readyz.json<Record<string, unknown>>(), identity: undefined, holder: undefined },
+      {
+        status: 'ready',
+        role: 'leader',
+        ready: true,
+        identity: undefined,
+        holder: undefined,
+        watches: { nodes: true, services: true },
+      },
+    );
     assert.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
     const metrics = await app.inject({ method: 'GET', url: '/metrics' });
     assert.match(metrics.body, /cirrus_relay_lists_total\{resource="nodes",reason="initial"\} 1/);
@@ -364,10 +486,11 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     });
     await waitFor('the watch', () => watch.established);
     await createNode(core, newNode(name));
-    await waitFor('the change, emitted again after the relist', () => changes.some((c) => c.key === `Node/${name}` && c.type === 'add'));
+    await waitFor('the change, emitted again after the relist', () =>
+      changes.some((c) => c.key === `Node/${name}` && c.type === 'add'),
+    );
     assert.ok(failed);
     assert.equal(await metric(metrics.registry, 'cirrus_relay_lists_total', { reason: 'handler' }), 1);
     await waitFor('the watch to be open again', () => watch.established);
   });
 });
-

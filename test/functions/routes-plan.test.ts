@@ -4,8 +4,20 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import {
-  conditionCurrent, conditionPatch, deleteReason, isResponsibleForRoute, networkCondition, nodeResult, parseClusterCidrs, planRoutes, podCidrs,
-  routeAction, routesCreated, sameAddresses, type CidrAction, type NodePlan,
+  conditionCurrent,
+  conditionPatch,
+  deleteReason,
+  isResponsibleForRoute,
+  networkCondition,
+  nodeResult,
+  parseClusterCidrs,
+  planRoutes,
+  podCidrs,
+  routeAction,
+  routesCreated,
+  sameAddresses,
+  type CidrAction,
+  type NodePlan,
 } from '../../functions/routes/plan.ts';
 import { canonicalCidr, cidrContains, formatCidr, lastAddress, parseCidr, parseIp } from '../../shared/net/ip.ts';
 import type { Route } from '../../shared/cloud/provider.ts';
@@ -13,7 +25,15 @@ import type { Route } from '../../shared/cloud/provider.ts';
 const a = (type: string, address: string): V1NodeAddress => ({ type, address });
 
 function route(destinationCidr: string, targetNode: string, extra: Partial<Route> = {}): Route {
-  return { name: `r-${destinationCidr}`, targetNode, enableNodeAddresses: false, targetNodeAddresses: [], destinationCidr, blackhole: false, ...extra };
+  return {
+    name: `r-${destinationCidr}`,
+    targetNode,
+    enableNodeAddresses: false,
+    targetNodeAddresses: [],
+    destinationCidr,
+    blackhole: false,
+    ...extra,
+  };
 }
 
 function node(name: string, spec: V1Node['spec'] = {}, addresses: V1NodeAddress[] = []): V1Node {
@@ -90,7 +110,12 @@ describe('cidrContains and lastAddress', () => {
 });
 
 describe('parseClusterCidrs', () => {
-  const valid: string[][] = [['10.244.0.0/16'], ['fd00:10:244::/56'], ['10.244.0.0/16', 'fd00:10:244::/56'], ['fd00::/8', '10.0.0.0/8']];
+  const valid: string[][] = [
+    ['10.244.0.0/16'],
+    ['fd00:10:244::/56'],
+    ['10.244.0.0/16', 'fd00:10:244::/56'],
+    ['fd00::/8', '10.0.0.0/8'],
+  ];
   for (const input of valid) {
     it(`accepts ${input.join(',')}`, () => {
       assert.equal(parseClusterCidrs(input).length, input.length);
@@ -115,7 +140,11 @@ describe('parseClusterCidrs', () => {
 describe('podCidrs', () => {
   const cases: [string, V1Node['spec'], string[]][] = [
     ['none', {}, []],
-    ['podCIDRs', { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24', 'fd00:10:244:1::/64'] }, ['10.244.1.0/24', 'fd00:10:244:1::/64']],
+    [
+      'podCIDRs',
+      { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24', 'fd00:10:244:1::/64'] },
+      ['10.244.1.0/24', 'fd00:10:244:1::/64'],
+    ],
     ['only the singular podCIDR', { podCIDR: '10.244.2.0/24' }, ['10.244.2.0/24']],
     ['an empty podCIDRs list and no podCIDR', { podCIDRs: [] }, []],
   ];
@@ -129,7 +158,12 @@ describe('podCidrs', () => {
 describe('sameAddresses', () => {
   const cases: [string, V1NodeAddress[], V1NodeAddress[], boolean][] = [
     ['equal', [a('InternalIP', '10.0.0.1')], [a('InternalIP', '10.0.0.1')], true],
-    ['reordered', [a('InternalIP', '10.0.0.1'), a('Hostname', 'w')], [a('Hostname', 'w'), a('InternalIP', '10.0.0.1')], true],
+    [
+      'reordered',
+      [a('InternalIP', '10.0.0.1'), a('Hostname', 'w')],
+      [a('Hostname', 'w'), a('InternalIP', '10.0.0.1')],
+      true,
+    ],
     ['both empty', [], [], true],
     ['other address', [a('InternalIP', '10.0.0.1')], [a('InternalIP', '10.0.0.2')], false],
     ['other type', [a('InternalIP', '10.0.0.1')], [a('ExternalIP', '10.0.0.1')], false],
@@ -149,9 +183,24 @@ describe('routeAction', () => {
     ['a route to another CIDR', [route('10.244.9.0/24', 'n')], '10.244.1.0/24', 'add'],
     ['a route with the CIDR', [route('10.244.1.0/24', 'n')], '10.244.1.0/24', 'keep'],
     ['another spelling of the CIDR', [route('fd00:10:244:1:0::/64', 'n')], 'fd00:10:244:1::/64', 'keep'],
-    ['stale addresses, provider does not compare them', [route('10.244.1.0/24', 'n', { targetNodeAddresses: [a('InternalIP', '10.9.9.9')] })], '10.244.1.0/24', 'keep'],
-    ['same addresses, provider compares them', [route('10.244.1.0/24', 'n', { enableNodeAddresses: true, targetNodeAddresses: addresses })], '10.244.1.0/24', 'keep'],
-    ['stale addresses, provider compares them', [route('10.244.1.0/24', 'n', { enableNodeAddresses: true, targetNodeAddresses: [a('InternalIP', '10.9.9.9')] })], '10.244.1.0/24', 'update'],
+    [
+      'stale addresses, provider does not compare them',
+      [route('10.244.1.0/24', 'n', { targetNodeAddresses: [a('InternalIP', '10.9.9.9')] })],
+      '10.244.1.0/24',
+      'keep',
+    ],
+    [
+      'same addresses, provider compares them',
+      [route('10.244.1.0/24', 'n', { enableNodeAddresses: true, targetNodeAddresses: addresses })],
+      '10.244.1.0/24',
+      'keep',
+    ],
+    [
+      'stale addresses, provider compares them',
+      [route('10.244.1.0/24', 'n', { enableNodeAddresses: true, targetNodeAddresses: [a('InternalIP', '10.9.9.9')] })],
+      '10.244.1.0/24',
+      'update',
+    ],
   ];
   for (const [title, routes, cidr, want] of cases) {
     it(`${title} → ${want}`, () => {
@@ -187,7 +236,16 @@ describe('isResponsibleForRoute', () => {
 
 describe('deleteReason', () => {
   const plans = new Map<string, NodePlan>([
-    ['w1', { node: node('w1'), cidrs: [{ cidr: '10.244.1.0/24', action: 'keep' }, { cidr: 'fd00:10:244:1::/64', action: 'update' }] }],
+    [
+      'w1',
+      {
+        node: node('w1'),
+        cidrs: [
+          { cidr: '10.244.1.0/24', action: 'keep' },
+          { cidr: 'fd00:10:244:1::/64', action: 'update' },
+        ],
+      },
+    ],
     ['bare', { node: node('bare'), cidrs: [] }],
   ]);
   const cases: [string, Route, string | undefined][] = [
@@ -233,21 +291,34 @@ describe('planRoutes', () => {
       ['moved', ['10.244.2.0/24:add']],
       ['orphaned', []],
     ]);
-    assert.deepEqual(plan.skipped.map((n) => n.metadata?.name), ['none']);
+    assert.deepEqual(
+      plan.skipped.map((n) => n.metadata?.name),
+      ['none'],
+    );
   });
 
   it('deletes the unwanted routes inside the cluster CIDRs only, blackholes included', () => {
-    assert.deepEqual(plan.deletions.map((d) => [d.route.destinationCidr, d.reason]), [
-      ['10.244.9.0/24', 'cidr-not-assigned'],
-      ['10.244.3.0/24', 'cidr-not-assigned'],
-      ['10.244.4.0/24', 'unknown-node'],
-      ['10.244.5.0/24', 'blackhole'],
-    ]);
+    assert.deepEqual(
+      plan.deletions.map((d) => [d.route.destinationCidr, d.reason]),
+      [
+        ['10.244.9.0/24', 'cidr-not-assigned'],
+        ['10.244.3.0/24', 'cidr-not-assigned'],
+        ['10.244.4.0/24', 'unknown-node'],
+        ['10.244.5.0/24', 'blackhole'],
+      ],
+    );
   });
 
   it('runs deletions first only when the provider compares node addresses (as the first route says)', () => {
     assert.equal(plan.deleteFirst, false);
-    assert.equal(planRoutes(nodes, [route('10.244.1.0/24', 'dual', { enableNodeAddresses: true, targetNodeAddresses: addresses })], cluster).deleteFirst, true);
+    assert.equal(
+      planRoutes(
+        nodes,
+        [route('10.244.1.0/24', 'dual', { enableNodeAddresses: true, targetNodeAddresses: addresses })],
+        cluster,
+      ).deleteFirst,
+      true,
+    );
     assert.equal(planRoutes(nodes, [], cluster).deleteFirst, false);
   });
 });
@@ -274,7 +345,12 @@ describe('routesCreated', () => {
 describe('the NetworkUnavailable condition', () => {
   const withCondition = (status: string, reason: string): V1Node => ({
     metadata: { name: 'n' },
-    status: { conditions: [{ type: 'Ready', status: 'True' }, { type: 'NetworkUnavailable', status, reason }] },
+    status: {
+      conditions: [
+        { type: 'Ready', status: 'True' },
+        { type: 'NetworkUnavailable', status, reason },
+      ],
+    },
   });
   const cases: [string, V1Node, boolean, boolean][] = [
     ['no condition, routes created', node('n'), true, false],
@@ -293,17 +369,31 @@ describe('the NetworkUnavailable condition', () => {
   }
 
   it('says what upstream says', () => {
-    assert.deepEqual(networkCondition(true), { status: 'False', reason: 'RouteCreated', message: 'RouteController created a route' });
-    assert.deepEqual(networkCondition(false), { status: 'True', reason: 'NoRouteCreated', message: 'RouteController failed to create a route' });
+    assert.deepEqual(networkCondition(true), {
+      status: 'False',
+      reason: 'RouteCreated',
+      message: 'RouteController created a route',
+    });
+    assert.deepEqual(networkCondition(false), {
+      status: 'True',
+      reason: 'NoRouteCreated',
+      message: 'RouteController failed to create a route',
+    });
   });
 
   it('is patched as one condition with both times now, in whole seconds', () => {
     assert.deepEqual(conditionPatch(networkCondition(true), new Date('2026-11-23T10:11:12.345Z')), {
       status: {
-        conditions: [{
-          type: 'NetworkUnavailable', status: 'False', reason: 'RouteCreated', message: 'RouteController created a route',
-          lastTransitionTime: '2026-11-23T10:11:12Z', lastHeartbeatTime: '2026-11-23T10:11:12Z',
-        }],
+        conditions: [
+          {
+            type: 'NetworkUnavailable',
+            status: 'False',
+            reason: 'RouteCreated',
+            message: 'RouteController created a route',
+            lastTransitionTime: '2026-11-23T10:11:12Z',
+            lastHeartbeatTime: '2026-11-23T10:11:12Z',
+          },
+        ],
       },
     });
   });

@@ -21,18 +21,41 @@ const dryRun = { ...run, dryRun: true };
 const clusterCidrs = ['10.244.0.0/16', 'fd00:10:244::/56'];
 
 function route(destinationCidr: string, targetNode: string, extra: Partial<Route> = {}): Route {
-  return { name: `r-${destinationCidr}`, targetNode, enableNodeAddresses: false, targetNodeAddresses: [], destinationCidr, blackhole: false, ...extra };
+  return {
+    name: `r-${destinationCidr}`,
+    targetNode,
+    enableNodeAddresses: false,
+    targetNodeAddresses: [],
+    destinationCidr,
+    blackhole: false,
+    ...extra,
+  };
 }
 
-const withPodCidrs = (...cidrs: string[]): NodeTweak => (node) => {
-  node.spec = { ...node.spec, podCIDR: cidrs[0] ?? '', podCIDRs: cidrs };
-};
+const withPodCidrs =
+  (...cidrs: string[]): NodeTweak =>
+  (node) => {
+    node.spec = { ...node.spec, podCIDR: cidrs[0] ?? '', podCIDRs: cidrs };
+  };
 // Ready, and one more kubelet condition: both must survive the route controller's writes.
 const kubeletConditions: NodeTweak = (node) => {
   const now = new Date();
   const conditions: V1NodeCondition[] = [
-    { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: now, lastTransitionTime: now },
-    { type: 'MemoryPressure', status: 'False', reason: 'KubeletHasSufficientMemory', lastHeartbeatTime: now, lastTransitionTime: now },
+    {
+      type: 'Ready',
+      status: 'True',
+      reason: 'KubeletReady',
+      message: 'kubelet is posting ready status',
+      lastHeartbeatTime: now,
+      lastTransitionTime: now,
+    },
+    {
+      type: 'MemoryPressure',
+      status: 'False',
+      reason: 'KubeletHasSufficientMemory',
+      lastHeartbeatTime: now,
+      lastTransitionTime: now,
+    },
   ];
   node.status = { ...node.status, conditions };
 };
@@ -47,7 +70,13 @@ function byKey(report: Report, key: string): ObjectReport | undefined {
 
 function condition(node: V1Node, type: string): { status: string; reason?: string; message?: string } | undefined {
   const found = node.status?.conditions?.find((c) => c.type === type);
-  return found && { status: found.status, ...(found.reason === undefined ? {} : { reason: found.reason }), ...(found.message === undefined ? {} : { message: found.message }) };
+  return (
+    found && {
+      status: found.status,
+      ...(found.reason === undefined ? {} : { reason: found.reason }),
+      ...(found.message === undefined ? {} : { message: found.message }),
+    }
+  );
 }
 
 const created = { status: 'False', reason: 'RouteCreated', message: 'RouteController created a route' };
@@ -72,7 +101,8 @@ class CountingCloud extends FakeCloud {
     };
     return {
       listRoutes: async (clusterName, signal) => inner.listRoutes(clusterName, signal),
-      createRoute: async (clusterName, nameHint, r, signal) => track(async () => inner.createRoute(clusterName, nameHint, r, signal)),
+      createRoute: async (clusterName, nameHint, r, signal) =>
+        track(async () => inner.createRoute(clusterName, nameHint, r, signal)),
       deleteRoute: async (clusterName, r, signal) => track(async () => inner.deleteRoute(clusterName, r, signal)),
     };
   }
@@ -93,9 +123,13 @@ describe('routes', { skip: controlPlaneSkip }, () => {
   });
   // Every pass lists every node of the shared cluster: nodes with pod CIDRs must not outlive their test.
   afterEach(async () => {
-    await Promise.all(mine.map(async (name) => core.deleteNode({ name }).catch((error: unknown) => {
-      if (apiStatus(error) !== 404) throw error;
-    })));
+    await Promise.all(
+      mine.map(async (name) =>
+        core.deleteNode({ name }).catch((error: unknown) => {
+          if (apiStatus(error) !== 404) throw error;
+        }),
+      ),
+    );
   });
 
   async function node(prefix: string, ...tweaks: NodeTweak[]): Promise<V1Node> {
@@ -109,7 +143,10 @@ describe('routes', { skip: controlPlaneSkip }, () => {
   }
 
   function routesTo(name: string): string[] {
-    return cloud.routeTable.filter((r) => r.targetNode === name).map((r) => r.destinationCidr).sort();
+    return cloud.routeTable
+      .filter((r) => r.targetNode === name)
+      .map((r) => r.destinationCidr)
+      .sort();
   }
 
   async function events(name: string): Promise<string[]> {
@@ -118,27 +155,47 @@ describe('routes', { skip: controlPlaneSkip }, () => {
   }
 
   it('creates a route per pod CIDR of a dual-stack node and sets NetworkUnavailable=False, other conditions intact', async () => {
-    const addresses: V1NodeAddress[] = [{ type: 'InternalIP', address: '10.0.0.11' }, { type: 'Hostname', address: 'w' }];
+    const addresses: V1NodeAddress[] = [
+      { type: 'InternalIP', address: '10.0.0.11' },
+      { type: 'Hostname', address: 'w' },
+    ];
     const stored = await node('dual', withPodCidrs('10.244.1.0/24', 'fd00:10:244:1::/64'), withAddresses(...addresses));
     const name = stored.metadata?.name ?? '';
     const uid = stored.metadata?.uid ?? '';
 
     const report = await fn.reconcileOne({ kind: 'Node', name }, run);
 
-    const expected = (cidr: string): unknown[] => ['kubernetes', uid, {
-      name: '', targetNode: name, enableNodeAddresses: false, targetNodeAddresses: addresses, destinationCidr: cidr, blackhole: false,
-    }];
-    assert.deepEqual(calls('createRoute').filter((c) => c[1] === uid), [expected('10.244.1.0/24'), expected('fd00:10:244:1::/64')]);
+    const expected = (cidr: string): unknown[] => [
+      'kubernetes',
+      uid,
+      {
+        name: '',
+        targetNode: name,
+        enableNodeAddresses: false,
+        targetNodeAddresses: addresses,
+        destinationCidr: cidr,
+        blackhole: false,
+      },
+    ];
+    assert.deepEqual(
+      calls('createRoute').filter((c) => c[1] === uid),
+      [expected('10.244.1.0/24'), expected('fd00:10:244:1::/64')],
+    );
     assert.deepEqual(routesTo(name), ['10.244.1.0/24', 'fd00:10:244:1::/64']);
     const after = await core.readNode({ name });
     assert.deepEqual(condition(after, 'NetworkUnavailable'), created);
-    assert.deepEqual(condition(after, 'Ready'), { status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' });
+    assert.deepEqual(condition(after, 'Ready'), {
+      status: 'True',
+      reason: 'KubeletReady',
+      message: 'kubelet is posting ready status',
+    });
     assert.deepEqual(condition(after, 'MemoryPressure'), { status: 'False', reason: 'KubeletHasSufficientMemory' });
     const own = byKey(report, `Node/${name}`);
     assert.equal(own?.result, 'routes-created');
-    assert.deepEqual(own.changes.map((c) => `${c.action} ${c.target}`), [
-      'create-route Route/10.244.1.0/24', 'create-route Route/fd00:10:244:1::/64', `patch-status Node/${name}`,
-    ]);
+    assert.deepEqual(
+      own.changes.map((c) => `${c.action} ${c.target}`),
+      ['create-route Route/10.244.1.0/24', 'create-route Route/fd00:10:244:1::/64', `patch-status Node/${name}`],
+    );
   });
 
   it('writes nothing the second time: no route created again, the condition left as it is', async () => {
@@ -156,7 +213,12 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 
   it('overwrites a NetworkUnavailable condition set by someone else (a CNI)', async () => {
     const name = (await node('cni', withPodCidrs('10.244.3.0/24'))).metadata?.name ?? '';
-    const cni = { type: 'NetworkUnavailable', status: 'False', reason: 'CalicoIsUp', message: 'Calico is running on this node' };
+    const cni = {
+      type: 'NetworkUnavailable',
+      status: 'False',
+      reason: 'CalicoIsUp',
+      message: 'Calico is running on this node',
+    };
     // A merge patch of the whole list, keeping the kubelet's conditions in it.
     const current = (await core.readNode({ name })).status?.conditions ?? [];
     await core.patchNodeStatus({ name, body: { status: { conditions: [...plain(current), cni] } } }, mergePatch);
@@ -176,7 +238,10 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     const report = await fn.reconcileAll(run);
 
     assert.deepEqual(byKey(report, `Node/${name}`), { key: `Node/${name}`, result: 'no-pod-cidr', changes: [] });
-    assert.deepEqual(calls('createRoute').filter((c) => (c[2] as Route).targetNode === name), []);
+    assert.deepEqual(
+      calls('createRoute').filter((c) => (c[2] as Route).targetNode === name),
+      [],
+    );
     const after = await core.readNode({ name });
     assert.equal(condition(after, 'NetworkUnavailable'), undefined);
     assert.equal(after.metadata?.resourceVersion, stored.metadata?.resourceVersion);
@@ -201,22 +266,41 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     const report = await fn.reconcileAll(run);
 
     assert.deepEqual(routesTo(name), ['10.244.5.0/24']);
-    assert.deepEqual(byKey(report, 'Route/10.244.50.0/24')?.changes.map((c) => c.detail), [
-      { name: 'r-10.244.50.0/24', destinationCidr: '10.244.50.0/24', targetNode: name, blackhole: false, reason: 'cidr-not-assigned' },
-    ]);
+    assert.deepEqual(
+      byKey(report, 'Route/10.244.50.0/24')?.changes.map((c) => c.detail),
+      [
+        {
+          name: 'r-10.244.50.0/24',
+          destinationCidr: '10.244.50.0/24',
+          targetNode: name,
+          blackhole: false,
+          reason: 'cidr-not-assigned',
+        },
+      ],
+    );
     assert.equal(byKey(report, `Node/${name}`)?.result, 'routes-created');
   });
 
   it('deletes routes in the cluster CIDRs whose node is gone, and leaves routes outside every cluster CIDR alone', async () => {
     const gone = uniqueName('gone');
-    const outside = [route('192.168.7.0/24', gone), route('10.0.0.0/8', gone), route('fd00:99::/64', gone), route('172.16.0.0/24', '')];
+    const outside = [
+      route('192.168.7.0/24', gone),
+      route('10.0.0.0/8', gone),
+      route('fd00:99::/64', gone),
+      route('172.16.0.0/24', ''),
+    ];
     cloud.routeTable.push(route('10.244.6.0/24', gone), route('fd00:10:244:6::/64', gone), ...outside);
 
     // The delete event of the node: like every request, it reconciles the whole cluster.
     const report = await fn.reconcileOne({ kind: 'Node', name: gone }, run);
 
     assert.deepEqual(cloud.routeTable, outside);
-    assert.deepEqual(calls('deleteRoute').map((c) => (c[1] as Route).destinationCidr).sort(), ['10.244.6.0/24', 'fd00:10:244:6::/64']);
+    assert.deepEqual(
+      calls('deleteRoute')
+        .map((c) => (c[1] as Route).destinationCidr)
+        .sort(),
+      ['10.244.6.0/24', 'fd00:10:244:6::/64'],
+    );
     assert.equal(byKey(report, 'Route/10.244.6.0/24')?.result, 'deleted');
     assert.equal(byKey(report, 'Route/192.168.7.0/24'), undefined);
   });
@@ -228,9 +312,18 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 
     const report = await fn.reconcileAll(run);
 
-    assert.deepEqual(calls('deleteRoute').map((c) => (c[1] as Route).name), ['dead']);
-    assert.deepEqual(byKey(report, 'Route/10.244.7.0/24')?.changes.map((c) => (c.detail as { reason: string }).reason), ['blackhole']);
-    assert.deepEqual(cloud.routeTable.filter((r) => r.blackhole), [outside]);
+    assert.deepEqual(
+      calls('deleteRoute').map((c) => (c[1] as Route).name),
+      ['dead'],
+    );
+    assert.deepEqual(
+      byKey(report, 'Route/10.244.7.0/24')?.changes.map((c) => (c.detail as { reason: string }).reason),
+      ['blackhole'],
+    );
+    assert.deepEqual(
+      cloud.routeTable.filter((r) => r.blackhole),
+      [outside],
+    );
     assert.deepEqual(routesTo(name), ['10.244.7.0/24']);
   });
 
@@ -239,10 +332,16 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     cloud.routeTable.push(route('10.244.8.0/24', name, { blackhole: true }));
 
     await fn.reconcileAll(run);
-    assert.deepEqual(cloud.routeTable.filter((r) => r.targetNode === name), []);
+    assert.deepEqual(
+      cloud.routeTable.filter((r) => r.targetNode === name),
+      [],
+    );
 
     await fn.reconcileAll(run);
-    assert.deepEqual(cloud.routeTable.filter((r) => r.targetNode === name).map((r) => r.blackhole), [false]);
+    assert.deepEqual(
+      cloud.routeTable.filter((r) => r.targetNode === name).map((r) => r.blackhole),
+      [false],
+    );
   });
 
   it('reports a failed creation and goes on with the others; the node gets NoRouteCreated and a FailedToCreateRoute event', async () => {
@@ -254,9 +353,14 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 
     const failed = byKey(report, `Node/${bad}`);
     assert.equal(failed?.result, 'failed');
-    const message = new RegExp(`^Could not create route ${String(failing.metadata?.uid)} fd00:10:244:9::/64 for node ${bad} after [0-9.]+m?s: quota exceeded$`);
+    const message = new RegExp(
+      `^Could not create route ${String(failing.metadata?.uid)} fd00:10:244:9::/64 for node ${bad} after [0-9.]+m?s: quota exceeded$`,
+    );
     assert.match(failed.error ?? '', message);
-    assert.deepEqual(failed.changes.map((c) => c.action), ['create-route', 'event', 'patch-status']);
+    assert.deepEqual(
+      failed.changes.map((c) => c.action),
+      ['create-route', 'event', 'patch-status'],
+    );
     assert.deepEqual(routesTo(bad), ['10.244.9.0/24']);
     assert.deepEqual(routesTo(good), ['10.244.10.0/24']);
     assert.equal(byKey(report, `Node/${good}`)?.result, 'routes-created');
@@ -264,7 +368,10 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     assert.deepEqual(condition(await core.readNode({ name: good }), 'NetworkUnavailable'), created);
     const recorded = await events(bad);
     assert.equal(recorded.length, 1);
-    assert.match(recorded[0] ?? '', /^Warning\/FailedToCreateRoute\/route_controller\/Could not create route .* quota exceeded$/);
+    assert.match(
+      recorded[0] ?? '',
+      /^Warning\/FailedToCreateRoute\/route_controller\/Could not create route .* quota exceeded$/,
+    );
 
     cloud.routeErrors.clear();
     await fn.reconcileAll(run);
@@ -274,7 +381,10 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 
   it('reports a failed deletion and goes on with the others', async () => {
     const gone = uniqueName('gone');
-    cloud.routeTable.push(route('10.244.11.0/24', gone, { name: 'stuck' }), route('10.244.12.0/24', gone, { name: 'freed' }));
+    cloud.routeTable.push(
+      route('10.244.11.0/24', gone, { name: 'stuck' }),
+      route('10.244.12.0/24', gone, { name: 'freed' }),
+    );
     cloud.routeErrors.set('10.244.11.0/24', new Error('route is in use'));
 
     const report = await fn.reconcileAll(run);
@@ -282,17 +392,26 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     const stuck = byKey(report, 'Route/10.244.11.0/24');
     assert.equal(stuck?.result, 'failed');
     assert.deepEqual(stuck.changes, []);
-    assert.match(stuck.error ?? '', /^Could not delete route stuck 10\.244\.11\.0\/24 after [0-9.]+m?s: route is in use$/);
+    assert.match(
+      stuck.error ?? '',
+      /^Could not delete route stuck 10\.244\.11\.0\/24 after [0-9.]+m?s: route is in use$/,
+    );
     assert.equal(byKey(report, 'Route/10.244.12.0/24')?.result, 'deleted');
     assert.deepEqual(routesTo(gone), ['10.244.11.0/24']);
   });
 
   it('re-creates a route whose node addresses changed when the provider compares them, deleting first', async () => {
     const addresses = [{ type: 'InternalIP', address: '10.0.0.21' }];
-    const name = (await node('readdr', withPodCidrs('10.244.13.0/24'), withAddresses(...addresses))).metadata?.name ?? '';
+    const name =
+      (await node('readdr', withPodCidrs('10.244.13.0/24'), withAddresses(...addresses))).metadata?.name ?? '';
     const counting = new CountingCloud();
     counting.routesEnableNodeAddresses = true;
-    counting.routeTable.push(route('10.244.13.0/24', name, { enableNodeAddresses: true, targetNodeAddresses: [{ type: 'InternalIP', address: '10.0.0.99' }] }));
+    counting.routeTable.push(
+      route('10.244.13.0/24', name, {
+        enableNodeAddresses: true,
+        targetNodeAddresses: [{ type: 'InternalIP', address: '10.0.0.99' }],
+      }),
+    );
     counting.latencyMs.set('deleteRoute', 30);
     const comparing = routesFunction({ core, cloud: counting, clusterName: 'kubernetes', clusterCidrs });
 
@@ -300,8 +419,14 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 
     assert.deepEqual(counting.methods(), ['listRoutes', 'deleteRoute', 'createRoute']);
     assert.equal(counting.maxInFlight, 1); // the creation waited for the deletion
-    assert.deepEqual(counting.routeTable.map((r) => plain(r.targetNodeAddresses)), [addresses]);
-    assert.equal((byKey(report, 'Route/10.244.13.0/24')?.changes[0]?.detail as { reason: string }).reason, 'addresses-changed');
+    assert.deepEqual(
+      counting.routeTable.map((r) => plain(r.targetNodeAddresses)),
+      [addresses],
+    );
+    assert.equal(
+      (byKey(report, 'Route/10.244.13.0/24')?.changes[0]?.detail as { reason: string }).reason,
+      'addresses-changed',
+    );
     assert.deepEqual(condition(await core.readNode({ name }), 'NetworkUnavailable'), created);
 
     await comparing.reconcileAll(run);
@@ -335,8 +460,16 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     assert.equal(condition(after, 'NetworkUnavailable'), undefined);
     assert.deepEqual(await events(name), []);
     const own = byKey(report, `Node/${name}`);
-    assert.deepEqual(own?.changes.map((c) => c.action), ['create-route', 'patch-status']);
-    assert.deepEqual((own.changes[1]?.detail as { status: { conditions: { reason: string }[] } }).status.conditions.map((c) => c.reason), ['RouteCreated']);
+    assert.deepEqual(
+      own?.changes.map((c) => c.action),
+      ['create-route', 'patch-status'],
+    );
+    assert.deepEqual(
+      (own.changes[1]?.detail as { status: { conditions: { reason: string }[] } }).status.conditions.map(
+        (c) => c.reason,
+      ),
+      ['RouteCreated'],
+    );
     assert.equal(byKey(report, 'Route/10.244.15.0/24')?.result, 'deleted');
   });
 
@@ -346,9 +479,11 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     fn.registerMetrics?.(registry);
     cloud.latencyMs.set('listRoutes', 100);
 
-    const reports = await Promise.all(Array.from({ length: 5 }, async (_, i) => (i % 2 === 0
-      ? fn.reconcileAll(run)
-      : fn.reconcileOne({ kind: 'Node', name }, run))));
+    const reports = await Promise.all(
+      Array.from({ length: 5 }, async (_, i) =>
+        i % 2 === 0 ? fn.reconcileAll(run) : fn.reconcileOne({ kind: 'Node', name }, run),
+      ),
+    );
 
     assert.equal(calls('listRoutes').length, 2);
     assert.equal(calls('createRoute').length, 1);
@@ -396,14 +531,28 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 describe('routes start-up refusals', () => {
   // The client is never used: the function refuses before it could be.
   const core = {} as CoreV1Api;
-  const options = (extra: Partial<RoutesOptions> = {}, cloud = new FakeCloud()): RoutesOptions => ({ core, cloud, clusterName: 'kubernetes', clusterCidrs, ...extra });
+  const options = (extra: Partial<RoutesOptions> = {}, cloud = new FakeCloud()): RoutesOptions => ({
+    core,
+    cloud,
+    clusterName: 'kubernetes',
+    clusterCidrs,
+    ...extra,
+  });
   const noRoutes = new FakeCloud();
   noRoutes.disabled.add('routes');
   const cases: [string, RoutesOptions, RegExp][] = [
-    ['routes disabled', options({ configureCloudRoutes: false }), /^routes: cloud routes are disabled \(configure-cloud-routes is false\)/],
+    [
+      'routes disabled',
+      options({ configureCloudRoutes: false }),
+      /^routes: cloud routes are disabled \(configure-cloud-routes is false\)/,
+    ],
     ['a provider without routes', options({}, noRoutes), /^routes: cloud provider "fake" does not support routes$/],
     ['no cluster CIDR', options({ clusterCidrs: [] }), /^routes: no cluster CIDR is set/],
-    ['an invalid cluster CIDR', options({ clusterCidrs: ['10.244.0.0/16', '10.300.0.0/16'] }), /^routes: cluster CIDR "10\.300\.0\.0\/16" is not a valid CIDR/],
+    [
+      'an invalid cluster CIDR',
+      options({ clusterCidrs: ['10.244.0.0/16', '10.300.0.0/16'] }),
+      /^routes: cluster CIDR "10\.300\.0\.0\/16" is not a valid CIDR/,
+    ],
     ['two IPv4 cluster CIDRs', options({ clusterCidrs: ['10.244.0.0/16', '10.245.0.0/16'] }), /both IPv4/],
     ['three cluster CIDRs', options({ clusterCidrs: [...clusterCidrs, '10.1.0.0/16'] }), /at most 2/],
     ['a concurrency of 0', options({ concurrency: 0 }), /^routes: concurrency must be a positive integer, got 0$/],
@@ -415,13 +564,22 @@ describe('routes start-up refusals', () => {
   }
 
   it('starts with one cluster CIDR, and with routes enabled explicitly', () => {
-    assert.equal(routesFunction(options({ clusterCidrs: ['fd00:10:244::/56'], configureCloudRoutes: true })).name, 'routes');
+    assert.equal(
+      routesFunction(options({ clusterCidrs: ['fd00:10:244::/56'], configureCloudRoutes: true })).name,
+      'routes',
+    );
   });
 });
 
 describe('Coalescer', () => {
   // A pass that reports the state it saw when it started, and ends when the test says so.
-  function gatedPasses(): { coalescer: Coalescer<number, string>; starts: string[]; state: { value: number }; release: () => void; signals: AbortSignal[] } {
+  function gatedPasses(): {
+    coalescer: Coalescer<number, string>;
+    starts: string[];
+    state: { value: number };
+    release: () => void;
+    signals: AbortSignal[];
+  } {
     const starts: string[] = [];
     const signals: AbortSignal[] = [];
     const state = { value: 1 };

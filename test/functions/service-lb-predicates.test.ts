@@ -2,23 +2,64 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import {
-  finalizer, inLoadBalancers, loadBalancerStatusEqual, needsCleanup, nodeNamesForMessage, nodesFingerprint, specFingerprint,
-  syncedAnnotation, syncRecord, wantsLoadBalancer,
+  finalizer,
+  inLoadBalancers,
+  loadBalancerStatusEqual,
+  needsCleanup,
+  nodeNamesForMessage,
+  nodesFingerprint,
+  specFingerprint,
+  syncedAnnotation,
+  syncRecord,
+  wantsLoadBalancer,
 } from '../../functions/service-lb/predicates.ts';
 
-const service = (spec: V1Service['spec'] = { type: 'LoadBalancer' }, metadata: V1Service['metadata'] = {}): V1Service => ({ metadata: { name: 's', uid: 'u1', ...metadata }, spec });
+const service = (
+  spec: V1Service['spec'] = { type: 'LoadBalancer' },
+  metadata: V1Service['metadata'] = {},
+): V1Service => ({ metadata: { name: 's', uid: 'u1', ...metadata }, spec });
 
 describe('wantsLoadBalancer and needsCleanup', () => {
   const now = new Date();
   const cases: { name: string; svc: V1Service; wants: boolean; cleanup: boolean }[] = [
     { name: 'a LoadBalancer', svc: service(), wants: true, cleanup: false },
-    { name: 'a LoadBalancer of another class', svc: service({ type: 'LoadBalancer', loadBalancerClass: 'x/y' }), wants: false, cleanup: false },
+    {
+      name: 'a LoadBalancer of another class',
+      svc: service({ type: 'LoadBalancer', loadBalancerClass: 'x/y' }),
+      wants: false,
+      cleanup: false,
+    },
     { name: 'a ClusterIP', svc: service({ type: 'ClusterIP' }), wants: false, cleanup: false },
-    { name: 'a former LoadBalancer with our finalizer', svc: service({ type: 'ClusterIP' }, { finalizers: [finalizer] }), wants: false, cleanup: true },
-    { name: 'a former LoadBalancer with our record only', svc: service({ type: 'NodePort' }, { annotations: { [syncedAnnotation]: '{}' } }), wants: false, cleanup: true },
-    { name: 'a LoadBalancer being deleted', svc: service(undefined, { finalizers: [finalizer], deletionTimestamp: now }), wants: true, cleanup: true },
-    { name: 'a LoadBalancer being deleted that was never ours', svc: service(undefined, { deletionTimestamp: now }), wants: true, cleanup: false },
-    { name: 'a LoadBalancer whose class was set after we made it', svc: service({ type: 'LoadBalancer', loadBalancerClass: 'x/y' }, { finalizers: [finalizer] }), wants: false, cleanup: true },
+    {
+      name: 'a former LoadBalancer with our finalizer',
+      svc: service({ type: 'ClusterIP' }, { finalizers: [finalizer] }),
+      wants: false,
+      cleanup: true,
+    },
+    {
+      name: 'a former LoadBalancer with our record only',
+      svc: service({ type: 'NodePort' }, { annotations: { [syncedAnnotation]: '{}' } }),
+      wants: false,
+      cleanup: true,
+    },
+    {
+      name: 'a LoadBalancer being deleted',
+      svc: service(undefined, { finalizers: [finalizer], deletionTimestamp: now }),
+      wants: true,
+      cleanup: true,
+    },
+    {
+      name: 'a LoadBalancer being deleted that was never ours',
+      svc: service(undefined, { deletionTimestamp: now }),
+      wants: true,
+      cleanup: false,
+    },
+    {
+      name: 'a LoadBalancer whose class was set after we made it',
+      svc: service({ type: 'LoadBalancer', loadBalancerClass: 'x/y' }, { finalizers: [finalizer] }),
+      wants: false,
+      cleanup: true,
+    },
   ];
   for (const { name, svc, wants, cleanup } of cases) {
     it(name, () => {
@@ -29,7 +70,10 @@ describe('wantsLoadBalancer and needsCleanup', () => {
 });
 
 describe('inLoadBalancers', () => {
-  const node = (labels: Record<string, string> = {}, extra: Partial<V1Node> = {}): V1Node => ({ metadata: { name: 'n', labels }, ...extra });
+  const node = (labels: Record<string, string> = {}, extra: Partial<V1Node> = {}): V1Node => ({
+    metadata: { name: 'n', labels },
+    ...extra,
+  });
   const label = 'node.kubernetes.io/exclude-from-external-load-balancers';
   const cases: { name: string; node: V1Node; want: boolean }[] = [
     { name: 'a plain node', node: node(), want: true },
@@ -40,8 +84,16 @@ describe('inLoadBalancers', () => {
     { name: 'excluded: empty (unparsable)', node: node({ [label]: '' }), want: false },
     { name: 'excluded: yes (unparsable)', node: node({ [label]: 'yes' }), want: false },
     { name: 'being deleted', node: node({}, { metadata: { name: 'n', deletionTimestamp: new Date() } }), want: false },
-    { name: 'tainted by the cluster autoscaler', node: node({}, { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] } }), want: false },
-    { name: 'not Ready (readiness does not matter)', node: node({}, { status: { conditions: [{ type: 'Ready', status: 'False' }] } }), want: true },
+    {
+      name: 'tainted by the cluster autoscaler',
+      node: node({}, { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] } }),
+      want: false,
+    },
+    {
+      name: 'not Ready (readiness does not matter)',
+      node: node({}, { status: { conditions: [{ type: 'Ready', status: 'False' }] } }),
+      want: true,
+    },
   ];
   for (const { name, node: n, want } of cases) {
     it(name, () => {
@@ -51,7 +103,10 @@ describe('inLoadBalancers', () => {
 });
 
 describe('specFingerprint', () => {
-  const base = service({ type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP', nodePort: 30001 }] }, { annotations: { a: '1' } });
+  const base = service(
+    { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP', nodePort: 30001 }] },
+    { annotations: { a: '1' } },
+  );
   const changed: [string, V1Service][] = [
     ['ports', service({ ...base.spec, ports: [{ port: 81, protocol: 'TCP', nodePort: 30001 }] }, base.metadata)],
     ['source ranges', service({ ...base.spec, loadBalancerSourceRanges: [] }, base.metadata)],
@@ -71,7 +126,10 @@ describe('specFingerprint', () => {
   }
   const same: [string, V1Service][] = [
     ['labels', service(base.spec, { ...base.metadata, labels: { x: 'y' } })],
-    ['cirrus\'s own record', service(base.spec, { ...base.metadata, annotations: { a: '1', [syncedAnnotation]: '{}' } })],
+    [
+      "cirrus's own record",
+      service(base.spec, { ...base.metadata, annotations: { a: '1', [syncedAnnotation]: '{}' } }),
+    ],
     ['finalizers', service(base.spec, { ...base.metadata, finalizers: [finalizer] })],
     ['internal traffic policy', service({ ...base.spec, internalTrafficPolicy: 'Local' }, base.metadata)],
   ];
@@ -83,7 +141,10 @@ describe('specFingerprint', () => {
 });
 
 describe('node sets, records and statuses', () => {
-  const n = (name: string, providerID?: string): V1Node => ({ metadata: { name }, spec: providerID === undefined ? {} : { providerID } });
+  const n = (name: string, providerID?: string): V1Node => ({
+    metadata: { name },
+    spec: providerID === undefined ? {} : { providerID },
+  });
 
   it('fingerprints node sets by name and provider ID, in any order', () => {
     assert.equal(nodesFingerprint([n('a', 'p://1'), n('b')]), nodesFingerprint([n('b'), n('a', 'p://1')]));
@@ -92,16 +153,25 @@ describe('node sets, records and statuses', () => {
   });
 
   it('reads a record, and treats a damaged one as none', () => {
-    assert.deepEqual(syncRecord(service(undefined, { annotations: { [syncedAnnotation]: '{"spec":"a","nodes":"b"}' } })), { spec: 'a', nodes: 'b' });
+    assert.deepEqual(
+      syncRecord(service(undefined, { annotations: { [syncedAnnotation]: '{"spec":"a","nodes":"b"}' } })),
+      { spec: 'a', nodes: 'b' },
+    );
     assert.equal(syncRecord(service(undefined, { annotations: { [syncedAnnotation]: 'not json' } })), undefined);
     assert.equal(syncRecord(service(undefined, { annotations: { [syncedAnnotation]: '{"spec":1}' } })), undefined);
   });
 
-  it('compares statuses by ingress, with the API server\'s default ipMode', () => {
+  it("compares statuses by ingress, with the API server's default ipMode", () => {
     assert.ok(loadBalancerStatusEqual({}, { ingress: [] }));
-    assert.ok(loadBalancerStatusEqual({ ingress: [{ ip: '1.1.1.1' }] }, { ingress: [{ ip: '1.1.1.1', ipMode: 'VIP' }] }));
-    assert.ok(!loadBalancerStatusEqual({ ingress: [{ ip: '1.1.1.1' }] }, { ingress: [{ ip: '1.1.1.1', ipMode: 'Proxy' }] }));
-    assert.ok(!loadBalancerStatusEqual({ ingress: [{ ip: '1.1.1.1' }] }, { ingress: [{ hostname: 'lb.example.com' }] }));
+    assert.ok(
+      loadBalancerStatusEqual({ ingress: [{ ip: '1.1.1.1' }] }, { ingress: [{ ip: '1.1.1.1', ipMode: 'VIP' }] }),
+    );
+    assert.ok(
+      !loadBalancerStatusEqual({ ingress: [{ ip: '1.1.1.1' }] }, { ingress: [{ ip: '1.1.1.1', ipMode: 'Proxy' }] }),
+    );
+    assert.ok(
+      !loadBalancerStatusEqual({ ingress: [{ ip: '1.1.1.1' }] }, { ingress: [{ hostname: 'lb.example.com' }] }),
+    );
   });
 
   it('names at most 20 nodes in an event message', () => {

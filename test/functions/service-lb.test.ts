@@ -33,14 +33,22 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     fn = serviceLbFunction({ core, cloud, clusterName: 'kubernetes' });
   });
 
-  async function createService(name: string, spec: Partial<NonNullable<V1Service['spec']>> = {}, extra: Partial<V1Service['metadata']> = {}): Promise<V1Service> {
+  async function createService(
+    name: string,
+    spec: Partial<NonNullable<V1Service['spec']>> = {},
+    extra: Partial<V1Service['metadata']> = {},
+  ): Promise<V1Service> {
     return core.createNamespacedService({
       namespace,
-      body: { metadata: { name, ...extra }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }], ...spec } },
+      body: {
+        metadata: { name, ...extra },
+        spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }], ...spec },
+      },
     });
   }
   const read = (name: string): Promise<V1Service> => core.readNamespacedService({ namespace, name });
-  const sync = (name: string, options = run): Promise<Report> => fn.reconcileOne({ kind: 'Service', namespace, name }, options);
+  const sync = (name: string, options = run): Promise<Report> =>
+    fn.reconcileOne({ kind: 'Service', namespace, name }, options);
   // type/reason only: the messages are asserted elsewhere.
   const events = async (name: string): Promise<string[]> =>
     (await eventsAbout(core, namespace, name)).map((e) => e.split('/').slice(0, 2).join('/'));
@@ -72,9 +80,15 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
 
     await core.patchNamespacedService({ namespace, name, body: { metadata: { labels: { team: 'a' } } } }, mergePatch);
     assert.equal(result(await sync(name)), 'unchanged', 'labels do not matter');
-    await core.patchNamespacedService({ namespace, name, body: { metadata: { annotations: { 'example.com/tier': 'gold' } } } }, mergePatch);
+    await core.patchNamespacedService(
+      { namespace, name, body: { metadata: { annotations: { 'example.com/tier': 'gold' } } } },
+      mergePatch,
+    );
     assert.equal(result(await sync(name)), 'ensured', 'annotations do');
-    await core.patchNamespacedService({ namespace, name, body: { spec: { loadBalancerSourceRanges: ['10.0.0.0/8'] } } }, mergePatch);
+    await core.patchNamespacedService(
+      { namespace, name, body: { spec: { loadBalancerSourceRanges: ['10.0.0.0/8'] } } },
+      mergePatch,
+    );
     assert.equal(result(await sync(name)), 'ensured', 'so does the spec');
     assert.deepEqual(cloud.methods(), ['ensureLoadBalancer', 'ensureLoadBalancer']);
   });
@@ -85,9 +99,19 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     await sync(name);
     cloud.calls.length = 0;
 
-    await createNode(core, newNode(uniqueName('excluded'), withLabels({ 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' })));
+    await createNode(
+      core,
+      newNode(
+        uniqueName('excluded'),
+        withLabels({ 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' }),
+      ),
+    );
     let all = await fn.reconcileAll(run);
-    assert.equal(all.objects.find((o) => o.key === `Service/${namespace}/${name}`)?.result, 'unchanged', 'an excluded node changes nothing');
+    assert.equal(
+      all.objects.find((o) => o.key === `Service/${namespace}/${name}`)?.result,
+      'unchanged',
+      'an excluded node changes nothing',
+    );
     assert.equal(cloud.calls.filter((c) => c.args[1] === `${namespace}/${name}`).length, 0);
 
     const added = uniqueName('added');
@@ -156,17 +180,23 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     await createService(name);
     await sync(name);
     const last = await read(name);
-    await core.patchNamespacedServiceStatus({ namespace, name, body: { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } } }, strategic);
+    await core.patchNamespacedServiceStatus(
+      { namespace, name, body: { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } } },
+      strategic,
+    );
     await core.deleteNamespacedService({ namespace, name });
 
-    const report = await sync(name, { ...run, lastKnown: { ...plain(last), kind: 'Service', apiVersion: 'v1' } } as typeof run);
+    const report = await sync(name, {
+      ...run,
+      lastKnown: { ...plain(last), kind: 'Service', apiVersion: 'v1' },
+    } as typeof run);
     assert.equal(result(report), 'deleted');
     assert.equal(cloud.loadBalancers.size, 0);
     assert.ok((await events(name)).includes('Normal/DeletedLoadBalancer'));
     assert.equal(result(await sync(name)), 'not-found', 'without the last known object there is nothing to do');
   });
 
-  it('asks for the provider\'s delay on RetryError, with the finalizer in place and no status', async () => {
+  it("asks for the provider's delay on RetryError, with the finalizer in place and no status", async () => {
     const name = uniqueName('retry');
     await createService(name);
     cloud.errors.set('ensureLoadBalancer', new RetryError('quota', 30_000));
@@ -204,7 +234,10 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     const name = uniqueName('dry');
     const before = await createService(name);
     const report = await sync(name, { ...run, dryRun: true });
-    assert.deepEqual(report.objects[0]?.changes.map((c) => c.action), ['event', 'patch-status', 'cloud']);
+    assert.deepEqual(
+      report.objects[0]?.changes.map((c) => c.action),
+      ['event', 'patch-status', 'cloud'],
+    );
     assert.deepEqual(cloud.calls, []);
     const after = await read(name);
     assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
@@ -216,7 +249,10 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     await createService(name, {}, { finalizers: ['example.com/keep'] });
     cloud.latencyMs.set('ensureLoadBalancer', 30);
     const results = await Promise.allSettled(Array.from({ length: 5 }, () => sync(name)));
-    assert.ok(results.every((r) => r.status === 'fulfilled'), JSON.stringify(results.filter((r) => r.status === 'rejected')));
+    assert.ok(
+      results.every((r) => r.status === 'fulfilled'),
+      JSON.stringify(results.filter((r) => r.status === 'rejected')),
+    );
     const service = await read(name);
     assert.deepEqual(service.metadata?.finalizers?.sort(), ['example.com/keep', finalizer].sort());
     assert.deepEqual(plain(service.status?.loadBalancer?.ingress), [{ ip: cloud.loadBalancerIp, ipMode: 'VIP' }]);
@@ -225,9 +261,13 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
 
   it('refuses a key without a namespace or with an invalid name, and a provider without load balancers', async () => {
     await assert.rejects(fn.reconcileOne({ kind: 'Service', name: 'web' }, run), { name: 'InvalidRequestError' });
-    await assert.rejects(fn.reconcileOne({ kind: 'Service', namespace, name: 'Web_1' }, run), { name: 'InvalidRequestError' });
+    await assert.rejects(fn.reconcileOne({ kind: 'Service', namespace, name: 'Web_1' }, run), {
+      name: 'InvalidRequestError',
+    });
     const bare = new FakeCloud();
     bare.disabled.add('loadBalancer');
-    assert.throws(() => serviceLbFunction({ core, cloud: bare, clusterName: 'kubernetes' }), { message: 'service-lb: cloud provider "fake" does not support load balancers' });
+    assert.throws(() => serviceLbFunction({ core, cloud: bare, clusterName: 'kubernetes' }), {
+      message: 'service-lb: cloud provider "fake" does not support load balancers',
+    });
   });
 });

@@ -8,7 +8,11 @@ import { pino, type Logger } from 'pino';
 export type NodeTweak = (node: V1Node) => void;
 
 /** The taint a kubelet started with --cloud-provider=external puts on its Node. */
-export const uninitializedTaint: V1Taint = { key: 'node.cloudprovider.kubernetes.io/uninitialized', value: 'true', effect: 'NoSchedule' };
+export const uninitializedTaint: V1Taint = {
+  key: 'node.cloudprovider.kubernetes.io/uninitialized',
+  value: 'true',
+  effect: 'NoSchedule',
+};
 
 /** A Node named `name` with the tweaks applied in order. */
 export function newNode(name: string, ...tweaks: NodeTweak[]): V1Node {
@@ -17,27 +21,45 @@ export function newNode(name: string, ...tweaks: NodeTweak[]): V1Node {
   return node;
 }
 
-export const withTaints = (...taints: V1Taint[]): NodeTweak => (node) => {
-  node.spec = { ...node.spec, taints: [...(node.spec?.taints ?? []), ...taints] };
-};
+export const withTaints =
+  (...taints: V1Taint[]): NodeTweak =>
+  (node) => {
+    node.spec = { ...node.spec, taints: [...(node.spec?.taints ?? []), ...taints] };
+  };
 export const uninitialized: NodeTweak = withTaints(uninitializedTaint);
-export const withLabels = (labels: Record<string, string>): NodeTweak => (node) => {
-  node.metadata = { ...node.metadata, labels: { ...node.metadata?.labels, ...labels } };
-};
-export const withAnnotations = (annotations: Record<string, string>): NodeTweak => (node) => {
-  node.metadata = { ...node.metadata, annotations: { ...node.metadata?.annotations, ...annotations } };
-};
-export const withProviderId = (providerID: string): NodeTweak => (node) => {
-  node.spec = { ...node.spec, providerID };
-};
-export const withAddresses = (...addresses: { type: string; address: string }[]): NodeTweak => (node) => {
-  node.status = { ...node.status, addresses };
-};
+export const withLabels =
+  (labels: Record<string, string>): NodeTweak =>
+  (node) => {
+    node.metadata = { ...node.metadata, labels: { ...node.metadata?.labels, ...labels } };
+  };
+export const withAnnotations =
+  (annotations: Record<string, string>): NodeTweak =>
+  (node) => {
+    node.metadata = { ...node.metadata, annotations: { ...node.metadata?.annotations, ...annotations } };
+  };
+export const withProviderId =
+  (providerID: string): NodeTweak =>
+  (node) => {
+    node.spec = { ...node.spec, providerID };
+  };
+export const withAddresses =
+  (...addresses: { type: string; address: string }[]): NodeTweak =>
+  (node) => {
+    node.status = { ...node.status, addresses };
+  };
 /** Ready condition status: 'True', 'False' or 'Unknown'. */
-export const withReady = (status: string): NodeTweak => (node) => {
-  const condition: V1NodeCondition = { type: 'Ready', status, reason: 'Test', lastHeartbeatTime: new Date(), lastTransitionTime: new Date() };
-  node.status = { ...node.status, conditions: [condition] };
-};
+export const withReady =
+  (status: string): NodeTweak =>
+  (node) => {
+    const condition: V1NodeCondition = {
+      type: 'Ready',
+      status,
+      reason: 'Test',
+      lastHeartbeatTime: new Date(),
+      lastTransitionTime: new Date(),
+    };
+    node.status = { ...node.status, conditions: [condition] };
+  };
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 

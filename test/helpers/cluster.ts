@@ -2,15 +2,22 @@
 
 import { randomBytes } from 'node:crypto';
 import { KubeConfig, CoreV1Api } from '@kubernetes/client-node';
-import { attachControlPlane, kubeconfigFor, kubeconfigWithToken, type ControlPlaneInfo, type Identity } from '../../shared/control-plane/index.ts';
+import {
+  attachControlPlane,
+  kubeconfigFor,
+  kubeconfigWithToken,
+  type ControlPlaneInfo,
+  type Identity,
+} from '../../shared/control-plane/index.ts';
 
 /**
  * False when the control plane runs; otherwise the reason integration suites skip, for
  * `describe(name, { skip: controlPlaneSkip }, …)`.
  */
-export const controlPlaneSkip: string | false = process.env['CIRRUS_TEST_CLUSTER'] === undefined
-  ? `no control plane: ${process.env['CIRRUS_TEST_CLUSTER_SKIP'] ?? 'run through npm test (test/global-setup.ts starts it)'}`
-  : false;
+export const controlPlaneSkip: string | false =
+  process.env['CIRRUS_TEST_CLUSTER'] === undefined
+    ? `no control plane: ${process.env['CIRRUS_TEST_CLUSTER_SKIP'] ?? 'run through npm test (test/global-setup.ts starts it)'}`
+    : false;
 
 /** The control plane and ways to act on it as different identities. */
 export interface TestCluster {
@@ -43,7 +50,11 @@ async function connect(): Promise<TestCluster> {
     asServiceAccount: async (namespace, name) => {
       const core = admin.makeApiClient(CoreV1Api);
       await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } }).catch(ignoreConflict);
-      const review = await core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+      const review = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
       const token = review.status?.token;
       if (!token) throw new Error(`TokenRequest for ${namespace}/${name} returned no token`);
       return loadKubeConfig(await kubeconfigWithToken(info, `${namespace}-${name}`, token));

@@ -45,9 +45,14 @@ export function nodeEvent(node: V1Node, type = 'dev.knative.apiserver.resource.a
 export function functionUrlEvent(request: HttpRequest): LambdaFunctionURLEvent {
   const method = request.method ?? 'POST';
   const [rawPath = '/', rawQueryString = ''] = (request.path ?? '/').split('?');
-  const headers: Record<string, string> = { host: 'abcdefgh.lambda-url.eu-west-1.on.aws', 'user-agent': 'cirrus-relay', ...request.headers };
+  const headers: Record<string, string> = {
+    host: 'abcdefgh.lambda-url.eu-west-1.on.aws',
+    'user-agent': 'cirrus-relay',
+    ...request.headers,
+  };
   const body = request.body;
-  if (request.signWith !== undefined) headers['x-cirrus-signature'] = signRequest(request.signWith, { headers, body: body ?? '' });
+  if (request.signWith !== undefined)
+    headers['x-cirrus-signature'] = signRequest(request.signWith, { headers, body: body ?? '' });
   const query = new URLSearchParams(rawQueryString);
   const now = new Date();
   return {
@@ -115,17 +120,37 @@ export async function startSecretsExtension(secrets: Record<string, string>): Pr
     const url = new URL(request.url ?? '/', 'http://localhost');
     const id = url.searchParams.get('secretId') ?? '';
     extension.requests.push(id);
-    const answer = (status: number, body: string): void => { response.writeHead(status, { 'content-type': 'application/json' }).end(body); };
-    if (request.headers['x-aws-parameters-secrets-token'] !== extension.token) { answer(401, '{"message":"missing or wrong token"}'); return; }
-    if (url.pathname !== '/secretsmanager/get') { answer(404, '{"message":"no such path"}'); return; }
+    const answer = (status: number, body: string): void => {
+      response.writeHead(status, { 'content-type': 'application/json' }).end(body);
+    };
+    if (request.headers['x-aws-parameters-secrets-token'] !== extension.token) {
+      answer(401, '{"message":"missing or wrong token"}');
+      return;
+    }
+    if (url.pathname !== '/secretsmanager/get') {
+      answer(404, '{"message":"no such path"}');
+      return;
+    }
     if (extension.notReady > 0) {
       extension.notReady -= 1;
       answer(400, 'not ready to serve traffic, please wait');
       return;
     }
     const value = extension.secrets.get(id);
-    if (value === undefined) { answer(404, `{"message":"Secrets Manager can't find the specified secret ${id}"}`); return; }
-    answer(200, JSON.stringify({ ARN: id, Name: id, SecretString: value, VersionId: randomUUID(), VersionStages: ['AWSCURRENT'] }));
+    if (value === undefined) {
+      answer(404, `{"message":"Secrets Manager can't find the specified secret ${id}"}`);
+      return;
+    }
+    answer(
+      200,
+      JSON.stringify({
+        ARN: id,
+        Name: id,
+        SecretString: value,
+        VersionId: randomUUID(),
+        VersionStages: ['AWSCURRENT'],
+      }),
+    );
   });
   // Dual-stack: the extension's address is `localhost`, whichever family that resolves to.
   server.listen(0);

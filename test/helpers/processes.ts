@@ -15,5 +15,6 @@ export function isRunning(pid: number): boolean {
 /** The pids of `pid`'s children. */
 export function childPids(pid: number): number[] {
   return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number),
+  );
 }

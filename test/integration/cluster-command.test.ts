@@ -29,7 +29,9 @@ async function startCluster(args: string[] = []): Promise<Running> {
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const lines = createInterface({ input: child.stdout });
-  const exited = once(child, 'exit').then(() => { throw new Error(`cirrus cluster exited early:\n${stderr}`); });
+  const exited = once(child, 'exit').then(() => {
+    throw new Error(`cirrus cluster exited early:\n${stderr}`);
+  });
   const first = (async () => {
     for await (const line of lines) return line;
     return '';

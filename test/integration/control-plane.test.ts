@@ -16,7 +16,11 @@ import {
 import { pinnedVersions } from '../../shared/control-plane/index.ts';
 import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../helpers/cluster.ts';
 
-const uninitializedTaint = { key: 'node.cloudprovider.kubernetes.io/uninitialized', value: 'true', effect: 'NoSchedule' };
+const uninitializedTaint = {
+  key: 'node.cloudprovider.kubernetes.io/uninitialized',
+  value: 'true',
+  effect: 'NoSchedule',
+};
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 async function statusOf(call: Promise<unknown>): Promise<number> {
@@ -54,7 +58,10 @@ describe('the local control plane', { skip: controlPlaneSkip }, () => {
     );
     try {
       await core.createNode({ body: { metadata: { name }, spec: { taints: [uninitializedTaint] } } });
-      const addresses = [{ type: 'InternalIP', address: '192.0.2.10' }, { type: 'Hostname', address: name }];
+      const addresses = [
+        { type: 'InternalIP', address: '192.0.2.10' },
+        { type: 'Hostname', address: name },
+      ];
       await core.patchNodeStatus({ name, body: { status: { addresses } } }, mergePatch);
       const node = await core.readNode({ name });
       // The API server's TaintNodesByCondition admission adds node.kubernetes.io/not-ready beside ours.
@@ -74,7 +81,10 @@ describe('the local control plane', { skip: controlPlaneSkip }, () => {
     const namespace = 'default';
     const service = await core.createNamespacedService({
       namespace,
-      body: { metadata: { name: uniqueName('lb') }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
+      body: {
+        metadata: { name: uniqueName('lb') },
+        spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] },
+      },
     });
     assert.match(service.spec?.clusterIP ?? '', /^10\.0\.\d+\.\d+$/);
     const nodePort = service.spec?.ports?.[0]?.nodePort ?? 0;
@@ -90,7 +100,9 @@ describe('the local control plane', { skip: controlPlaneSkip }, () => {
 
     const rbac = cluster.admin.makeApiClient(RbacAuthorizationV1Api);
     const role = uniqueName('node-reader');
-    await rbac.createClusterRole({ body: { metadata: { name: role }, rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['list'] }] } });
+    await rbac.createClusterRole({
+      body: { metadata: { name: role }, rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['list'] }] },
+    });
     await rbac.createClusterRoleBinding({
       body: {
         metadata: { name: role },
@@ -128,7 +140,9 @@ describe('the local control plane', { skip: controlPlaneSkip }, () => {
 });
 
 function hasUninitializedTaint(node: V1Node): boolean {
-  return (node.spec?.taints ?? []).some((t) => t.key === uninitializedTaint.key && t.effect === uninitializedTaint.effect);
+  return (node.spec?.taints ?? []).some(
+    (t) => t.key === uninitializedTaint.key && t.effect === uninitializedTaint.effect,
+  );
 }
 
 // client-node returns class instances; compare their JSON form.

@@ -11,7 +11,14 @@ import { lambdaHandler, type HttpResult, type LambdaHandler } from '../../shared
 import { extensionSecretStore } from '../../shared/lambda/secrets.ts';
 import { createNode, newNode, ownTaints, uninitialized } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
-import { functionUrlEvent, lambdaContext, nodeEvent, startSecretsExtension, type HttpRequest, type SecretsExtension } from '../helpers/lambda.ts';
+import {
+  functionUrlEvent,
+  lambdaContext,
+  nodeEvent,
+  startSecretsExtension,
+  type HttpRequest,
+  type SecretsExtension,
+} from '../helpers/lambda.ts';
 
 const signing = 'lambda-test-signing-secret';
 
@@ -34,7 +41,10 @@ describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
   before(async () => {
     const cluster = await testCluster();
     core = cluster.admin.makeApiClient(CoreV1Api);
-    const machines = names.map((name, i) => `  - { name: ${name}, instanceType: m1.small, zone: rack-a, addresses: [{ type: InternalIP, address: 10.8.0.${i + 1} }] }`);
+    const machines = names.map(
+      (name, i) =>
+        `  - { name: ${name}, instanceType: m1.small, zone: rack-a, addresses: [{ type: InternalIP, address: 10.8.0.${i + 1} }] }`,
+    );
     extension = await startSecretsExtension({
       'cirrus/kubeconfig': await readFile(cluster.info.adminKubeconfig, 'utf8'),
       'cirrus/cloud-config': `instances:\n${machines.join('\n')}\n`,
@@ -66,7 +76,10 @@ describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
     assert.deepEqual(ownTaints(initialized), []);
     assert.deepEqual([...extension.requests].sort(), ['cirrus/cloud-config', 'cirrus/kubeconfig', 'cirrus/signing']);
 
-    const again = await invoke(nodeInit, { ...nodeEvent(initialized, 'dev.knative.apiserver.resource.update'), signWith: signing });
+    const again = await invoke(nodeInit, {
+      ...nodeEvent(initialized, 'dev.knative.apiserver.resource.update'),
+      signWith: signing,
+    });
     assert.equal(again.statusCode, 202, again.body);
     assert.equal(extension.requests.length, 3, 'the sandbox keeps what it read');
   });
@@ -95,7 +108,10 @@ describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
     const name = names[3] ?? '';
     await createNode(core, newNode(name, uninitialized));
     const dry = await invoke(nodeInit, {
-      path: '/reconcile?dryRun=true', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name }), signWith: signing,
+      path: '/reconcile?dryRun=true',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name }),
+      signWith: signing,
     });
     assert.equal(dry.statusCode, 200, dry.body);
     const report = JSON.parse(dry.body) as { dryRun: boolean; objects: { result: string }[] };
@@ -104,19 +120,39 @@ describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
   });
 
   it('refuses to start without a signing secret or a kubeconfig, naming the variable', async () => {
-    await assert.rejects(invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_SIGNING_SECRET_ID'), signal: stop.signal }), { method: 'GET', path: '/healthz' }),
-      /CIRRUS_SIGNING_SECRET_ID \(or CIRRUS_SIGNING_SECRET_FILE\) is required on AWS Lambda/);
-    await assert.rejects(invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_KUBECONFIG_SECRET_ID'), signal: stop.signal }), { method: 'GET', path: '/healthz' }),
-      /CIRRUS_KUBECONFIG_SECRET_ID \(or CIRRUS_KUBECONFIG\) is required/);
-    await assert.rejects(invoke(lambdaHandler('node-init', { env: { ...env, CIRRUS_KUBECONFIG: '/etc/kubeconfig' }, signal: stop.signal }), { method: 'GET', path: '/healthz' }),
-      /set CIRRUS_KUBECONFIG_SECRET_ID or CIRRUS_KUBECONFIG, not both/);
+    await assert.rejects(
+      invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_SIGNING_SECRET_ID'), signal: stop.signal }), {
+        method: 'GET',
+        path: '/healthz',
+      }),
+      /CIRRUS_SIGNING_SECRET_ID \(or CIRRUS_SIGNING_SECRET_FILE\) is required on AWS Lambda/,
+    );
+    await assert.rejects(
+      invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_KUBECONFIG_SECRET_ID'), signal: stop.signal }), {
+        method: 'GET',
+        path: '/healthz',
+      }),
+      /CIRRUS_KUBECONFIG_SECRET_ID \(or CIRRUS_KUBECONFIG\) is required/,
+    );
+    await assert.rejects(
+      invoke(
+        lambdaHandler('node-init', { env: { ...env, CIRRUS_KUBECONFIG: '/etc/kubeconfig' }, signal: stop.signal }),
+        { method: 'GET', path: '/healthz' },
+      ),
+      /set CIRRUS_KUBECONFIG_SECRET_ID or CIRRUS_KUBECONFIG, not both/,
+    );
     assert.throws(() => lambdaHandler('node-unknown'), /unknown function 'node-unknown'/);
   });
 
   it('names a secret it cannot read, and tries again at the next event', async () => {
-    const handler = lambdaHandler('node-lifecycle', { env: { ...env, CIRRUS_CLOUD_CONFIG_SECRET_ID: 'cirrus/later' }, signal: stop.signal });
-    await assert.rejects(invoke(handler, { method: 'GET', path: '/healthz' }),
-      /CIRRUS_CLOUD_CONFIG_SECRET_ID: cannot read secret 'cirrus\/later': the secrets extension at localhost:\d+ answered 404/);
+    const handler = lambdaHandler('node-lifecycle', {
+      env: { ...env, CIRRUS_CLOUD_CONFIG_SECRET_ID: 'cirrus/later' },
+      signal: stop.signal,
+    });
+    await assert.rejects(
+      invoke(handler, { method: 'GET', path: '/healthz' }),
+      /CIRRUS_CLOUD_CONFIG_SECRET_ID: cannot read secret 'cirrus\/later': the secrets extension at localhost:\d+ answered 404/,
+    );
     extension.secrets.set('cirrus/later', extension.secrets.get('cirrus/cloud-config') ?? '');
     const health = await invoke(handler, { method: 'GET', path: '/healthz' });
     assert.equal(health.statusCode, 200, health.body);
@@ -132,7 +168,10 @@ describe('the secrets extension client', () => {
     await extension.close();
   });
   const store = (token: string | undefined): ReturnType<typeof extensionSecretStore> =>
-    extensionSecretStore({ PARAMETERS_SECRETS_EXTENSION_HTTP_PORT: String(extension.port), ...(token === undefined ? {} : { AWS_SESSION_TOKEN: token }) });
+    extensionSecretStore({
+      PARAMETERS_SECRETS_EXTENSION_HTTP_PORT: String(extension.port),
+      ...(token === undefined ? {} : { AWS_SESSION_TOKEN: token }),
+    });
 
   it('waits out the extension\'s start ("not ready") and reads the secret', async () => {
     extension.notReady = 2;
@@ -143,21 +182,31 @@ describe('the secrets extension client', () => {
 
   it('does not ask again for a secret that does not exist', async () => {
     const before = extension.requests.length;
-    await assert.rejects(store(extension.token).read('b/missing'), /answered 404 .*can't find the specified secret b\/missing/);
+    await assert.rejects(
+      store(extension.token).read('b/missing'),
+      /answered 404 .*can't find the specified secret b\/missing/,
+    );
     assert.equal(extension.requests.length - before, 1);
   });
 
-  it('needs the sandbox\'s session token', async () => {
+  it("needs the sandbox's session token", async () => {
     await assert.rejects(store(undefined).read('a/secret'), /AWS_SESSION_TOKEN is not set/);
   });
 });
 
 describe('bin/lambda.js', () => {
   it('exports one handler per function, under the names serverless.yml uses', async () => {
-    const entry = await import(new URL('../../bin/lambda.js', import.meta.url).href) as Record<string, LambdaHandler>;
+    const entry = (await import(new URL('../../bin/lambda.js', import.meta.url).href)) as Record<string, LambdaHandler>;
     assert.deepEqual(
-      Object.entries(entry).map(([name, handler]) => [name, handler.functionName]).sort(),
-      [['nodeInit', 'node-init'], ['nodeLifecycle', 'node-lifecycle'], ['routes', 'routes'], ['serviceLb', 'service-lb']],
+      Object.entries(entry)
+        .map(([name, handler]) => [name, handler.functionName])
+        .sort(),
+      [
+        ['nodeInit', 'node-init'],
+        ['nodeLifecycle', 'node-lifecycle'],
+        ['routes', 'routes'],
+        ['serviceLb', 'service-lb'],
+      ],
     );
   });
 });

@@ -25,13 +25,28 @@ interface Served {
 
 // Starts `cirrus serve …` (or another serving command) on a free port and resolves once it logs where it listens.
 async function startServe(args: string[], command = 'serve'): Promise<Served> {
-  const argv = ['setpriv', '--pdeathsig', 'SIGTERM', '--', process.execPath, cli, command, ...args, '--port', '0', '--bind-address', '127.0.0.1'];
+  const argv = [
+    'setpriv',
+    '--pdeathsig',
+    'SIGTERM',
+    '--',
+    process.execPath,
+    cli,
+    command,
+    ...args,
+    '--port',
+    '0',
+    '--bind-address',
+    '127.0.0.1',
+  ];
   const child = spawn(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const lines = createInterface({ input: child.stdout });
-  const exited = once(child, 'exit').then(() => { throw new Error(`cirrus serve exited early:\n${stderr}\n${logs.join('\n')}`); });
+  const exited = once(child, 'exit').then(() => {
+    throw new Error(`cirrus serve exited early:\n${stderr}\n${logs.join('\n')}`);
+  });
   const listening = (async () => {
     for await (const line of lines) {
       logs.push(line);
@@ -69,10 +84,20 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     let served: Served;
     before(async () => {
       const inventory = join(dir, 'inventory.yaml');
-      const machines = [viaEvent, viaReconcile, viaCli].map((name, i) =>
-        `  - { name: ${name}, instanceType: m1.small, zone: rack-a, region: dc-1, addresses: [{ type: InternalIP, address: 10.9.0.${i + 1} }] }`);
+      const machines = [viaEvent, viaReconcile, viaCli].map(
+        (name, i) =>
+          `  - { name: ${name}, instanceType: m1.small, zone: rack-a, region: dc-1, addresses: [{ type: InternalIP, address: 10.9.0.${i + 1} }] }`,
+      );
       await writeFile(inventory, `instances:\n${machines.join('\n')}\n`);
-      served = await startServe(['node-init', '--cloud-provider', 'static', '--cloud-config', inventory, '--kubeconfig', cluster.info.adminKubeconfig]);
+      served = await startServe([
+        'node-init',
+        '--cloud-provider',
+        'static',
+        '--cloud-config',
+        inventory,
+        '--kubeconfig',
+        cluster.info.adminKubeconfig,
+      ]);
     });
     after(async () => {
       assert.equal(await stop(served), 0, 'a clean stop on SIGTERM');
@@ -105,33 +130,52 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     it('shows the changes on a dry run, makes them on POST /reconcile', async () => {
       await createNode(core, newNode(viaReconcile, uninitialized));
       const dry = await fetch(`${served.url}/reconcile?dryRun=true`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: viaReconcile }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: viaReconcile }),
       });
       assert.equal(dry.status, 200);
-      const planned = await dry.json() as { dryRun: boolean; objects: { result: string; changes: { action: string }[] }[] };
+      const planned = (await dry.json()) as {
+        dryRun: boolean;
+        objects: { result: string; changes: { action: string }[] }[];
+      };
       assert.equal(planned.dryRun, true);
-      assert.deepEqual(planned.objects[0]?.changes.map((c) => c.action), ['patch', 'patch-status', 'event']);
+      assert.deepEqual(
+        planned.objects[0]?.changes.map((c) => c.action),
+        ['patch', 'patch-status', 'event'],
+      );
       assert.equal(isTainted(await core.readNode({ name: viaReconcile })), true, 'the dry run changed nothing');
 
       const real = await fetch(`${served.url}/reconcile`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: viaReconcile }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: viaReconcile }),
       });
-      const done = await real.json() as typeof planned;
+      const done = (await real.json()) as typeof planned;
       assert.equal(real.status, 200);
-      assert.deepEqual(done.objects[0]?.changes.map((c) => c.action), ['patch', 'patch-status', 'event']);
+      assert.deepEqual(
+        done.objects[0]?.changes.map((c) => c.action),
+        ['patch', 'patch-status', 'event'],
+      );
       assert.equal(isTainted(await core.readNode({ name: viaReconcile })), false);
     });
 
     it('is driven by `cirrus reconcile node <name>`', async () => {
       await createNode(core, newNode(viaCli, uninitialized));
-      const result = spawnSync(process.execPath, [cli, 'reconcile', 'node', viaCli, '--url', served.url], { encoding: 'utf8' });
+      const result = spawnSync(process.execPath, [cli, 'reconcile', 'node', viaCli, '--url', served.url], {
+        encoding: 'utf8',
+      });
       assert.equal(result.status, 0, result.stderr);
       assert.equal((JSON.parse(result.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'initialized');
       assert.equal(isTainted(await core.readNode({ name: viaCli })), false);
     });
 
     it('answers 400 naming the problem for a malformed event, and changes nothing', async () => {
-      const response = await fetch(served.url, { method: 'POST', headers: { 'content-type': 'application/json', 'ce-specversion': '1.0' }, body: '{}' });
+      const response = await fetch(served.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'ce-specversion': '1.0' },
+        body: '{}',
+      });
       assert.equal(response.status, 400);
       assert.match(await response.text(), /type|id|source/);
     });
@@ -143,18 +187,44 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     await createNode(core, newNode(uniqueName('lb-node')));
     const config = join(dir, 'pools.yaml');
     const configMap = uniqueName('ipam');
-    await writeFile(config, [
-      'instances: []',
-      'loadBalancers:',
-      '  pools: [{ name: lab, default: true, addresses: [198.51.100.20-198.51.100.21] }]',
-      `  allocations: { namespace: ${namespace}, configMap: ${configMap} }`,
-      '',
-    ].join('\n'));
-    const served = await startServe(['service-lb', '--cloud-provider', 'static', '--cloud-config', config, '--kubeconfig', cluster.info.adminKubeconfig]);
+    await writeFile(
+      config,
+      [
+        'instances: []',
+        'loadBalancers:',
+        '  pools: [{ name: lab, default: true, addresses: [198.51.100.20-198.51.100.21] }]',
+        `  allocations: { namespace: ${namespace}, configMap: ${configMap} }`,
+        '',
+      ].join('\n'),
+    );
+    const served = await startServe([
+      'service-lb',
+      '--cloud-provider',
+      'static',
+      '--cloud-config',
+      config,
+      '--kubeconfig',
+      cluster.info.adminKubeconfig,
+    ]);
     try {
-      await core.createNamespacedService({ namespace, body: { metadata: { name: 'web' }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } } });
+      await core.createNamespacedService({
+        namespace,
+        body: { metadata: { name: 'web' }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
+      });
       const cli = (...args: string[]): { status: number | null; stdout: string; stderr: string } =>
-        spawnSync(process.execPath, [new URL('../../bin/cirrus.js', import.meta.url).pathname, 'reconcile', 'service', `${namespace}/web`, '--url', served.url, ...args], { encoding: 'utf8' });
+        spawnSync(
+          process.execPath,
+          [
+            new URL('../../bin/cirrus.js', import.meta.url).pathname,
+            'reconcile',
+            'service',
+            `${namespace}/web`,
+            '--url',
+            served.url,
+            ...args,
+          ],
+          { encoding: 'utf8' },
+        );
       assert.equal(cli().status, 0);
       const service = await core.readNamespacedService({ namespace, name: 'web' });
       assert.equal(service.status?.loadBalancer?.ingress?.[0]?.ip, '198.51.100.20');
@@ -179,22 +249,42 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
   it('routes: programs a route for a node with a pod CIDR and sets NetworkUnavailable; a dry run lists the same', async () => {
     const name = uniqueName('pods');
     await createNode(core, { ...newNode(name), spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } });
-    const served = await startServe(['routes', '--cloud-provider', 'fake', '--cluster-cidr', '10.244.0.0/16', '--kubeconfig', cluster.info.adminKubeconfig]);
+    const served = await startServe([
+      'routes',
+      '--cloud-provider',
+      'fake',
+      '--cluster-cidr',
+      '10.244.0.0/16',
+      '--kubeconfig',
+      cluster.info.adminKubeconfig,
+    ]);
     try {
-      const post = async (query: string): Promise<{ objects: { key: string; result: string; changes: { action: string }[] }[] }> => {
-        const response = await fetch(`${served.url}/reconcile${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"all":true}' });
+      const post = async (
+        query: string,
+      ): Promise<{ objects: { key: string; result: string; changes: { action: string }[] }[] }> => {
+        const response = await fetch(`${served.url}/reconcile${query}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"all":true}',
+        });
         assert.equal(response.status, 200, await response.clone().text());
-        return response.json() as Promise<{ objects: { key: string; result: string; changes: { action: string }[] }[] }>;
+        return response.json() as Promise<{
+          objects: { key: string; result: string; changes: { action: string }[] }[];
+        }>;
       };
       const actions = (report: Awaited<ReturnType<typeof post>>): string[] =>
         report.objects.find((o) => o.key === `Node/${name}`)?.changes.map((c) => c.action) ?? [];
       const dry = await post('?dryRun=true');
       assert.deepEqual(actions(dry), ['create-route', 'patch-status']);
-      const unavailable = (await core.readNode({ name })).status?.conditions?.find((c) => c.type === 'NetworkUnavailable');
+      const unavailable = (await core.readNode({ name })).status?.conditions?.find(
+        (c) => c.type === 'NetworkUnavailable',
+      );
       assert.equal(unavailable, undefined, 'the dry run set no condition');
 
       assert.deepEqual(actions(await post('')), ['create-route', 'patch-status']);
-      const condition = (await core.readNode({ name })).status?.conditions?.find((c) => c.type === 'NetworkUnavailable');
+      const condition = (await core.readNode({ name })).status?.conditions?.find(
+        (c) => c.type === 'NetworkUnavailable',
+      );
       assert.equal(condition?.status, 'False');
       assert.equal(condition.reason, 'RouteCreated');
       assert.deepEqual(actions(await post('')), [], 'the route exists now');
@@ -204,7 +294,11 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
   });
 
   it('routes: refuses to start without a cluster CIDR, saying so', () => {
-    const result = spawnSync(process.execPath, [cli, 'serve', 'routes', '--cloud-provider', 'fake', '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
+    const result = spawnSync(
+      process.execPath,
+      [cli, 'serve', 'routes', '--cloud-provider', 'fake', '--kubeconfig', cluster.info.adminKubeconfig],
+      { encoding: 'utf8' },
+    );
     assert.equal(result.status, 1);
     assert.match(result.stderr, /routes: no cluster CIDR is set/);
   });
@@ -212,12 +306,27 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
   it('relay → node-init, signed: a tainted Node is initialized with no manual step; unsigned requests get 401', async () => {
     const name = uniqueName('relayed');
     const inventory = join(dir, 'relayed.yaml');
-    await writeFile(inventory, `instances:\n  - { name: ${name}, zone: rack-r, addresses: [{ type: InternalIP, address: 10.9.9.9 }] }\n`);
+    await writeFile(
+      inventory,
+      `instances:\n  - { name: ${name}, zone: rack-r, addresses: [{ type: InternalIP, address: 10.9.9.9 }] }\n`,
+    );
     const secret = join(dir, 'secret');
     await writeFile(secret, 'a shared secret\n');
     const kubeconfig = ['--kubeconfig', cluster.info.adminKubeconfig];
-    const fn = await startServe(['node-init', '--cloud-provider', 'static', '--cloud-config', inventory, '--signing-secret-file', secret, ...kubeconfig]);
-    const relay = await startServe(['--to', `node-init=${fn.url}`, '--leader-elect=false', '--signing-secret-file', secret, ...kubeconfig], 'relay');
+    const fn = await startServe([
+      'node-init',
+      '--cloud-provider',
+      'static',
+      '--cloud-config',
+      inventory,
+      '--signing-secret-file',
+      secret,
+      ...kubeconfig,
+    ]);
+    const relay = await startServe(
+      ['--to', `node-init=${fn.url}`, '--leader-elect=false', '--signing-secret-file', secret, ...kubeconfig],
+      'relay',
+    );
     try {
       await createNode(core, newNode(name, uninitialized));
       const deadline = Date.now() + 15_000;
@@ -229,10 +338,16 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
       const readyz = await fetch(`${relay.url}/readyz`);
       assert.equal(readyz.status, 200);
 
-      const unsigned = spawnSync(process.execPath, [cli, 'reconcile', 'node', name, '--url', fn.url], { encoding: 'utf8' });
+      const unsigned = spawnSync(process.execPath, [cli, 'reconcile', 'node', name, '--url', fn.url], {
+        encoding: 'utf8',
+      });
       assert.equal(unsigned.status, 1);
       assert.match(unsigned.stderr, /answered 401/);
-      const signed = spawnSync(process.execPath, [cli, 'reconcile', 'node', name, '--url', fn.url, '--signing-secret-file', secret], { encoding: 'utf8' });
+      const signed = spawnSync(
+        process.execPath,
+        [cli, 'reconcile', 'node', name, '--url', fn.url, '--signing-secret-file', secret],
+        { encoding: 'utf8' },
+      );
       assert.equal(signed.status, 0, signed.stderr);
     } finally {
       assert.equal(await stop(relay), 0);
@@ -245,14 +360,20 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
     await createNode(core, newNode(gone, withReady('False')));
     const served = await startServe([
       'node-lifecycle',
-      '--provider-module', 'examples/out-of-tree-provider/naming-provider.ts',
-      '--cloud-provider', 'naming',
-      '--cloud-config', 'examples/out-of-tree-provider/naming.yaml',
-      '--kubeconfig', cluster.info.adminKubeconfig,
+      '--provider-module',
+      'examples/out-of-tree-provider/naming-provider.ts',
+      '--cloud-provider',
+      'naming',
+      '--cloud-config',
+      'examples/out-of-tree-provider/naming.yaml',
+      '--kubeconfig',
+      cluster.info.adminKubeconfig,
     ]);
     try {
       const response = await fetch(`${served.url}/reconcile`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: gone }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: gone }),
       });
       assert.equal(response.status, 200, await response.clone().text());
       assert.equal(((await response.json()) as { objects: { result: string }[] }).objects[0]?.result, 'deleted');
@@ -262,7 +383,11 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
   });
 
   it('refuses to start with an unknown provider, listing the registered ones', () => {
-    const result = spawnSync(process.execPath, [cli, 'serve', 'node-init', '--cloud-provider', 'nimbus', '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
+    const result = spawnSync(
+      process.execPath,
+      [cli, 'serve', 'node-init', '--cloud-provider', 'nimbus', '--kubeconfig', cluster.info.adminKubeconfig],
+      { encoding: 'utf8' },
+    );
     assert.equal(result.status, 1);
     assert.match(result.stderr, /unknown cloud provider "nimbus"; registered: fake, static/);
   });
@@ -270,7 +395,21 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
   it('refuses to start with an invalid cloud-config, naming the file and the field', async () => {
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, 'instances:\n  - { name: w1, state: sleeping }\n');
-    const result = spawnSync(process.execPath, [cli, 'serve', 'node-init', '--cloud-provider', 'static', '--cloud-config', bad, '--kubeconfig', cluster.info.adminKubeconfig], { encoding: 'utf8' });
+    const result = spawnSync(
+      process.execPath,
+      [
+        cli,
+        'serve',
+        'node-init',
+        '--cloud-provider',
+        'static',
+        '--cloud-config',
+        bad,
+        '--kubeconfig',
+        cluster.info.adminKubeconfig,
+      ],
+      { encoding: 'utf8' },
+    );
     assert.equal(result.status, 1);
     assert.match(result.stderr, new RegExp(`${bad.replaceAll('.', '\\.')}: instances\\[0\\]\\.state: `));
   });

@@ -30,20 +30,35 @@ async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 15
 describe('--controllers', () => {
   const cases: [string[], string[]][] = [
     [['*'], ['node-init', 'node-lifecycle', 'service-lb', 'routes']],
-    [['*', '-route'], ['node-init', 'node-lifecycle', 'service-lb']],
-    [['-service', '*'], ['node-init', 'node-lifecycle', 'routes']],
-    [['cloud-node', 'service-lb-controller'], ['node-init', 'service-lb']],
+    [
+      ['*', '-route'],
+      ['node-init', 'node-lifecycle', 'service-lb'],
+    ],
+    [
+      ['-service', '*'],
+      ['node-init', 'node-lifecycle', 'routes'],
+    ],
+    [
+      ['cloud-node', 'service-lb-controller'],
+      ['node-init', 'service-lb'],
+    ],
     [['node-route-controller', '-node-route-controller'], ['routes']],
     [[], []],
   ];
   for (const [entries, want] of cases) {
     it(`[${entries.join(',')}] runs ${want.join(', ') || 'nothing'}`, () => {
-      assert.deepEqual(selectControllers(catalogue, entries).map((entry) => entry.name), want);
+      assert.deepEqual(
+        selectControllers(catalogue, entries).map((entry) => entry.name),
+        want,
+      );
     });
   }
 
   it('names an unknown controller', () => {
-    assert.throws(() => selectControllers(catalogue, ['*', '-bogus']), /^Error: "-bogus" is not in the list of known controllers/);
+    assert.throws(
+      () => selectControllers(catalogue, ['*', '-bogus']),
+      /^Error: "-bogus" is not in the list of known controllers/,
+    );
   });
 });
 
@@ -51,7 +66,21 @@ describe('cirrus start', { skip: controlPlaneSkip }, () => {
   it('runs the README walk-through against the embedded control plane, and stops cleanly', async () => {
     const env = { ...process.env };
     delete env['KUBECONFIG'];
-    const command = ['setpriv', '--pdeathsig', 'SIGTERM', '--', process.execPath, cli, 'start', '--port', '0', '--bind-address', '127.0.0.1', '--log-level', 'warn'];
+    const command = [
+      'setpriv',
+      '--pdeathsig',
+      'SIGTERM',
+      '--',
+      process.execPath,
+      cli,
+      'start',
+      '--port',
+      '0',
+      '--bind-address',
+      '127.0.0.1',
+      '--log-level',
+      'warn',
+    ];
     const child = spawn(command[0] as string, command.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     const running = new Promise<void>((resolve) => {
@@ -65,21 +94,36 @@ describe('cirrus start', { skip: controlPlaneSkip }, () => {
     createInterface({ input: child.stdout }).on('line', (line) => {
       if (line.startsWith('KUBECONFIG=')) kubeconfig = line.slice('KUBECONFIG='.length);
     });
-    await Promise.race([running, exited.then(() => { throw new Error(`cirrus start exited:\n${stderr}`); })]);
+    await Promise.race([
+      running,
+      exited.then(() => {
+        throw new Error(`cirrus start exited:\n${stderr}`);
+      }),
+    ]);
     const children = childPids(child.pid ?? 0);
     try {
       const config = new KubeConfig();
       config.loadFromFile(kubeconfig);
       const core = config.makeApiClient(CoreV1Api);
       await core.createNode({ body: loadYaml<V1Node>(readFileSync('examples/static/node.yaml', 'utf8')) });
-      await core.createNamespacedService({ namespace: 'default', body: loadYaml<V1Service>(readFileSync('examples/static/service.yaml', 'utf8')) });
+      await core.createNamespacedService({
+        namespace: 'default',
+        body: loadYaml<V1Service>(readFileSync('examples/static/service.yaml', 'utf8')),
+      });
       const node = await eventually(async () => {
         const read = await core.readNode({ name: 'worker-1' });
         return read.spec?.providerID === undefined ? undefined : read;
       });
       assert.equal(node.spec?.providerID, 'static://worker-1');
-      assert.equal(node.spec.taints?.some((t) => t.key === 'node.cloudprovider.kubernetes.io/uninitialized'), false);
-      const ip = await eventually(async () => (await core.readNamespacedService({ namespace: 'default', name: 'web' })).status?.loadBalancer?.ingress?.[0]?.ip);
+      assert.equal(
+        node.spec.taints?.some((t) => t.key === 'node.cloudprovider.kubernetes.io/uninitialized'),
+        false,
+      );
+      const ip = await eventually(
+        async () =>
+          (await core.readNamespacedService({ namespace: 'default', name: 'web' })).status?.loadBalancer?.ingress?.[0]
+            ?.ip,
+      );
       assert.equal(ip, '192.0.2.1');
       const reasons = (await core.listNamespacedEvent({ namespace: 'default' })).items.map((e) => e.reason);
       assert.ok(reasons.includes('Synced') && reasons.includes('EnsuredLoadBalancer'), reasons.join(','));

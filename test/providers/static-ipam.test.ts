@@ -10,10 +10,19 @@ import { parseInventory } from '../../providers/static/index.ts';
 import { formatIp } from '../../shared/net/ip.ts';
 import { blockContains, blockSize, firstCommon, lowestFree, type AddressBlock } from '../../providers/static/ip.ts';
 import {
-  ADDRESSES_ANNOTATION, allocate, AllocationError, POOL_ANNOTATION, readRequest, type Allocation,
+  ADDRESSES_ANNOTATION,
+  allocate,
+  AllocationError,
+  POOL_ANNOTATION,
+  readRequest,
+  type Allocation,
 } from '../../providers/static/ipam.ts';
 import {
-  canonicalLoadBalancerIp as canonicalIp, parseBlock, parseLoadBalancerIp as parseIp, reloadProblem, type LoadBalancerConfig,
+  canonicalLoadBalancerIp as canonicalIp,
+  parseBlock,
+  parseLoadBalancerIp as parseIp,
+  reloadProblem,
+  type LoadBalancerConfig,
 } from '../../providers/static/pools.ts';
 
 function block(text: string): AddressBlock {
@@ -56,7 +65,21 @@ describe('parseIp and formatIp', () => {
     assert.equal(formatIp({ family: 'IPv6', value: (1n << 128n) - 1n }), 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff');
   });
 
-  const invalid = ['', '192.0.2', '192.0.2.256', '01.2.3.4', '1.2.3.4.5', ' 1.2.3.4', '1.2.3.-1', 'fe80::1%eth0', '::ffff:192.0.2.1', '1::2::3', 'g::1', '1:2:3:4:5:6:7:8:9', 'example.com'];
+  const invalid = [
+    '',
+    '192.0.2',
+    '192.0.2.256',
+    '01.2.3.4',
+    '1.2.3.4.5',
+    ' 1.2.3.4',
+    '1.2.3.-1',
+    'fe80::1%eth0',
+    '::ffff:192.0.2.1',
+    '1::2::3',
+    'g::1',
+    '1:2:3:4:5:6:7:8:9',
+    'example.com',
+  ];
   for (const text of invalid) {
     it(`rejects ${JSON.stringify(text)}`, () => {
       assert.equal(parseIp(text), undefined);
@@ -80,7 +103,13 @@ describe('parseBlock', () => {
     { text: '2001:db8::/126', family: 'IPv6', first: '2001:db8::1', last: '2001:db8::3', size: 3n },
     { text: '2001:db8::/127', family: 'IPv6', first: '2001:db8::', last: '2001:db8::1', size: 2n },
     { text: '2001:db8::5/128', family: 'IPv6', first: '2001:db8::5', last: '2001:db8::5', size: 1n },
-    { text: '2001:db8::/64', family: 'IPv6', first: '2001:db8::1', last: '2001:db8::ffff:ffff:ffff:ffff', size: (1n << 64n) - 1n },
+    {
+      text: '2001:db8::/64',
+      family: 'IPv6',
+      first: '2001:db8::1',
+      last: '2001:db8::ffff:ffff:ffff:ffff',
+      size: (1n << 64n) - 1n,
+    },
     { text: '2001:db8::10-2001:db8::1f', family: 'IPv6', first: '2001:db8::10', last: '2001:db8::1f', size: 16n },
     { text: '2001:db8::ffff-2001:db8::1:0', family: 'IPv6', first: '2001:db8::ffff', last: '2001:db8::1:0', size: 2n },
   ];
@@ -111,7 +140,10 @@ describe('parseBlock', () => {
     ['2001:db8::/129', /^has the prefix length \/129; an IPv6 prefix length is 0 to 128$/],
     ['192.0.2.0/', /^has the prefix length \/; an IPv4 prefix length is 0 to 32$/],
     ['192.0.2.0/024', /prefix length \/024/],
-    ['192.0.2.0/28/2', /^is not a CIDR \(like 192\.0\.2\.0\/28\), a range \(like 192\.0\.2\.10-192\.0\.2\.20\) or a single address$/],
+    [
+      '192.0.2.0/28/2',
+      /^is not a CIDR \(like 192\.0\.2\.0\/28\), a range \(like 192\.0\.2\.10-192\.0\.2\.20\) or a single address$/,
+    ],
     ['1-2-3', /^is not a CIDR/],
     ['192.0.2.300/24', /^holds "192\.0\.2\.300", which is not an IPv4 or IPv6 address; write a CIDR/],
     ['192.0.2.1-192.0.2.300', /^holds "192\.0\.2\.300", which is not/],
@@ -122,7 +154,10 @@ describe('parseBlock', () => {
     ['192.0.2.1-2001:db8::1', /^starts with an IPv4 address and ends with an IPv6 address$/],
     ['fe80::1%eth0', /an address with a zone/],
     ['::ffff:192.0.2.1', /an IPv6 address with an embedded IPv4 part; write IPv4 addresses as such$/],
-    ['127.0.0.1', /^holds 127\.0\.0\.1, which is in 127\.0\.0\.0\/8 \(loopback addresses\): no load balancer can have such an address$/],
+    [
+      '127.0.0.1',
+      /^holds 127\.0\.0\.1, which is in 127\.0\.0\.0\/8 \(loopback addresses\): no load balancer can have such an address$/,
+    ],
     ['126.255.255.250-127.0.0.5', /^holds 127\.0\.0\.0, which is in 127\.0\.0\.0\/8/],
     ['0.0.0.0/0', /^holds 0\.0\.0\.0, which is in 0\.0\.0\.0\/8/],
     ['224.0.0.0/24', /multicast addresses/],
@@ -165,13 +200,43 @@ describe('lowestFree', () => {
   const values = (...texts: string[]) => texts.map((text) => ip(text).value).sort((x, y) => (x < y ? -1 : 1));
   const cases: { name: string; block: string; taken: bigint[]; expected: string | undefined }[] = [
     { name: 'an empty block', block: '192.0.2.0/29', taken: [], expected: '192.0.2.1' },
-    { name: 'after the taken ones', block: '192.0.2.0/29', taken: values('192.0.2.1', '192.0.2.2', '192.0.2.3'), expected: '192.0.2.4' },
+    {
+      name: 'after the taken ones',
+      block: '192.0.2.0/29',
+      taken: values('192.0.2.1', '192.0.2.2', '192.0.2.3'),
+      expected: '192.0.2.4',
+    },
     { name: 'a hole first', block: '192.0.2.0/29', taken: values('192.0.2.2', '192.0.2.3'), expected: '192.0.2.1' },
-    { name: 'a hole in the middle', block: '192.0.2.0/29', taken: values('192.0.2.1', '192.0.2.3'), expected: '192.0.2.2' },
-    { name: 'taken values outside the block', block: '192.0.2.0/29', taken: values('10.0.0.1', '192.0.2.0', '192.0.2.1', '192.0.3.1'), expected: '192.0.2.2' },
-    { name: 'a full block', block: '192.0.2.0/29', taken: values('192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4', '192.0.2.5', '192.0.2.6'), expected: undefined },
-    { name: 'a full range', block: '192.0.2.5-192.0.2.6', taken: values('192.0.2.5', '192.0.2.6'), expected: undefined },
-    { name: 'IPv6 across a group boundary', block: '2001:db8::fffe-2001:db8::1:1', taken: values('2001:db8::fffe', '2001:db8::ffff'), expected: '2001:db8::1:0' },
+    {
+      name: 'a hole in the middle',
+      block: '192.0.2.0/29',
+      taken: values('192.0.2.1', '192.0.2.3'),
+      expected: '192.0.2.2',
+    },
+    {
+      name: 'taken values outside the block',
+      block: '192.0.2.0/29',
+      taken: values('10.0.0.1', '192.0.2.0', '192.0.2.1', '192.0.3.1'),
+      expected: '192.0.2.2',
+    },
+    {
+      name: 'a full block',
+      block: '192.0.2.0/29',
+      taken: values('192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4', '192.0.2.5', '192.0.2.6'),
+      expected: undefined,
+    },
+    {
+      name: 'a full range',
+      block: '192.0.2.5-192.0.2.6',
+      taken: values('192.0.2.5', '192.0.2.6'),
+      expected: undefined,
+    },
+    {
+      name: 'IPv6 across a group boundary',
+      block: '2001:db8::fffe-2001:db8::1:1',
+      taken: values('2001:db8::fffe', '2001:db8::ffff'),
+      expected: '2001:db8::1:0',
+    },
     { name: 'a huge IPv6 block', block: '2001:db8::/64', taken: values('2001:db8::1'), expected: '2001:db8::2' },
   ];
   for (const { name, block: text, taken, expected } of cases) {
@@ -189,26 +254,108 @@ describe('parseInventory: invalid loadBalancers', () => {
   const lb = (yaml: string): string => `${INSTANCES}loadBalancers:\n${yaml}`;
   const pool = (fields: string): string => lb(`  pools:\n    - ${fields}\n`);
   const cases: { name: string; yaml: string; field: string; problem: RegExp }[] = [
-    { name: 'a list for the section', yaml: `${INSTANCES}loadBalancers: []\n`, field: 'loadBalancers', problem: /^must be a mapping, not a list$/ },
+    {
+      name: 'a list for the section',
+      yaml: `${INSTANCES}loadBalancers: []\n`,
+      field: 'loadBalancers',
+      problem: /^must be a mapping, not a list$/,
+    },
     { name: 'no pools', yaml: lb('  allocations: {}\n'), field: 'loadBalancers.pools', problem: /^is required$/ },
-    { name: 'an empty list of pools', yaml: lb('  pools: []\n'), field: 'loadBalancers.pools', problem: /^must list at least one pool$/ },
-    { name: 'an unknown field in the section', yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  ranges: []\n'), field: 'loadBalancers.ranges', problem: /^is not a known field; the fields here are pools, allocations$/ },
-    { name: 'an unknown pool field', yaml: pool('{ name: a, addresses: [192.0.2.0/28], cidr: 192.0.2.0/28 }'), field: 'loadBalancers.pools[0].cidr', problem: /^is not a known field; the fields here are name, addresses, namespaces, default$/ },
-    { name: 'an unknown allocations field', yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  allocations: { name: x }\n'), field: 'loadBalancers.allocations.name', problem: /^is not a known field; the fields here are namespace, configMap$/ },
-    { name: 'a pool without name', yaml: pool('{ addresses: [192.0.2.0/28] }'), field: 'loadBalancers.pools[0].name', problem: /^is required$/ },
-    { name: 'a pool without addresses', yaml: pool('{ name: a }'), field: 'loadBalancers.pools[0].addresses', problem: /^is required$/ },
-    { name: 'a pool with no address', yaml: pool('{ name: a, addresses: [] }'), field: 'loadBalancers.pools[0].addresses', problem: /^must list at least one CIDR, range or address$/ },
-    { name: 'a pool name that is no DNS label', yaml: pool('{ name: Gold_1, addresses: [192.0.2.0/28] }'), field: 'loadBalancers.pools[0].name', problem: /^must be a DNS label/ },
-    { name: 'a CIDR with host bits', yaml: pool('{ name: a, addresses: [192.0.2.0/28, 192.0.2.17/28] }'), field: 'loadBalancers.pools[0].addresses[1]', problem: /^has bits set after its \/28 prefix; the network is 192\.0\.2\.16\/28$/ },
-    { name: 'an address that YAML reads as a number', yaml: pool('{ name: a, addresses: [10] }'), field: 'loadBalancers.pools[0].addresses[0]', problem: /^must be a string, not the number 10 \(quote it: "10"\)$/ },
-    { name: 'a reversed range', yaml: pool('{ name: a, addresses: ["2001:db8::20-2001:db8::10"] }'), field: 'loadBalancers.pools[0].addresses[0]', problem: /^ends \(2001:db8::10\) before it starts \(2001:db8::20\)$/ },
-    { name: 'a namespace that is no DNS label', yaml: pool('{ name: a, addresses: [192.0.2.0/28], namespaces: [Team_A] }'), field: 'loadBalancers.pools[0].namespaces[0]', problem: /^must be a DNS label/ },
-    { name: 'default that is no boolean', yaml: pool('{ name: a, addresses: [192.0.2.0/28], default: "yes" }'), field: 'loadBalancers.pools[0].default', problem: /^must be true or false, not "yes"$/ },
-    { name: 'an allocations namespace that is no DNS label', yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  allocations: { namespace: kube.system }\n'), field: 'loadBalancers.allocations.namespace', problem: /^must be a DNS label/ },
-    { name: 'an allocations ConfigMap name that is no DNS subdomain', yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  allocations: { configMap: LB_IPAM }\n'), field: 'loadBalancers.allocations.configMap', problem: /^must be a DNS subdomain/ },
+    {
+      name: 'an empty list of pools',
+      yaml: lb('  pools: []\n'),
+      field: 'loadBalancers.pools',
+      problem: /^must list at least one pool$/,
+    },
+    {
+      name: 'an unknown field in the section',
+      yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  ranges: []\n'),
+      field: 'loadBalancers.ranges',
+      problem: /^is not a known field; the fields here are pools, allocations$/,
+    },
+    {
+      name: 'an unknown pool field',
+      yaml: pool('{ name: a, addresses: [192.0.2.0/28], cidr: 192.0.2.0/28 }'),
+      field: 'loadBalancers.pools[0].cidr',
+      problem: /^is not a known field; the fields here are name, addresses, namespaces, default$/,
+    },
+    {
+      name: 'an unknown allocations field',
+      yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  allocations: { name: x }\n'),
+      field: 'loadBalancers.allocations.name',
+      problem: /^is not a known field; the fields here are namespace, configMap$/,
+    },
+    {
+      name: 'a pool without name',
+      yaml: pool('{ addresses: [192.0.2.0/28] }'),
+      field: 'loadBalancers.pools[0].name',
+      problem: /^is required$/,
+    },
+    {
+      name: 'a pool without addresses',
+      yaml: pool('{ name: a }'),
+      field: 'loadBalancers.pools[0].addresses',
+      problem: /^is required$/,
+    },
+    {
+      name: 'a pool with no address',
+      yaml: pool('{ name: a, addresses: [] }'),
+      field: 'loadBalancers.pools[0].addresses',
+      problem: /^must list at least one CIDR, range or address$/,
+    },
+    {
+      name: 'a pool name that is no DNS label',
+      yaml: pool('{ name: Gold_1, addresses: [192.0.2.0/28] }'),
+      field: 'loadBalancers.pools[0].name',
+      problem: /^must be a DNS label/,
+    },
+    {
+      name: 'a CIDR with host bits',
+      yaml: pool('{ name: a, addresses: [192.0.2.0/28, 192.0.2.17/28] }'),
+      field: 'loadBalancers.pools[0].addresses[1]',
+      problem: /^has bits set after its \/28 prefix; the network is 192\.0\.2\.16\/28$/,
+    },
+    {
+      name: 'an address that YAML reads as a number',
+      yaml: pool('{ name: a, addresses: [10] }'),
+      field: 'loadBalancers.pools[0].addresses[0]',
+      problem: /^must be a string, not the number 10 \(quote it: "10"\)$/,
+    },
+    {
+      name: 'a reversed range',
+      yaml: pool('{ name: a, addresses: ["2001:db8::20-2001:db8::10"] }'),
+      field: 'loadBalancers.pools[0].addresses[0]',
+      problem: /^ends \(2001:db8::10\) before it starts \(2001:db8::20\)$/,
+    },
+    {
+      name: 'a namespace that is no DNS label',
+      yaml: pool('{ name: a, addresses: [192.0.2.0/28], namespaces: [Team_A] }'),
+      field: 'loadBalancers.pools[0].namespaces[0]',
+      problem: /^must be a DNS label/,
+    },
+    {
+      name: 'default that is no boolean',
+      yaml: pool('{ name: a, addresses: [192.0.2.0/28], default: "yes" }'),
+      field: 'loadBalancers.pools[0].default',
+      problem: /^must be true or false, not "yes"$/,
+    },
+    {
+      name: 'an allocations namespace that is no DNS label',
+      yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  allocations: { namespace: kube.system }\n'),
+      field: 'loadBalancers.allocations.namespace',
+      problem: /^must be a DNS label/,
+    },
+    {
+      name: 'an allocations ConfigMap name that is no DNS subdomain',
+      yaml: lb('  pools: [{ name: a, addresses: [192.0.2.0/28] }]\n  allocations: { configMap: LB_IPAM }\n'),
+      field: 'loadBalancers.allocations.configMap',
+      problem: /^must be a DNS subdomain/,
+    },
     {
       name: 'two pools of the same name',
-      yaml: lb('  pools:\n    - { name: a, addresses: [192.0.2.0/28] }\n    - { name: b, addresses: [192.0.2.16/28] }\n    - { name: a, addresses: [192.0.2.32/28] }\n'),
+      yaml: lb(
+        '  pools:\n    - { name: a, addresses: [192.0.2.0/28] }\n    - { name: b, addresses: [192.0.2.16/28] }\n    - { name: a, addresses: [192.0.2.32/28] }\n',
+      ),
       field: 'loadBalancers.pools[2].name',
       problem: /^"a" is also the name of loadBalancers\.pools\[0\]$/,
     },
@@ -216,19 +363,24 @@ describe('parseInventory: invalid loadBalancers', () => {
       name: 'overlapping entries of one pool',
       yaml: pool('{ name: a, addresses: [192.0.2.0/28, 192.0.2.10-192.0.2.20] }'),
       field: 'loadBalancers.pools[0].addresses[1]',
-      problem: /^192\.0\.2\.10-192\.0\.2\.20 overlaps 192\.0\.2\.0\/28 \(loadBalancers\.pools\[0\]\.addresses\[0\]\): 192\.0\.2\.10 is in both$/,
+      problem:
+        /^192\.0\.2\.10-192\.0\.2\.20 overlaps 192\.0\.2\.0\/28 \(loadBalancers\.pools\[0\]\.addresses\[0\]\): 192\.0\.2\.10 is in both$/,
     },
     {
       name: 'the same address twice',
       yaml: pool('{ name: a, addresses: [192.0.2.7, 192.0.2.7/32] }'),
       field: 'loadBalancers.pools[0].addresses[1]',
-      problem: /^192\.0\.2\.7\/32 overlaps 192\.0\.2\.7 \(loadBalancers\.pools\[0\]\.addresses\[0\]\): 192\.0\.2\.7 is in both$/,
+      problem:
+        /^192\.0\.2\.7\/32 overlaps 192\.0\.2\.7 \(loadBalancers\.pools\[0\]\.addresses\[0\]\): 192\.0\.2\.7 is in both$/,
     },
     {
       name: 'overlapping IPv6 pools',
-      yaml: lb('  pools:\n    - { name: a, addresses: [192.0.2.0/28, "2001:db8::/120"] }\n    - { name: b, addresses: ["2001:db8::80-2001:db8::1:0"] }\n'),
+      yaml: lb(
+        '  pools:\n    - { name: a, addresses: [192.0.2.0/28, "2001:db8::/120"] }\n    - { name: b, addresses: ["2001:db8::80-2001:db8::1:0"] }\n',
+      ),
       field: 'loadBalancers.pools[1].addresses[0]',
-      problem: /^2001:db8::80-2001:db8::1:0 overlaps 2001:db8::\/120 \(loadBalancers\.pools\[0\]\.addresses\[1\]\): 2001:db8::80 is in both$/,
+      problem:
+        /^2001:db8::80-2001:db8::1:0 overlaps 2001:db8::\/120 \(loadBalancers\.pools\[0\]\.addresses\[1\]\): 2001:db8::80 is in both$/,
     },
     {
       name: 'a pool that takes in the network address of another',
@@ -244,27 +396,34 @@ describe('parseInventory: invalid loadBalancers', () => {
     },
     {
       name: 'a namespace in two pools',
-      yaml: lb('  pools:\n    - { name: a, addresses: [192.0.2.0/28], namespaces: [x] }\n    - { name: b, addresses: [192.0.2.16/28], namespaces: [y, x] }\n'),
+      yaml: lb(
+        '  pools:\n    - { name: a, addresses: [192.0.2.0/28], namespaces: [x] }\n    - { name: b, addresses: [192.0.2.16/28], namespaces: [y, x] }\n',
+      ),
       field: 'loadBalancers.pools[1].namespaces[1]',
       problem: /^"x" is also listed by pool "a" \(loadBalancers\.pools\[0\]\); a namespace has one pool$/,
     },
     {
       name: 'two default pools',
-      yaml: lb('  pools:\n    - { name: a, addresses: [192.0.2.0/28], default: true }\n    - { name: b, addresses: [192.0.2.16/28], default: false }\n    - { name: c, addresses: ["2001:db8::/120"], default: true }\n'),
+      yaml: lb(
+        '  pools:\n    - { name: a, addresses: [192.0.2.0/28], default: true }\n    - { name: b, addresses: [192.0.2.16/28], default: false }\n    - { name: c, addresses: ["2001:db8::/120"], default: true }\n',
+      ),
       field: 'loadBalancers.pools[2].default',
       problem: /^pool "c" and pool "a" \(loadBalancers\.pools\[0\]\) are both the default; at most one pool may be$/,
     },
   ];
   for (const { name, yaml, field, problem } of cases) {
     it(`rejects ${name}`, () => {
-      assert.throws(() => parseInventory(yaml, 'inventory.yaml'), (error) => {
-        const invalid = findCause(error, CloudConfigError);
-        assert.ok(invalid, `a CloudConfigError, not ${String(error)}`);
-        assert.equal(invalid.file, 'inventory.yaml');
-        assert.equal(invalid.field, field);
-        assert.match(invalid.problem, problem);
-        return true;
-      });
+      assert.throws(
+        () => parseInventory(yaml, 'inventory.yaml'),
+        (error) => {
+          const invalid = findCause(error, CloudConfigError);
+          assert.ok(invalid, `a CloudConfigError, not ${String(error)}`);
+          assert.equal(invalid.file, 'inventory.yaml');
+          assert.equal(invalid.field, field);
+          assert.match(invalid.problem, problem);
+          return true;
+        },
+      );
     });
   }
 });
@@ -294,22 +453,33 @@ describe('parseInventory: valid loadBalancers', () => {
 
   it('indexes pools by name and namespace, finds the default, and records allocations in kube-system/cirrus-lb-ipam by default', () => {
     const config = pools();
-    assert.deepEqual(config.pools.map((pool) => pool.name), ['default', 'team-a', 'v6']);
+    assert.deepEqual(
+      config.pools.map((pool) => pool.name),
+      ['default', 'team-a', 'v6'],
+    );
     assert.equal(config.defaultPool?.name, 'default');
     assert.equal(config.byNamespace.get('team-a2')?.name, 'team-a');
     assert.equal(config.byName.get('v6')?.blocks.length, 1);
     assert.deepEqual(config.allocations, { namespace: 'kube-system', configMap: 'cirrus-lb-ipam' });
-    assert.ok(Object.isFrozen(config) && Object.isFrozen(config.pools) && config.pools.every((pool) => Object.isFrozen(pool) && Object.isFrozen(pool.blocks)));
+    assert.ok(
+      Object.isFrozen(config) &&
+        Object.isFrozen(config.pools) &&
+        config.pools.every((pool) => Object.isFrozen(pool) && Object.isFrozen(pool.blocks)),
+    );
   });
 
   it('takes the allocations location from the file, and allows no default', () => {
-    const config = pools(`${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.1] }]\n  allocations: { namespace: cirrus, configMap: lb.addresses }\n`);
+    const config = pools(
+      `${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.1] }]\n  allocations: { namespace: cirrus, configMap: lb.addresses }\n`,
+    );
     assert.deepEqual(config.allocations, { namespace: 'cirrus', configMap: 'lb.addresses' });
     assert.equal(config.defaultPool, undefined);
   });
 
   it('accepts adjacent entries and the same namespace name as a pool name', () => {
-    const config = pools(`${INSTANCES}loadBalancers:\n  pools:\n    - { name: a, addresses: [192.0.2.0/28, 192.0.2.16-192.0.2.31], namespaces: [b] }\n    - { name: b, addresses: [192.0.2.32/31] }\n`);
+    const config = pools(
+      `${INSTANCES}loadBalancers:\n  pools:\n    - { name: a, addresses: [192.0.2.0/28, 192.0.2.16-192.0.2.31], namespaces: [b] }\n    - { name: b, addresses: [192.0.2.32/31] }\n`,
+    );
     assert.equal(config.pools.length, 2);
   });
 });
@@ -322,10 +492,20 @@ interface ServiceSpec {
   readonly loadBalancerIP?: string;
 }
 
-function service({ namespace = 'default', uid = 'uid-1', families, annotations, loadBalancerIP }: ServiceSpec = {}): V1Service {
+function service({
+  namespace = 'default',
+  uid = 'uid-1',
+  families,
+  annotations,
+  loadBalancerIP,
+}: ServiceSpec = {}): V1Service {
   return {
     metadata: { name: 'web', namespace, uid, ...(annotations === undefined ? {} : { annotations }) },
-    spec: { type: 'LoadBalancer', ...(families === undefined ? {} : { ipFamilies: families }), ...(loadBalancerIP === undefined ? {} : { loadBalancerIP }) },
+    spec: {
+      type: 'LoadBalancer',
+      ...(families === undefined ? {} : { ipFamilies: families }),
+      ...(loadBalancerIP === undefined ? {} : { loadBalancerIP }),
+    },
   };
 }
 
@@ -340,10 +520,30 @@ function allocationError(message: RegExp) {
 describe('readRequest: pool choice', () => {
   const cases: { name: string; spec: ServiceSpec; pool: string; reason: RegExp }[] = [
     { name: 'the default pool', spec: {}, pool: 'default', reason: /^the default pool$/ },
-    { name: 'the pool listing the namespace', spec: { namespace: 'team-a2' }, pool: 'team-a', reason: /^the pool for namespace team-a2$/ },
-    { name: 'the pool its annotation names', spec: { families: ['IPv6'], annotations: { [POOL_ANNOTATION]: 'v6' } }, pool: 'v6', reason: /annotation static\.cirrus-ccm\.dev\/pool/ },
-    { name: 'the annotation before the namespace', spec: { namespace: 'team-a', annotations: { [POOL_ANNOTATION]: ' default ' } }, pool: 'default', reason: /annotation/ },
-    { name: 'an empty annotation as none', spec: { namespace: 'team-a', annotations: { [POOL_ANNOTATION]: '' } }, pool: 'team-a', reason: /namespace/ },
+    {
+      name: 'the pool listing the namespace',
+      spec: { namespace: 'team-a2' },
+      pool: 'team-a',
+      reason: /^the pool for namespace team-a2$/,
+    },
+    {
+      name: 'the pool its annotation names',
+      spec: { families: ['IPv6'], annotations: { [POOL_ANNOTATION]: 'v6' } },
+      pool: 'v6',
+      reason: /annotation static\.cirrus-ccm\.dev\/pool/,
+    },
+    {
+      name: 'the annotation before the namespace',
+      spec: { namespace: 'team-a', annotations: { [POOL_ANNOTATION]: ' default ' } },
+      pool: 'default',
+      reason: /annotation/,
+    },
+    {
+      name: 'an empty annotation as none',
+      spec: { namespace: 'team-a', annotations: { [POOL_ANNOTATION]: '' } },
+      pool: 'team-a',
+      reason: /namespace/,
+    },
   ];
   for (const { name, spec, pool, reason } of cases) {
     it(`picks ${name}`, () => {
@@ -354,20 +554,31 @@ describe('readRequest: pool choice', () => {
   }
 
   it('fails for a pool that does not exist, listing the pools', () => {
-    assert.throws(() => readRequest(pools(), service({ annotations: { [POOL_ANNOTATION]: 'gold' } })), allocationError(
-      /^service default\/web names pool "gold" in its annotation static\.cirrus-ccm\.dev\/pool, but there is no such pool; the pools are default, team-a, v6$/,
-    ));
+    assert.throws(
+      () => readRequest(pools(), service({ annotations: { [POOL_ANNOTATION]: 'gold' } })),
+      allocationError(
+        /^service default\/web names pool "gold" in its annotation static\.cirrus-ccm\.dev\/pool, but there is no such pool; the pools are default, team-a, v6$/,
+      ),
+    );
   });
 
   it('fails when no pool applies', () => {
-    const config = pools(`${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.0/28], namespaces: [x] }]\n`);
-    assert.throws(() => readRequest(config, service({ namespace: 'y' })), allocationError(
-      /^no address pool applies to service y\/web: no pool lists namespace y and no pool is the default; name one with the annotation static\.cirrus-ccm\.dev\/pool \(the pools are a\)$/,
-    ));
+    const config = pools(
+      `${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.0/28], namespaces: [x] }]\n`,
+    );
+    assert.throws(
+      () => readRequest(config, service({ namespace: 'y' })),
+      allocationError(
+        /^no address pool applies to service y\/web: no pool lists namespace y and no pool is the default; name one with the annotation static\.cirrus-ccm\.dev\/pool \(the pools are a\)$/,
+      ),
+    );
   });
 
   it('fails for a Service without UID', () => {
-    assert.throws(() => readRequest(pools(), service({ uid: '' })), allocationError(/^service default\/web has no UID/));
+    assert.throws(
+      () => readRequest(pools(), service({ uid: '' })),
+      allocationError(/^service default\/web has no UID/),
+    );
   });
 });
 
@@ -378,8 +589,17 @@ describe('readRequest: families and requested addresses', () => {
   });
 
   it('reads the annotation (canonical, by family) and spec.loadBalancerIP', () => {
-    const both = readRequest(pools(), service({ families: ['IPv4', 'IPv6'], annotations: { [ADDRESSES_ANNOTATION]: ' 192.0.2.3 , 2001:DB8::5,' } }));
-    assert.deepEqual([...both.requested].map(([family, value]) => [family, formatIp(value)]), [['IPv4', '192.0.2.3'], ['IPv6', '2001:db8::5']]);
+    const both = readRequest(
+      pools(),
+      service({ families: ['IPv4', 'IPv6'], annotations: { [ADDRESSES_ANNOTATION]: ' 192.0.2.3 , 2001:DB8::5,' } }),
+    );
+    assert.deepEqual(
+      [...both.requested].map(([family, value]) => [family, formatIp(value)]),
+      [
+        ['IPv4', '192.0.2.3'],
+        ['IPv6', '2001:db8::5'],
+      ],
+    );
     const legacy = readRequest(pools(), service({ loadBalancerIP: '192.0.2.4' }));
     assert.equal(formatIp(legacy.requested.get('IPv4') ?? ip('0.0.0.1')), '192.0.2.4');
   });
@@ -388,17 +608,20 @@ describe('readRequest: families and requested addresses', () => {
     {
       name: 'a pool without addresses of a needed family',
       spec: { namespace: 'team-a', families: ['IPv4', 'IPv6'] },
-      message: /^pool "team-a" \(the pool for namespace team-a of service team-a\/web\) has no IPv6 addresses, and the Service's spec\.ipFamilies are IPv4, IPv6$/,
+      message:
+        /^pool "team-a" \(the pool for namespace team-a of service team-a\/web\) has no IPv6 addresses, and the Service's spec\.ipFamilies are IPv4, IPv6$/,
     },
     {
       name: 'both the annotation and spec.loadBalancerIP',
       spec: { annotations: { [ADDRESSES_ANNOTATION]: '192.0.2.3' }, loadBalancerIP: '192.0.2.3' },
-      message: /^service default\/web sets both spec\.loadBalancerIP and the annotation static\.cirrus-ccm\.dev\/load-balancer-ips; use only the annotation$/,
+      message:
+        /^service default\/web sets both spec\.loadBalancerIP and the annotation static\.cirrus-ccm\.dev\/load-balancer-ips; use only the annotation$/,
     },
     {
       name: 'a malformed address',
       spec: { annotations: { [ADDRESSES_ANNOTATION]: '192.0.2.300' } },
-      message: /^service default\/web requests "192\.0\.2\.300" in the annotation static\.cirrus-ccm\.dev\/load-balancer-ips, which is not an IPv4 or IPv6 address$/,
+      message:
+        /^service default\/web requests "192\.0\.2\.300" in the annotation static\.cirrus-ccm\.dev\/load-balancer-ips, which is not an IPv4 or IPv6 address$/,
     },
     {
       name: 'a malformed spec.loadBalancerIP',
@@ -408,7 +631,8 @@ describe('readRequest: families and requested addresses', () => {
     {
       name: 'two addresses of one family',
       spec: { annotations: { [ADDRESSES_ANNOTATION]: '192.0.2.3,192.0.2.4' } },
-      message: /^service default\/web requests two IPv4 addresses \(192\.0\.2\.3 and 192\.0\.2\.4\); a Service gets one address per IP family$/,
+      message:
+        /^service default\/web requests two IPv4 addresses \(192\.0\.2\.3 and 192\.0\.2\.4\); a Service gets one address per IP family$/,
     },
     {
       name: 'an address of a family the Service does not have',
@@ -418,12 +642,14 @@ describe('readRequest: families and requested addresses', () => {
     {
       name: 'an address in another pool',
       spec: { annotations: { [ADDRESSES_ANNOTATION]: '198.51.100.10' } },
-      message: /^service default\/web requests 198\.51\.100\.10, which is not in its pool "default" \(the default pool\); it is in pool "team-a": name that pool with the annotation static\.cirrus-ccm\.dev\/pool to use it$/,
+      message:
+        /^service default\/web requests 198\.51\.100\.10, which is not in its pool "default" \(the default pool\); it is in pool "team-a": name that pool with the annotation static\.cirrus-ccm\.dev\/pool to use it$/,
     },
     {
       name: 'an address in no pool',
       spec: { namespace: 'team-a', loadBalancerIP: '203.0.113.9' },
-      message: /^service team-a\/web requests 203\.0\.113\.9, which is not in its pool "team-a" \(the pool for namespace team-a\); nor in any other pool$/,
+      message:
+        /^service team-a\/web requests 203\.0\.113\.9, which is not in its pool "team-a" \(the pool for namespace team-a\); nor in any other pool$/,
     },
     {
       name: 'the network address of a CIDR',
@@ -440,16 +666,26 @@ describe('readRequest: families and requested addresses', () => {
 
 describe('allocate', () => {
   const config = pools();
-  const held = (uid: string, pool: string, ...addresses: string[]): [string, Allocation] => [uid, { namespace: 'other', name: uid, pool, addresses }];
+  const held = (uid: string, pool: string, ...addresses: string[]): [string, Allocation] => [
+    uid,
+    { namespace: 'other', name: uid, pool, addresses },
+  ];
 
   it('hands out the lowest free address of each family, in the order of spec.ipFamilies', () => {
     const allocations = new Map([held('x', 'default', '192.0.2.1', '2001:db8::2')]);
     const result = allocate(readRequest(config, service({ families: ['IPv6', 'IPv4'] })), allocations);
-    assert.deepEqual(result, { namespace: 'default', name: 'web', pool: 'default', addresses: ['2001:db8::1', '192.0.2.2'] });
+    assert.deepEqual(result, {
+      namespace: 'default',
+      name: 'web',
+      pool: 'default',
+      addresses: ['2001:db8::1', '192.0.2.2'],
+    });
   });
 
   it('moves on to the next entry of the pool when one is full', () => {
-    const two = pools(`${INSTANCES}loadBalancers:\n  pools: [{ name: a, default: true, addresses: [192.0.2.0/31, 192.0.2.9] }]\n`);
+    const two = pools(
+      `${INSTANCES}loadBalancers:\n  pools: [{ name: a, default: true, addresses: [192.0.2.0/31, 192.0.2.9] }]\n`,
+    );
     const allocations = new Map([held('x', 'a', '192.0.2.0'), held('y', 'a', '192.0.2.1')]);
     assert.deepEqual(allocate(readRequest(two, service()), allocations).addresses, ['192.0.2.9']);
   });
@@ -461,39 +697,60 @@ describe('allocate', () => {
 
   it('refuses a requested address another Service holds, naming it', () => {
     const request = readRequest(config, service({ loadBalancerIP: '192.0.2.5' }));
-    assert.throws(() => allocate(request, new Map([held('x', 'default', '192.0.2.5')])), (error) => {
-      assert.ok(error instanceof AllocationError);
-      assert.equal(error.message, 'service default/web requests 192.0.2.5, which is already allocated to service other/x');
-      assert.deepEqual(error.holders, ['x']);
-      return true;
-    });
+    assert.throws(
+      () => allocate(request, new Map([held('x', 'default', '192.0.2.5')])),
+      (error) => {
+        assert.ok(error instanceof AllocationError);
+        assert.equal(
+          error.message,
+          'service default/web requests 192.0.2.5, which is already allocated to service other/x',
+        );
+        assert.deepEqual(error.holders, ['x']);
+        return true;
+      },
+    );
   });
 
   it('reports an exhausted pool with its size and the allocations in it', () => {
     const request = readRequest(config, service({ namespace: 'team-a' }));
     const allocations = new Map([
-      held('x', 'team-a', '198.51.100.10', '2001:db8::1'), held('y', 'team-a', '198.51.100.11'), held('z', 'elsewhere', '198.51.100.12'),
-      held('w', 'default', '192.0.2.1'), held('v', 'default', '2001:db8::2'),
+      held('x', 'team-a', '198.51.100.10', '2001:db8::1'),
+      held('y', 'team-a', '198.51.100.11'),
+      held('z', 'elsewhere', '198.51.100.12'),
+      held('w', 'default', '192.0.2.1'),
+      held('v', 'default', '2001:db8::2'),
     ]);
-    assert.throws(() => allocate(request, allocations), (error) => {
-      assert.ok(error instanceof AllocationError);
-      assert.equal(error.message, 'pool "team-a" is exhausted (3 IPv4 addresses, all allocated): no IPv4 address for service team-a/web (the pool for namespace team-a)');
-      assert.deepEqual([...error.holders].sort(), ['x', 'y', 'z']);
-      return true;
-    });
+    assert.throws(
+      () => allocate(request, allocations),
+      (error) => {
+        assert.ok(error instanceof AllocationError);
+        assert.equal(
+          error.message,
+          'pool "team-a" is exhausted (3 IPv4 addresses, all allocated): no IPv4 address for service team-a/web (the pool for namespace team-a)',
+        );
+        assert.deepEqual([...error.holders].sort(), ['x', 'y', 'z']);
+        return true;
+      },
+    );
   });
 
   it('names as holders only the allocations of the exhausted family in a dual-stack pool, and counts one address right', () => {
     const full = [1, 2, 3, 4, 5, 6].map((n) => held(`h${n}`, 'default', `192.0.2.${n}`));
     const allocations = new Map([...full, held('v6only', 'default', '2001:db8::1')]);
-    assert.throws(() => allocate(readRequest(config, service()), allocations), (error) => {
-      assert.ok(error instanceof AllocationError);
-      assert.match(error.message, /^pool "default" is exhausted \(6 IPv4 addresses, all allocated\)/);
-      assert.deepEqual([...error.holders].sort(), ['h1', 'h2', 'h3', 'h4', 'h5', 'h6']);
-      return true;
-    });
+    assert.throws(
+      () => allocate(readRequest(config, service()), allocations),
+      (error) => {
+        assert.ok(error instanceof AllocationError);
+        assert.match(error.message, /^pool "default" is exhausted \(6 IPv4 addresses, all allocated\)/);
+        assert.deepEqual([...error.holders].sort(), ['h1', 'h2', 'h3', 'h4', 'h5', 'h6']);
+        return true;
+      },
+    );
     const one = pools(`${INSTANCES}loadBalancers:\n  pools: [{ name: one, default: true, addresses: [192.0.2.9] }]\n`);
-    assert.throws(() => allocate(readRequest(one, service()), new Map([held('x', 'one', '192.0.2.9')])), allocationError(/^pool "one" is exhausted \(1 IPv4 address, all allocated\)/));
+    assert.throws(
+      () => allocate(readRequest(one, service()), new Map([held('x', 'one', '192.0.2.9')])),
+      allocationError(/^pool "one" is exhausted \(1 IPv4 address, all allocated\)/),
+    );
   });
 
   it('keeps what the Service holds (idempotent), even when its pool no longer has the address', () => {
@@ -532,9 +789,18 @@ describe('reloadProblem', () => {
   });
   it('refuses to add or remove the section, or to move the allocations', () => {
     assert.deepEqual(reloadProblem(undefined, base)?.field, 'loadBalancers');
-    assert.match(reloadProblem(undefined, base)?.problem ?? '', /^was added, but load balancers are only turned on at start-up/);
-    assert.match(reloadProblem(base, undefined)?.problem ?? '', /^was removed, but load balancers are only turned off at start-up/);
+    assert.match(
+      reloadProblem(undefined, base)?.problem ?? '',
+      /^was added, but load balancers are only turned on at start-up/,
+    );
+    assert.match(
+      reloadProblem(base, undefined)?.problem ?? '',
+      /^was removed, but load balancers are only turned off at start-up/,
+    );
     assert.equal(reloadProblem(base, moved)?.field, 'loadBalancers.allocations');
-    assert.match(reloadProblem(base, moved)?.problem ?? '', /^moves the allocations from ConfigMap kube-system\/cirrus-lb-ipam to kube-system\/other, which only takes effect at start-up/);
+    assert.match(
+      reloadProblem(base, moved)?.problem ?? '',
+      /^moves the allocations from ConfigMap kube-system\/cirrus-lb-ipam to kube-system\/other, which only takes effect at start-up/,
+    );
   });
 });

@@ -26,7 +26,14 @@ interface LogEntry {
 
 function capturingLog(): { log: Logger; entries: LogEntry[] } {
   const entries: LogEntry[] = [];
-  const log = pino({ level: 'info' }, { write: (line: string) => { entries.push(JSON.parse(line) as LogEntry); } });
+  const log = pino(
+    { level: 'info' },
+    {
+      write: (line: string) => {
+        entries.push(JSON.parse(line) as LogEntry);
+      },
+    },
+  );
   return { log, entries };
 }
 
@@ -47,7 +54,9 @@ function offlineKubeConfig(): KubeConfig {
 }
 
 async function fromYaml(yaml: string, kubeConfig?: KubeConfig): Promise<InstancesV2> {
-  return instancesOf(await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig }));
+  return instancesOf(
+    await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig }),
+  );
 }
 
 function instancesOf(provider: CloudProvider): InstancesV2 {
@@ -102,18 +111,58 @@ describe('parseInventory: invalid files', () => {
   const entry = (fields: string): string => `instances:\n  - ${fields}\n`;
   const cases: { name: string; yaml: string; field: string; problem: RegExp }[] = [
     { name: 'not YAML', yaml: 'instances: [', field: '', problem: /^is not valid YAML: .*\(line 1, column \d+\)$/ },
-    { name: 'an empty file', yaml: '# nothing\n', field: '', problem: /^must be a YAML mapping with an "instances" list; it is empty$/ },
+    {
+      name: 'an empty file',
+      yaml: '# nothing\n',
+      field: '',
+      problem: /^must be a YAML mapping with an "instances" list; it is empty$/,
+    },
     { name: 'a list', yaml: '- name: a\n', field: '', problem: /mapping .*; found a list$/ },
     { name: 'a scalar', yaml: 'hello\n', field: '', problem: /mapping .*; found "hello"$/ },
-    { name: 'two documents', yaml: 'instances: []\n---\ninstances: []\n', field: '', problem: /^must hold a single YAML document$/ },
+    {
+      name: 'two documents',
+      yaml: 'instances: []\n---\ninstances: []\n',
+      field: '',
+      problem: /^must hold a single YAML document$/,
+    },
     { name: 'no instances', yaml: '{}\n', field: 'instances', problem: /^is required$/ },
     { name: 'instances left empty', yaml: 'instances:\n', field: 'instances', problem: /^must be a list, not null$/ },
-    { name: 'an unknown top-level field', yaml: 'instances: []\nmachines: []\n', field: 'machines', problem: /^is not a known field; the fields here are instances, loadBalancers$/ },
-    { name: 'a misspelt field', yaml: entry('{ name: a, providerId: static://a }'), field: 'instances[0].providerId', problem: /^is not a known field; the fields here are name, providerID, / },
-    { name: 'an entry with neither name nor providerID', yaml: entry('{ zone: a }'), field: 'instances[0]', problem: /^needs a name or a providerID/ },
-    { name: 'a name that is not a Node name', yaml: entry('{ name: Worker_1 }'), field: 'instances[0].name', problem: /must be a DNS subdomain/ },
-    { name: 'an empty name', yaml: entry('{ name: "" }'), field: 'instances[0].name', problem: /must be 1 to 253 characters/ },
-    { name: 'a duplicate name', yaml: 'instances: [{ name: a }, { name: b }, { name: a, providerID: x://a }]', field: 'instances[2].name', problem: /^"a" is also the name of instances\[0\]$/ },
+    {
+      name: 'an unknown top-level field',
+      yaml: 'instances: []\nmachines: []\n',
+      field: 'machines',
+      problem: /^is not a known field; the fields here are instances, loadBalancers$/,
+    },
+    {
+      name: 'a misspelt field',
+      yaml: entry('{ name: a, providerId: static://a }'),
+      field: 'instances[0].providerId',
+      problem: /^is not a known field; the fields here are name, providerID, /,
+    },
+    {
+      name: 'an entry with neither name nor providerID',
+      yaml: entry('{ zone: a }'),
+      field: 'instances[0]',
+      problem: /^needs a name or a providerID/,
+    },
+    {
+      name: 'a name that is not a Node name',
+      yaml: entry('{ name: Worker_1 }'),
+      field: 'instances[0].name',
+      problem: /must be a DNS subdomain/,
+    },
+    {
+      name: 'an empty name',
+      yaml: entry('{ name: "" }'),
+      field: 'instances[0].name',
+      problem: /must be 1 to 253 characters/,
+    },
+    {
+      name: 'a duplicate name',
+      yaml: 'instances: [{ name: a }, { name: b }, { name: a, providerID: x://a }]',
+      field: 'instances[2].name',
+      problem: /^"a" is also the name of instances\[0\]$/,
+    },
     {
       name: 'a duplicate providerID',
       yaml: 'instances: [{ name: a, providerID: x://1 }, { name: b, providerID: x://1 }]',
@@ -126,8 +175,18 @@ describe('parseInventory: invalid files', () => {
       field: 'instances[1].name',
       problem: /^gives the default providerID "static:\/\/b", which is also the provider ID of instances\[0\]$/,
     },
-    { name: 'a providerID without a scheme', yaml: entry('{ providerID: worker-1 }'), field: 'instances[0].providerID', problem: /<scheme>:\/\/<id>/ },
-    { name: 'a providerID without an id', yaml: entry('{ providerID: "static://" }'), field: 'instances[0].providerID', problem: /<scheme>:\/\/<id>/ },
+    {
+      name: 'a providerID without a scheme',
+      yaml: entry('{ providerID: worker-1 }'),
+      field: 'instances[0].providerID',
+      problem: /<scheme>:\/\/<id>/,
+    },
+    {
+      name: 'a providerID without an id',
+      yaml: entry('{ providerID: "static://" }'),
+      field: 'instances[0].providerID',
+      problem: /<scheme>:\/\/<id>/,
+    },
     {
       name: 'an unknown address type',
       yaml: entry('{ name: a, addresses: [{ type: PublicIP, address: 192.0.2.1 }] }'),
@@ -136,7 +195,9 @@ describe('parseInventory: invalid files', () => {
     },
     {
       name: 'an InternalIP that is no IP address',
-      yaml: entry('{ name: a, addresses: [{ type: Hostname, address: a }, { type: InternalIP, address: 10.0.0.300 }] }'),
+      yaml: entry(
+        '{ name: a, addresses: [{ type: Hostname, address: a }, { type: InternalIP, address: 10.0.0.300 }] }',
+      ),
       field: 'instances[0].addresses[1].address',
       problem: /^must be an IPv4 or IPv6 address, as the type is InternalIP$/,
     },
@@ -146,28 +207,108 @@ describe('parseInventory: invalid files', () => {
       field: 'instances[0].addresses[0].address',
       problem: /IPv4 or IPv6 address, as the type is ExternalIP/,
     },
-    { name: 'an empty address', yaml: entry('{ name: a, addresses: [{ type: Hostname, address: "" }] }'), field: 'instances[0].addresses[0].address', problem: /^must not be empty$/ },
-    { name: 'an address without type', yaml: entry('{ name: a, addresses: [{ address: 10.0.0.1 }] }'), field: 'instances[0].addresses[0].type', problem: /^is required$/ },
+    {
+      name: 'an empty address',
+      yaml: entry('{ name: a, addresses: [{ type: Hostname, address: "" }] }'),
+      field: 'instances[0].addresses[0].address',
+      problem: /^must not be empty$/,
+    },
+    {
+      name: 'an address without type',
+      yaml: entry('{ name: a, addresses: [{ address: 10.0.0.1 }] }'),
+      field: 'instances[0].addresses[0].type',
+      problem: /^is required$/,
+    },
     {
       name: 'an unknown address field',
       yaml: entry('{ name: a, addresses: [{ type: Hostname, address: a, ip: 10.0.0.1 }] }'),
       field: 'instances[0].addresses[0].ip',
       problem: /^is not a known field; the fields here are type, address$/,
     },
-    { name: 'addresses as a mapping', yaml: entry('{ name: a, addresses: { InternalIP: 10.0.0.1 } }'), field: 'instances[0].addresses', problem: /^must be a list, not a mapping$/ },
-    { name: 'a label key starting with "-"', yaml: entry('{ name: a, labels: { "-rack": a } }'), field: 'instances[0].labels["-rack"]', problem: /^is not a valid label key: its name must be letters/ },
-    { name: 'a label key with an upper-case prefix', yaml: entry('{ name: a, labels: { Example.com/rack: a } }'), field: 'instances[0].labels["Example.com/rack"]', problem: /^is not a valid label key: its prefix must be a DNS subdomain/ },
-    { name: 'a label key with two slashes', yaml: entry('{ name: a, labels: { a.com/b/c: a } }'), field: 'instances[0].labels["a.com/b/c"]', problem: /^is not a valid label key: its name must be/ },
-    { name: 'a label key with an empty prefix', yaml: entry('{ name: a, labels: { /rack: a } }'), field: 'instances[0].labels["/rack"]', problem: /its prefix must be 1 to 253 characters/ },
-    { name: 'a label name of 64 characters', yaml: entry(`{ name: a, labels: { ${'n'.repeat(64)}: a } }`), field: `instances[0].labels.${'n'.repeat(64)}`, problem: /its name must be 1 to 63 characters/ },
-    { name: 'a label value with a space', yaml: entry('{ name: a, labels: { rack: "a b" } }'), field: 'instances[0].labels.rack', problem: /^is not a valid label value: it must be empty or letters/ },
-    { name: 'a label value of 64 characters', yaml: entry(`{ name: a, labels: { rack: ${'v'.repeat(64)} } }`), field: 'instances[0].labels.rack', problem: /at most 63 characters/ },
-    { name: 'a label value that YAML reads as a number', yaml: entry('{ name: a, labels: { rack: 1 } }'), field: 'instances[0].labels.rack', problem: /^must be a string, not the number 1 \(quote it: "1"\)$/ },
-    { name: 'labels as a list', yaml: entry('{ name: a, labels: [a] }'), field: 'instances[0].labels', problem: /^must be a mapping, not a list$/ },
-    { name: 'an instanceType that is no label value', yaml: entry('{ name: a, instanceType: m1 large }'), field: 'instances[0].instanceType', problem: /not a valid label value/ },
-    { name: 'a zone of 64 characters', yaml: entry(`{ name: a, zone: ${'z'.repeat(64)} }`), field: 'instances[0].zone', problem: /at most 63 characters/ },
-    { name: 'a region that is no string', yaml: entry('{ name: a, region: [dc-1] }'), field: 'instances[0].region', problem: /^must be a string, not a list$/ },
-    { name: 'an unknown state', yaml: entry('{ name: a, state: off }'), field: 'instances[0].state', problem: /^must be one of running, shutdown, not "off"$/ },
+    {
+      name: 'addresses as a mapping',
+      yaml: entry('{ name: a, addresses: { InternalIP: 10.0.0.1 } }'),
+      field: 'instances[0].addresses',
+      problem: /^must be a list, not a mapping$/,
+    },
+    {
+      name: 'a label key starting with "-"',
+      yaml: entry('{ name: a, labels: { "-rack": a } }'),
+      field: 'instances[0].labels["-rack"]',
+      problem: /^is not a valid label key: its name must be letters/,
+    },
+    {
+      name: 'a label key with an upper-case prefix',
+      yaml: entry('{ name: a, labels: { Example.com/rack: a } }'),
+      field: 'instances[0].labels["Example.com/rack"]',
+      problem: /^is not a valid label key: its prefix must be a DNS subdomain/,
+    },
+    {
+      name: 'a label key with two slashes',
+      yaml: entry('{ name: a, labels: { a.com/b/c: a } }'),
+      field: 'instances[0].labels["a.com/b/c"]',
+      problem: /^is not a valid label key: its name must be/,
+    },
+    {
+      name: 'a label key with an empty prefix',
+      yaml: entry('{ name: a, labels: { /rack: a } }'),
+      field: 'instances[0].labels["/rack"]',
+      problem: /its prefix must be 1 to 253 characters/,
+    },
+    {
+      name: 'a label name of 64 characters',
+      yaml: entry(`{ name: a, labels: { ${'n'.repeat(64)}: a } }`),
+      field: `instances[0].labels.${'n'.repeat(64)}`,
+      problem: /its name must be 1 to 63 characters/,
+    },
+    {
+      name: 'a label value with a space',
+      yaml: entry('{ name: a, labels: { rack: "a b" } }'),
+      field: 'instances[0].labels.rack',
+      problem: /^is not a valid label value: it must be empty or letters/,
+    },
+    {
+      name: 'a label value of 64 characters',
+      yaml: entry(`{ name: a, labels: { rack: ${'v'.repeat(64)} } }`),
+      field: 'instances[0].labels.rack',
+      problem: /at most 63 characters/,
+    },
+    {
+      name: 'a label value that YAML reads as a number',
+      yaml: entry('{ name: a, labels: { rack: 1 } }'),
+      field: 'instances[0].labels.rack',
+      problem: /^must be a string, not the number 1 \(quote it: "1"\)$/,
+    },
+    {
+      name: 'labels as a list',
+      yaml: entry('{ name: a, labels: [a] }'),
+      field: 'instances[0].labels',
+      problem: /^must be a mapping, not a list$/,
+    },
+    {
+      name: 'an instanceType that is no label value',
+      yaml: entry('{ name: a, instanceType: m1 large }'),
+      field: 'instances[0].instanceType',
+      problem: /not a valid label value/,
+    },
+    {
+      name: 'a zone of 64 characters',
+      yaml: entry(`{ name: a, zone: ${'z'.repeat(64)} }`),
+      field: 'instances[0].zone',
+      problem: /at most 63 characters/,
+    },
+    {
+      name: 'a region that is no string',
+      yaml: entry('{ name: a, region: [dc-1] }'),
+      field: 'instances[0].region',
+      problem: /^must be a string, not a list$/,
+    },
+    {
+      name: 'an unknown state',
+      yaml: entry('{ name: a, state: off }'),
+      field: 'instances[0].state',
+      problem: /^must be one of running, shutdown, not "off"$/,
+    },
   ];
   for (const reserved of ['kubernetes.io/role', 'k8s.io/x', 'topology.kubernetes.io/zone', 'node.k8s.io/x']) {
     cases.push({
@@ -179,14 +320,17 @@ describe('parseInventory: invalid files', () => {
   }
   for (const { name, yaml, field, problem } of cases) {
     it(`rejects ${name}`, () => {
-      assert.throws(() => parseInventory(yaml, 'inventory.yaml'), (error) => {
-        const invalid = findCause(error, CloudConfigError);
-        assert.ok(invalid, `a CloudConfigError, not ${String(error)}`);
-        assert.equal(invalid.file, 'inventory.yaml');
-        assert.equal(invalid.field, field);
-        assert.match(invalid.problem, problem);
-        return true;
-      });
+      assert.throws(
+        () => parseInventory(yaml, 'inventory.yaml'),
+        (error) => {
+          const invalid = findCause(error, CloudConfigError);
+          assert.ok(invalid, `a CloudConfigError, not ${String(error)}`);
+          assert.equal(invalid.file, 'inventory.yaml');
+          assert.equal(invalid.field, field);
+          assert.match(invalid.problem, problem);
+          return true;
+        },
+      );
     });
   }
 });
@@ -195,9 +339,21 @@ describe('parseInventory: valid files', () => {
   const cases: { name: string; yaml: string; count: number }[] = [
     { name: 'an empty list', yaml: 'instances: []\n', count: 0 },
     { name: 'the full example', yaml: FULL, count: 3 },
-    { name: 'an empty label value and a k8s-like but unreserved domain', yaml: 'instances: [{ name: a, labels: { app.k8snio/x: "", k8s.io.example.com/y: z } }]', count: 1 },
-    { name: 'DNS addresses', yaml: 'instances: [{ name: a, addresses: [{ type: InternalDNS, address: a.internal }, { type: ExternalDNS, address: a.example.com }] }]', count: 1 },
-    { name: 'an explicit providerID equal to the default', yaml: 'instances: [{ name: a, providerID: static://a }]', count: 1 },
+    {
+      name: 'an empty label value and a k8s-like but unreserved domain',
+      yaml: 'instances: [{ name: a, labels: { app.k8snio/x: "", k8s.io.example.com/y: z } }]',
+      count: 1,
+    },
+    {
+      name: 'DNS addresses',
+      yaml: 'instances: [{ name: a, addresses: [{ type: InternalDNS, address: a.internal }, { type: ExternalDNS, address: a.example.com }] }]',
+      count: 1,
+    },
+    {
+      name: 'an explicit providerID equal to the default',
+      yaml: 'instances: [{ name: a, providerID: static://a }]',
+      count: 1,
+    },
   ];
   for (const { name, yaml, count } of cases) {
     it(`accepts ${name}`, () => {
@@ -222,7 +378,11 @@ describe('examples/static', () => {
     const inventory = parseInventory(await example('inventory.yaml'), 'inventory.yaml');
     assert.ok(inventory.instances.some((instance) => instance.state === 'shutdown'));
     const exampleNode = load(await example('node.yaml')) as V1Node;
-    assert.ok(exampleNode.spec?.taints?.some((taint) => taint.key === 'node.cloudprovider.kubernetes.io/uninitialized' && taint.effect === 'NoSchedule'));
+    assert.ok(
+      exampleNode.spec?.taints?.some(
+        (taint) => taint.key === 'node.cloudprovider.kubernetes.io/uninitialized' && taint.effect === 'NoSchedule',
+      ),
+    );
     const instances = await fromYaml(await example('inventory.yaml'), offlineKubeConfig());
     const found = await metadata(instances, exampleNode);
     // The node controller refuses metadata whose addresses do not hold the kubelet's --node-ip.
@@ -240,25 +400,42 @@ describe('examples/static', () => {
 
 describe('createStaticProvider', () => {
   it('needs a cloud-config', async () => {
-    await assert.rejects(createStaticProvider({ config: undefined, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }), (error) => {
-      const invalid = findCause(error, CloudConfigError);
-      assert.ok(invalid);
-      assert.equal(invalid.field, '');
-      assert.match(invalid.problem, /^the static provider needs --cloud-config with an inventory file$/);
-      return true;
-    });
+    await assert.rejects(
+      createStaticProvider({
+        config: undefined,
+        configPath: undefined,
+        signal: never,
+        log: silent,
+        kubeConfig: undefined,
+      }),
+      (error) => {
+        const invalid = findCause(error, CloudConfigError);
+        assert.ok(invalid);
+        assert.equal(invalid.field, '');
+        assert.match(invalid.problem, /^the static provider needs --cloud-config with an inventory file$/);
+        return true;
+      },
+    );
   });
 
   it('is registered as "static" and reports a bad file through the registry', async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'cirrus-static-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const controller = new AbortController();
-    t.after(() => { controller.abort(); });
+    t.after(() => {
+      controller.abort();
+    });
     const options = { signal: controller.signal, log: silent };
-    await assert.rejects(initCloudProvider('static', undefined, options), (error) => findCause(error, CloudConfigError) !== undefined);
+    await assert.rejects(
+      initCloudProvider('static', undefined, options),
+      (error) => findCause(error, CloudConfigError) !== undefined,
+    );
     const file = join(dir, 'inventory.yaml');
     await writeFile(file, 'instances: [{ name: a, state: off }]\n');
-    await assert.rejects(initCloudProvider('static', file, options), (error) => findCause(error, CloudConfigError)?.field === 'instances[0].state');
+    await assert.rejects(
+      initCloudProvider('static', file, options),
+      (error) => findCause(error, CloudConfigError)?.field === 'instances[0].state',
+    );
     await writeFile(file, FULL);
     const provider = await initCloudProvider('static', file, options);
     assert.equal(provider.providerName(), 'static');
@@ -267,18 +444,36 @@ describe('createStaticProvider', () => {
 
   it('supports loadBalancer when the file has pools, given a kubeconfig', async () => {
     const yaml = 'instances: []\nloadBalancers: { pools: [{ name: a, default: true, addresses: [192.0.2.0/28] }] }\n';
-    const provider = await createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: offlineKubeConfig() });
-    assert.ok(provider.loadBalancer());
-    await assert.rejects(createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }), (error) => {
-      assert.ok(error instanceof Error);
-      assert.equal(error.message, 'the static provider\'s loadBalancers need a connection to the cluster (a kubeconfig), ' +
-        'to record allocations in ConfigMap kube-system/cirrus-lb-ipam; none was given');
-      return true;
+    const provider = await createStaticProvider({
+      config: yaml,
+      configPath: undefined,
+      signal: never,
+      log: silent,
+      kubeConfig: offlineKubeConfig(),
     });
+    assert.ok(provider.loadBalancer());
+    await assert.rejects(
+      createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }),
+      (error) => {
+        assert.ok(error instanceof Error);
+        assert.equal(
+          error.message,
+          "the static provider's loadBalancers need a connection to the cluster (a kubeconfig), " +
+            'to record allocations in ConfigMap kube-system/cirrus-lb-ipam; none was given',
+        );
+        return true;
+      },
+    );
   });
 
   it('supports instancesV2 only', async () => {
-    const provider = await createStaticProvider({ config: FULL, configPath: undefined, signal: never, log: silent, kubeConfig: undefined });
+    const provider = await createStaticProvider({
+      config: FULL,
+      configPath: undefined,
+      signal: never,
+      log: silent,
+      kubeConfig: undefined,
+    });
     assert.equal(provider.providerName(), 'static');
     assert.equal(provider.hasClusterId(), true);
     assert.ok(provider.instancesV2());
@@ -325,7 +520,9 @@ describe('static InstancesV2', () => {
   });
 
   it('matches by providerID before the name', async () => {
-    const twoWays = await fromYaml('instances: [{ name: n1, providerID: x://1, zone: z1 }, { name: n2, providerID: x://2, zone: z2 }]');
+    const twoWays = await fromYaml(
+      'instances: [{ name: n1, providerID: x://1, zone: z1 }, { name: n2, providerID: x://2, zone: z2 }]',
+    );
     assert.equal((await metadata(twoWays, node('n1', 'x://2'))).zone, 'z2');
     assert.equal((await metadata(twoWays, node('n1'))).zone, 'z1');
   });
@@ -338,7 +535,10 @@ describe('static InstancesV2', () => {
   });
 
   it('falls back to the name when the providerID matches no entry', async () => {
-    assert.equal((await metadata(instances, node('worker-1', 'static://renamed'))).providerId, 'static://rack-a/worker-1');
+    assert.equal(
+      (await metadata(instances, node('worker-1', 'static://renamed'))).providerId,
+      'static://rack-a/worker-1',
+    );
   });
 
   it('treats a Node with no entry as a machine that does not exist', async () => {
@@ -397,7 +597,10 @@ describe('static inventory reload', () => {
   async function start(file: string, options: StaticProviderOptions, log: Logger = silent) {
     const controller = new AbortController();
     const config = await readFile(file, 'utf8');
-    const provider = await createStaticProvider({ config, configPath: file, signal: controller.signal, log, kubeConfig: undefined }, options);
+    const provider = await createStaticProvider(
+      { config, configPath: file, signal: controller.signal, log, kubeConfig: undefined },
+      options,
+    );
     return { instances: instancesOf(provider), controller };
   }
 
@@ -408,12 +611,16 @@ describe('static inventory reload', () => {
     await writeFile(file, 'instances: [{ name: a }]\n');
     const { log, entries } = capturingLog();
     const { instances, controller } = await start(file, watchOnly, log);
-    t.after(() => { controller.abort(); });
+    t.after(() => {
+      controller.abort();
+    });
     assert.equal(await instances.instanceExists(node('b')), false);
     await writeFile(file, 'instances: [{ name: a }, { name: b, state: shutdown }]\n');
     await eventually('machine b', exists(instances, 'b'));
     assert.equal(await instances.instanceShutdown(node('b')), true);
-    await eventually('the info log', () => entries.some((e) => e.level === 30 && e['instances'] === 2 && e['file'] === file));
+    await eventually('the info log', () =>
+      entries.some((e) => e.level === 30 && e['instances'] === 2 && e['file'] === file),
+    );
   });
 
   it('keeps the last good inventory when a change does not validate, and logs why', async (t) => {
@@ -421,7 +628,9 @@ describe('static inventory reload', () => {
     await writeFile(file, 'instances: [{ name: a }]\n');
     const { log, entries } = capturingLog();
     const { instances, controller } = await start(file, fast, log);
-    t.after(() => { controller.abort(); });
+    t.after(() => {
+      controller.abort();
+    });
     await replaceFile(file, 'instances: [{ name: b, state: off }]\n');
     await eventually('the error log', () => entries.some((e) => e.level === 50));
     const logged = entries.find((e) => e.level === 50);
@@ -443,7 +652,9 @@ describe('static inventory reload', () => {
     await symlink('..2026_01_01_00_00_00.1', join(dir, '..data'));
     await symlink('..data/config.yaml', join(dir, 'config.yaml'));
     const { instances, controller } = await start(join(dir, 'config.yaml'), watchOnly);
-    t.after(() => { controller.abort(); });
+    t.after(() => {
+      controller.abort();
+    });
     assert.equal(await instances.instanceExists(node('a')), true);
     // What the kubelet's atomic writer does: a new folder, a new symlink renamed over ..data, the old folder removed.
     await mkdir(join(dir, '..2026_01_01_00_01_00.2'));
@@ -460,7 +671,9 @@ describe('static inventory reload', () => {
     await writeFile(target, 'instances: [{ name: a }]\n');
     await symlink(target, join(watched, 'inventory.yaml'));
     const { instances, controller } = await start(join(watched, 'inventory.yaml'), fast);
-    t.after(() => { controller.abort(); });
+    t.after(() => {
+      controller.abort();
+    });
     await writeFile(target, 'instances: [{ name: d }]\n');
     await eventually('machine d', exists(instances, 'd'));
   });
@@ -470,7 +683,9 @@ describe('static inventory reload', () => {
     await writeFile(file, 'instances: [{ name: a }]\n');
     const { log, entries } = capturingLog();
     const { instances, controller } = await start(file, fast, log);
-    t.after(() => { controller.abort(); });
+    t.after(() => {
+      controller.abort();
+    });
     await rm(file);
     await eventually('the read error', () => entries.some((e) => e.level === 50));
     await sleep(150);
@@ -493,7 +708,10 @@ describe('static inventory reload', () => {
     const [poller] = setIntervalSpy.mock.calls.map((call) => call.result);
     assert.ok(poller);
     controller.abort();
-    assert.ok(clearIntervalSpy.mock.calls.some((call) => call.arguments[0] === poller), 'the poll timer is cleared');
+    assert.ok(
+      clearIntervalSpy.mock.calls.some((call) => call.arguments[0] === poller),
+      'the poll timer is cleared',
+    );
     const timeoutsBefore = setTimeoutSpy.mock.callCount();
     await writeFile(file, 'instances: [{ name: f }]\n');
     await writeFile(join(file, '..', 'other.yaml'), '');
@@ -515,7 +733,10 @@ describe('static inventory reload', () => {
       console.log('started');
     `;
     const run = promisify(execFile);
-    const { stdout } = await run(process.execPath, ['--input-type=module', '--eval', script], { cwd: new URL('../..', import.meta.url), timeout: 10_000 });
+    const { stdout } = await run(process.execPath, ['--input-type=module', '--eval', script], {
+      cwd: new URL('../..', import.meta.url),
+      timeout: 10_000,
+    });
     assert.equal(stdout.trim(), 'started');
   });
 });

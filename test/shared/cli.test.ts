@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { main, usageExitCode } from '../../shared/cli/main.ts';
 
-async function run(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function run(
+  argv: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
   const io = {
@@ -30,7 +33,11 @@ describe('cirrus', () => {
     });
   }
 
-  for (const argv of [['cluster', '--help'], ['help', 'cluster'], ['cluster', '-h']]) {
+  for (const argv of [
+    ['cluster', '--help'],
+    ['help', 'cluster'],
+    ['cluster', '-h'],
+  ]) {
     it(`'cirrus ${argv.join(' ')}' shows the command's flags, variables and defaults`, async () => {
       const { code, stdout } = await run(argv);
       assert.equal(code, 0);
@@ -63,24 +70,52 @@ describe('cirrus', () => {
     { argv: ['frobnicate'], message: "cirrus: unknown command 'frobnicate'\nRun 'cirrus --help' for usage.\n" },
     { argv: ['--frobnicate'], message: "cirrus: unknown flag '--frobnicate'\nRun 'cirrus --help' for usage.\n" },
     { argv: ['help', 'frobnicate'], message: "cirrus: unknown command 'frobnicate'\nRun 'cirrus --help' for usage.\n" },
-    { argv: ['cluster', '--cloud-provider', 'fake'], message: "cirrus cluster: Unknown option '--cloud-provider'\nRun 'cirrus cluster --help' for usage.\n" },
-    { argv: ['serve', 'node-init'], message: "cirrus serve: --cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)\nRun 'cirrus serve --help' for usage.\n" },
+    {
+      argv: ['cluster', '--cloud-provider', 'fake'],
+      message: "cirrus cluster: Unknown option '--cloud-provider'\nRun 'cirrus cluster --help' for usage.\n",
+    },
+    {
+      argv: ['serve', 'node-init'],
+      message:
+        "cirrus serve: --cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)\nRun 'cirrus serve --help' for usage.\n",
+    },
     { argv: ['serve'], message: "cirrus serve: missing argument <function>\nRun 'cirrus serve --help' for usage.\n" },
     {
       argv: ['serve', 'routing', '--cloud-provider', 'fake'],
-      message: "cirrus serve: unknown function 'routing' (known: node-init, cloud-node-controller, cloud-node, node-lifecycle, " +
-        "cloud-node-lifecycle-controller, cloud-node-lifecycle, service-lb, service-lb-controller, service, routes, " +
+      message:
+        "cirrus serve: unknown function 'routing' (known: node-init, cloud-node-controller, cloud-node, node-lifecycle, " +
+        'cloud-node-lifecycle-controller, cloud-node-lifecycle, service-lb, service-lb-controller, service, routes, ' +
         "node-route-controller, route)\nRun 'cirrus serve --help' for usage.\n",
     },
-    { argv: ['reconcile', 'node'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
-    { argv: ['reconcile', 'node', 'w1', '--all'], message: "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n" },
-    { argv: ['reconcile', 'service', 'web'], message: "cirrus reconcile: name a Service as <namespace>/<name>, not 'web'\nRun 'cirrus reconcile --help' for usage.\n" },
-    { argv: ['relay'], message: "cirrus relay: invalid relay routing: no destination: pass --to <function>=<url>, a routing file, or set K_SINK\nRun 'cirrus relay --help' for usage.\n" },
-    { argv: ['reconcile', 'relay', 'x'], message: "cirrus reconcile: unknown function 'relay'\nRun 'cirrus reconcile --help' for usage.\n" },
+    {
+      argv: ['reconcile', 'node'],
+      message:
+        "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n",
+    },
+    {
+      argv: ['reconcile', 'node', 'w1', '--all'],
+      message:
+        "cirrus reconcile: name one object, or pass --all (not both)\nRun 'cirrus reconcile --help' for usage.\n",
+    },
+    {
+      argv: ['reconcile', 'service', 'web'],
+      message:
+        "cirrus reconcile: name a Service as <namespace>/<name>, not 'web'\nRun 'cirrus reconcile --help' for usage.\n",
+    },
+    {
+      argv: ['relay'],
+      message:
+        "cirrus relay: invalid relay routing: no destination: pass --to <function>=<url>, a routing file, or set K_SINK\nRun 'cirrus relay --help' for usage.\n",
+    },
+    {
+      argv: ['reconcile', 'relay', 'x'],
+      message: "cirrus reconcile: unknown function 'relay'\nRun 'cirrus reconcile --help' for usage.\n",
+    },
     {
       argv: ['cluster'],
       env: { CIRRUS_CLUSTER_NAME: 'bad name' },
-      message: 'cirrus cluster: --cluster-name (from CIRRUS_CLUSTER_NAME): must be 1 to 63 letters, digits, "-", "_" or ".", ' +
+      message:
+        'cirrus cluster: --cluster-name (from CIRRUS_CLUSTER_NAME): must be 1 to 63 letters, digits, "-", "_" or ".", ' +
         "starting and ending with a letter or digit\nRun 'cirrus cluster --help' for usage.\n",
     },
   ];

@@ -68,7 +68,10 @@ describe('readCloudEvent, binary mode', () => {
   });
 
   it('percent-decodes header values, and keeps a value whose escapes are invalid as it is', () => {
-    const event = readCloudEvent({ ...apiServerHeaders, 'ce-subject': '/nodes/w%C3%B6rker%20one', 'ce-comment': '100%' }, node);
+    const event = readCloudEvent(
+      { ...apiServerHeaders, 'ce-subject': '/nodes/w%C3%B6rker%20one', 'ce-comment': '100%' },
+      node,
+    );
     assert.equal(event.subject, '/nodes/wörker one');
     assert.equal(event.extensions['comment'], '100%');
   });
@@ -83,7 +86,12 @@ describe('readCloudEvent, binary mode', () => {
   it('lists every missing attribute at once', () => {
     const { message, problems } = problemsOf(() => readCloudEvent({ 'content-type': 'application/json' }, {}));
     assert.equal(message, 'not a valid CloudEvent (binary mode: attributes in ce-* headers)');
-    assert.deepEqual(problems, ['specversion: is required', 'id: is required', 'source: is required', 'type: is required']);
+    assert.deepEqual(problems, [
+      'specversion: is required',
+      'id: is required',
+      'source: is required',
+      'type: is required',
+    ]);
   });
 
   it('rejects another specversion, empty attributes, and extension names that are not lower-case letters and digits', () => {
@@ -139,7 +147,11 @@ describe('readCloudEvent, structured mode', () => {
     delete attributes['data'];
     const base64 = Buffer.from(JSON.stringify(node)).toString('base64');
     assert.deepEqual(readCloudEvent(structured, { ...attributes, data_base64: base64 }).data, node);
-    const text = readCloudEvent(structured, { ...attributes, datacontenttype: 'text/plain', data_base64: Buffer.from('hi').toString('base64') });
+    const text = readCloudEvent(structured, {
+      ...attributes,
+      datacontenttype: 'text/plain',
+      data_base64: Buffer.from('hi').toString('base64'),
+    });
     assert.equal(text.data, 'hi');
   });
 
@@ -150,7 +162,9 @@ describe('readCloudEvent, structured mode', () => {
   });
 
   it('lists every problem of a malformed event', () => {
-    const { message, problems } = problemsOf(() => readCloudEvent(structured, { specversion: '1.0.1', id: 7, type: '', Kind: 'Node', tags: ['a'] }));
+    const { message, problems } = problemsOf(() =>
+      readCloudEvent(structured, { specversion: '1.0.1', id: 7, type: '', Kind: 'Node', tags: ['a'] }),
+    );
     assert.equal(message, 'not a valid CloudEvent (structured mode: the whole event in the body)');
     assert.deepEqual(problems, [
       'specversion: must be "1.0", not "1.0.1"',
@@ -183,7 +197,10 @@ describe('contentMode', () => {
   }
 
   it('rejects batched mode and other event formats, saying what to send instead', () => {
-    assert.equal(problemsOf(() => contentMode('application/cloudevents-batch+json')).message, 'batched CloudEvents are not supported: send one event per request');
+    assert.equal(
+      problemsOf(() => contentMode('application/cloudevents-batch+json')).message,
+      'batched CloudEvents are not supported: send one event per request',
+    );
     assert.equal(
       problemsOf(() => contentMode('application/cloudevents+avro')).message,
       'event format application/cloudevents+avro is not supported: use application/cloudevents+json or binary mode',
@@ -212,7 +229,10 @@ describe('eventMode', () => {
   it('accepts exactly the types that have a mode', () => {
     assert.deepEqual(
       [...acceptedEventTypes].sort(),
-      cases.filter(([, mode]) => mode !== undefined).map(([type]) => type).sort(),
+      cases
+        .filter(([, mode]) => mode !== undefined)
+        .map(([type]) => type)
+        .sort(),
     );
   });
 });
@@ -224,15 +244,60 @@ describe('eventObjectKey', () => {
   const service = { kind: 'Service', metadata: { name: 'web', namespace: 'default' } };
 
   const cases: { name: string; mode: 'resource' | 'ref'; event: CloudEvent; key: object }[] = [
-    { name: 'ApiServerSource extensions, cluster-scoped', mode: 'resource', event: event({ kind: 'Node', name: 'worker-1', namespace: '' }, node), key: { kind: 'Node', name: 'worker-1' } },
-    { name: 'extensions, namespaced', mode: 'resource', event: event({ kind: 'Service', name: 'web', namespace: 'default' }, undefined), key: { kind: 'Service', name: 'web', namespace: 'default' } },
-    { name: 'extensions win over data', mode: 'resource', event: event({ kind: 'Node', name: 'from-extension' }, node), key: { kind: 'Node', name: 'from-extension' } },
-    { name: 'resource data when there are no extensions', mode: 'resource', event: event({}, service), key: { kind: 'Service', name: 'web', namespace: 'default' } },
-    { name: 'resource data, cluster-scoped', mode: 'resource', event: event({}, node), key: { kind: 'Node', name: 'worker-1' } },
-    { name: 'ref data', mode: 'ref', event: event({}, { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' }), key: { kind: 'Service', name: 'web', namespace: 'default' } },
-    { name: 'ref data with an empty namespace', mode: 'ref', event: event({}, { apiVersion: 'v1', kind: 'Node', name: 'worker-1', namespace: '' }), key: { kind: 'Node', name: 'worker-1' } },
-    { name: 'an empty namespace extension means cluster-scoped, whatever data says', mode: 'resource', event: event({ namespace: '' }, service), key: { kind: 'Service', name: 'web' } },
-    { name: 'data fills what the extensions leave out', mode: 'resource', event: event({ kind: 'Service' }, service), key: { kind: 'Service', name: 'web', namespace: 'default' } },
+    {
+      name: 'ApiServerSource extensions, cluster-scoped',
+      mode: 'resource',
+      event: event({ kind: 'Node', name: 'worker-1', namespace: '' }, node),
+      key: { kind: 'Node', name: 'worker-1' },
+    },
+    {
+      name: 'extensions, namespaced',
+      mode: 'resource',
+      event: event({ kind: 'Service', name: 'web', namespace: 'default' }, undefined),
+      key: { kind: 'Service', name: 'web', namespace: 'default' },
+    },
+    {
+      name: 'extensions win over data',
+      mode: 'resource',
+      event: event({ kind: 'Node', name: 'from-extension' }, node),
+      key: { kind: 'Node', name: 'from-extension' },
+    },
+    {
+      name: 'resource data when there are no extensions',
+      mode: 'resource',
+      event: event({}, service),
+      key: { kind: 'Service', name: 'web', namespace: 'default' },
+    },
+    {
+      name: 'resource data, cluster-scoped',
+      mode: 'resource',
+      event: event({}, node),
+      key: { kind: 'Node', name: 'worker-1' },
+    },
+    {
+      name: 'ref data',
+      mode: 'ref',
+      event: event({}, { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' }),
+      key: { kind: 'Service', name: 'web', namespace: 'default' },
+    },
+    {
+      name: 'ref data with an empty namespace',
+      mode: 'ref',
+      event: event({}, { apiVersion: 'v1', kind: 'Node', name: 'worker-1', namespace: '' }),
+      key: { kind: 'Node', name: 'worker-1' },
+    },
+    {
+      name: 'an empty namespace extension means cluster-scoped, whatever data says',
+      mode: 'resource',
+      event: event({ namespace: '' }, service),
+      key: { kind: 'Service', name: 'web' },
+    },
+    {
+      name: 'data fills what the extensions leave out',
+      mode: 'resource',
+      event: event({ kind: 'Service' }, service),
+      key: { kind: 'Service', name: 'web', namespace: 'default' },
+    },
   ];
   for (const { name, mode, event: input, key } of cases) {
     it(name, () => {
@@ -241,10 +306,13 @@ describe('eventObjectKey', () => {
   }
 
   it('names what is missing, by mode', () => {
-    assert.deepEqual(problemsOf(() => eventObjectKey(event({ kind: 'Node' }, { metadata: {} }), 'resource')), {
-      message: 'the event does not name an object',
-      problems: ['name: no "name" extension and no data.metadata.name'],
-    });
+    assert.deepEqual(
+      problemsOf(() => eventObjectKey(event({ kind: 'Node' }, { metadata: {} }), 'resource')),
+      {
+        message: 'the event does not name an object',
+        problems: ['name: no "name" extension and no data.metadata.name'],
+      },
+    );
     assert.deepEqual(problemsOf(() => eventObjectKey(event({}, 'not an object'), 'ref')).problems, [
       'kind: no "kind" extension and no data.kind',
       'name: no "name" extension and no data.name',
@@ -252,9 +320,11 @@ describe('eventObjectKey', () => {
   });
 
   it('treats data fields of the wrong type, and non-string extensions, as missing', () => {
-    assert.deepEqual(problemsOf(() => eventObjectKey(event({ kind: 'Node', name: 5 }, { metadata: { name: ['x'] } }), 'resource')).problems, [
-      'name: no "name" extension and no data.metadata.name',
-    ]);
+    assert.deepEqual(
+      problemsOf(() => eventObjectKey(event({ kind: 'Node', name: 5 }, { metadata: { name: ['x'] } }), 'resource'))
+        .problems,
+      ['name: no "name" extension and no data.metadata.name'],
+    );
   });
 });
 
@@ -262,9 +332,15 @@ describe('the wire, sender to receiver', () => {
   it('reads back the binary-mode headers a sender writes, percent-encoding included', () => {
     const key = { kind: 'Service', name: 'web', namespace: 'default' };
     const headers = binaryModeHeaders({
-      specversion: '1.0', id: 'e-1', source: 'https://10.96.0.1:443', type: eventTypes.resourceUpdate,
-      subject: objectSubject('v1', key), [extensionNames.kind]: key.kind, [extensionNames.name]: key.name,
-      [extensionNames.namespace]: key.namespace, cluster: 'east side "β" 100%',
+      specversion: '1.0',
+      id: 'e-1',
+      source: 'https://10.96.0.1:443',
+      type: eventTypes.resourceUpdate,
+      subject: objectSubject('v1', key),
+      [extensionNames.kind]: key.kind,
+      [extensionNames.name]: key.name,
+      [extensionNames.namespace]: key.namespace,
+      cluster: 'east side "β" 100%',
     });
     assert.equal(headers['ce-subject'], '/apis/v1/namespaces/default/services/web');
     assert.equal(headers['ce-cluster'], 'east%20side%20%22%CE%B2%22%20100%25');
@@ -281,6 +357,7 @@ describe('the wire, sender to receiver', () => {
 
   it('reads error replies back', () => {
     assert.deepEqual(parseErrorBody('{"error":"invalid","problems":["a",7]}'), { error: 'invalid', problems: ['a'] });
-    for (const text of ['', 'busy', 'null', '"x"', '[]', '{"error":3}']) assert.equal(parseErrorBody(text), undefined, text);
+    for (const text of ['', 'busy', 'null', '"x"', '[]', '{"error":3}'])
+      assert.equal(parseErrorBody(text), undefined, text);
   });
 });

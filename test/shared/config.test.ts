@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, envName, flagName, options, parseCommandLine, parseConfig, type OptionName } from '../../shared/config.ts';
+import {
+  ConfigError,
+  envName,
+  flagName,
+  options,
+  parseCommandLine,
+  parseConfig,
+  type OptionName,
+} from '../../shared/config.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 
 describe('option names', () => {
@@ -17,21 +25,45 @@ describe('option names', () => {
     { option: 'concurrentServiceSyncs', flag: 'concurrent-service-syncs', env: 'CIRRUS_CONCURRENT_SERVICE_SYNCS' },
     { option: 'configureCloudRoutes', flag: 'configure-cloud-routes', env: 'CIRRUS_CONFIGURE_CLOUD_ROUTES' },
     { option: 'clusterCidr', flag: 'cluster-cidr', env: 'CIRRUS_CLUSTER_CIDR' },
-    { option: 'concurrentRouteOperations', flag: 'concurrent-route-operations', env: 'CIRRUS_CONCURRENT_ROUTE_OPERATIONS' },
+    {
+      option: 'concurrentRouteOperations',
+      flag: 'concurrent-route-operations',
+      env: 'CIRRUS_CONCURRENT_ROUTE_OPERATIONS',
+    },
     { option: 'controllers', flag: 'controllers', env: 'CIRRUS_CONTROLLERS' },
     { option: 'to', flag: 'to', env: 'CIRRUS_TO' },
     { option: 'routingConfig', flag: 'routing-config', env: 'CIRRUS_ROUTING_CONFIG' },
     { option: 'nodeMonitorPeriod', flag: 'node-monitor-period', env: 'CIRRUS_NODE_MONITOR_PERIOD' },
-    { option: 'routeReconciliationPeriod', flag: 'route-reconciliation-period', env: 'CIRRUS_ROUTE_RECONCILIATION_PERIOD' },
-    { option: 'nodeStatusUpdateFrequency', flag: 'node-status-update-frequency', env: 'CIRRUS_NODE_STATUS_UPDATE_FREQUENCY' },
+    {
+      option: 'routeReconciliationPeriod',
+      flag: 'route-reconciliation-period',
+      env: 'CIRRUS_ROUTE_RECONCILIATION_PERIOD',
+    },
+    {
+      option: 'nodeStatusUpdateFrequency',
+      flag: 'node-status-update-frequency',
+      env: 'CIRRUS_NODE_STATUS_UPDATE_FREQUENCY',
+    },
     { option: 'serviceSyncPeriod', flag: 'service-sync-period', env: 'CIRRUS_SERVICE_SYNC_PERIOD' },
     { option: 'concurrentDeliveries', flag: 'concurrent-deliveries', env: 'CIRRUS_CONCURRENT_DELIVERIES' },
     { option: 'leaderElect', flag: 'leader-elect', env: 'CIRRUS_LEADER_ELECT' },
-    { option: 'leaderElectLeaseDuration', flag: 'leader-elect-lease-duration', env: 'CIRRUS_LEADER_ELECT_LEASE_DURATION' },
-    { option: 'leaderElectRenewDeadline', flag: 'leader-elect-renew-deadline', env: 'CIRRUS_LEADER_ELECT_RENEW_DEADLINE' },
+    {
+      option: 'leaderElectLeaseDuration',
+      flag: 'leader-elect-lease-duration',
+      env: 'CIRRUS_LEADER_ELECT_LEASE_DURATION',
+    },
+    {
+      option: 'leaderElectRenewDeadline',
+      flag: 'leader-elect-renew-deadline',
+      env: 'CIRRUS_LEADER_ELECT_RENEW_DEADLINE',
+    },
     { option: 'leaderElectRetryPeriod', flag: 'leader-elect-retry-period', env: 'CIRRUS_LEADER_ELECT_RETRY_PERIOD' },
     { option: 'leaderElectResourceName', flag: 'leader-elect-resource-name', env: 'CIRRUS_LEADER_ELECT_RESOURCE_NAME' },
-    { option: 'leaderElectResourceNamespace', flag: 'leader-elect-resource-namespace', env: 'CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE' },
+    {
+      option: 'leaderElectResourceNamespace',
+      flag: 'leader-elect-resource-namespace',
+      env: 'CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE',
+    },
     { option: 'signingSecretFile', flag: 'signing-secret-file', env: 'CIRRUS_SIGNING_SECRET_FILE' },
     { option: 'kubeconfigSecretId', flag: 'kubeconfig-secret-id', env: 'CIRRUS_KUBECONFIG_SECRET_ID' },
     { option: 'cloudConfigSecretId', flag: 'cloud-config-secret-id', env: 'CIRRUS_CLOUD_CONFIG_SECRET_ID' },
@@ -84,7 +116,12 @@ describe('parseConfig', () => {
 
   const invalid: { name: string; args: string[]; env?: Record<string, string>; message: RegExp }[] = [
     { name: 'a bad flag value', args: ['--cluster-name', 'no/slash'], message: /^--cluster-name: must be 1 to 63/ },
-    { name: 'a bad value from the environment', args: [], env: { CIRRUS_CLUSTER_NAME: '-x' }, message: /^--cluster-name \(from CIRRUS_CLUSTER_NAME\): must be/ },
+    {
+      name: 'a bad value from the environment',
+      args: [],
+      env: { CIRRUS_CLUSTER_NAME: '-x' },
+      message: /^--cluster-name \(from CIRRUS_CLUSTER_NAME\): must be/,
+    },
     { name: 'an empty value', args: ['--cloud-provider', ' '], message: /^--cloud-provider: must not be empty$/ },
     { name: 'an unknown flag', args: ['--cloud-providr', 'x'], message: /Unknown option '--cloud-providr'/ },
     { name: "another command's flag", args: ['--data-dir', '/tmp'], message: /Unknown option '--data-dir'/ },
@@ -93,19 +130,22 @@ describe('parseConfig', () => {
   ];
   for (const { name, args, env, message } of invalid) {
     it(`rejects ${name} with a ConfigError naming the flag`, () => {
-      assert.throws(() => parseConfig(command, args, env ?? {}), (error: unknown) => {
-        assert.ok(error instanceof ConfigError);
-        assert.match(error.message, message);
-        return true;
-      });
+      assert.throws(
+        () => parseConfig(command, args, env ?? {}),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError);
+          assert.match(error.message, message);
+          return true;
+        },
+      );
     });
   }
 
   it('names a required option that is missing, with its variable', () => {
-    assert.throws(
-      () => parseConfig({ ...command, required: ['cloudProvider'] }, [], {}),
-      { name: 'ConfigError', message: '--cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)' },
-    );
+    assert.throws(() => parseConfig({ ...command, required: ['cloudProvider'] }, [], {}), {
+      name: 'ConfigError',
+      message: '--cloud-provider is required (or set CIRRUS_CLOUD_PROVIDER)',
+    });
   });
 
   it('accepts a required option set only through the environment', () => {
@@ -118,7 +158,13 @@ describe('typed options', () => {
   const command = { options: ['port', 'concurrentNodeSyncs', 'dryRun', 'bindAddress', 'url'] as const };
 
   it('has the defaults of a served function', () => {
-    assert.deepEqual(parseConfig(command, [], {}), { port: 8080, concurrentNodeSyncs: 10, dryRun: false, bindAddress: '0.0.0.0', url: 'http://127.0.0.1:8080' });
+    assert.deepEqual(parseConfig(command, [], {}), {
+      port: 8080,
+      concurrentNodeSyncs: 10,
+      dryRun: false,
+      bindAddress: '0.0.0.0',
+      url: 'http://127.0.0.1:8080',
+    });
   });
 
   it("takes the port from Knative's PORT, and a flag over it", () => {
@@ -135,8 +181,15 @@ describe('typed options', () => {
   const invalid: { args: string[]; env?: Record<string, string>; message: string }[] = [
     { args: ['--port', '80a'], message: '--port: must be a whole number' },
     { args: [], env: { PORT: '70000' }, message: '--port (from PORT): Too big: expected number to be <=65535' },
-    { args: ['--concurrent-node-syncs', '0'], message: '--concurrent-node-syncs: Too small: expected number to be >=1' },
-    { args: [], env: { CIRRUS_DRY_RUN: 'yes' }, message: "--dry-run (from CIRRUS_DRY_RUN): 'yes' is not a boolean (true, false, 1 or 0)" },
+    {
+      args: ['--concurrent-node-syncs', '0'],
+      message: '--concurrent-node-syncs: Too small: expected number to be >=1',
+    },
+    {
+      args: [],
+      env: { CIRRUS_DRY_RUN: 'yes' },
+      message: "--dry-run (from CIRRUS_DRY_RUN): 'yes' is not a boolean (true, false, 1 or 0)",
+    },
     { args: ['--bind-address', 'localhost'], message: '--bind-address: must be an IP address' },
     { args: ['--url', 'ftp://x'], message: '--url: must be an http(s) URL' },
   ];
@@ -156,8 +209,14 @@ describe('positional arguments', () => {
   });
 
   it('names a missing required one, and refuses one too many', () => {
-    assert.throws(() => parseCommandLine(command, [], {}), { name: 'ConfigError', message: 'missing argument <function>' });
-    assert.throws(() => parseCommandLine(command, ['a', 'b', 'c'], {}), { name: 'ConfigError', message: "Unexpected argument 'c'" });
+    assert.throws(() => parseCommandLine(command, [], {}), {
+      name: 'ConfigError',
+      message: 'missing argument <function>',
+    });
+    assert.throws(() => parseCommandLine(command, ['a', 'b', 'c'], {}), {
+      name: 'ConfigError',
+      message: "Unexpected argument 'c'",
+    });
   });
 });
 
@@ -165,7 +224,10 @@ describe('route options', () => {
   const command = { options: ['configureCloudRoutes', 'clusterCidr'] as const };
 
   it('splits and trims --cluster-cidr, and defaults to none', () => {
-    assert.deepEqual(parseConfig(command, ['--cluster-cidr', ' 10.244.0.0/16, fd00:10:244::/56 '], {}).clusterCidr, ['10.244.0.0/16', 'fd00:10:244::/56']);
+    assert.deepEqual(parseConfig(command, ['--cluster-cidr', ' 10.244.0.0/16, fd00:10:244::/56 '], {}).clusterCidr, [
+      '10.244.0.0/16',
+      'fd00:10:244::/56',
+    ]);
     assert.deepEqual(parseConfig(command, [], {}).clusterCidr, []);
   });
 
@@ -173,17 +235,34 @@ describe('route options', () => {
     assert.equal(parseConfig(command, [], {}).configureCloudRoutes, true);
     assert.equal(parseConfig(command, ['--configure-cloud-routes=false'], {}).configureCloudRoutes, false);
     assert.equal(parseConfig(command, ['--no-configure-cloud-routes'], {}).configureCloudRoutes, false);
-    assert.equal(parseConfig(command, ['--configure-cloud-routes=true'], { CIRRUS_CONFIGURE_CLOUD_ROUTES: 'false' }).configureCloudRoutes, true);
+    assert.equal(
+      parseConfig(command, ['--configure-cloud-routes=true'], { CIRRUS_CONFIGURE_CLOUD_ROUTES: 'false' })
+        .configureCloudRoutes,
+      true,
+    );
   });
 });
 
 describe('relay options', () => {
-  const command = { options: ['to', 'nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency', 'serviceSyncPeriod'] as const };
+  const command = {
+    options: [
+      'to',
+      'nodeMonitorPeriod',
+      'routeReconciliationPeriod',
+      'nodeStatusUpdateFrequency',
+      'serviceSyncPeriod',
+    ] as const,
+  };
 
-  it('leaves the periods unset, to the functions\' own defaults: the Go ones, in milliseconds', () => {
+  it("leaves the periods unset, to the functions' own defaults: the Go ones, in milliseconds", () => {
     assert.deepEqual(parseConfig(command, [], {}), { to: [] });
     const defaults = Object.fromEntries(catalogue.map((entry) => [entry.period.option, entry.period.defaultMs]));
-    assert.deepEqual(defaults, { nodeMonitorPeriod: 5_000, routeReconciliationPeriod: 10_000, nodeStatusUpdateFrequency: 300_000, serviceSyncPeriod: 0 });
+    assert.deepEqual(defaults, {
+      nodeMonitorPeriod: 5_000,
+      routeReconciliationPeriod: 10_000,
+      nodeStatusUpdateFrequency: 300_000,
+      serviceSyncPeriod: 0,
+    });
   });
 
   it('reads Go durations', () => {
@@ -196,7 +275,13 @@ describe('relay options', () => {
   });
 
   it('repeats --to, or splits its variable at commas', () => {
-    assert.deepEqual(parseConfig(command, ['--to', 'node-init=http://a', '--to', 'routes=http://b'], {}).to, ['node-init=http://a', 'routes=http://b']);
-    assert.deepEqual(parseConfig(command, [], { CIRRUS_TO: 'node-init=http://a, routes=http://b' }).to, ['node-init=http://a', 'routes=http://b']);
+    assert.deepEqual(parseConfig(command, ['--to', 'node-init=http://a', '--to', 'routes=http://b'], {}).to, [
+      'node-init=http://a',
+      'routes=http://b',
+    ]);
+    assert.deepEqual(parseConfig(command, [], { CIRRUS_TO: 'node-init=http://a, routes=http://b' }).to, [
+      'node-init=http://a',
+      'routes=http://b',
+    ]);
   });
 });

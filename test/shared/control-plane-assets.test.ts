@@ -38,7 +38,11 @@ describe('resolveAssets', () => {
 
   it('takes TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD over KUBEBUILDER_ASSETS', async () => {
     const dir = await folderWith(['kube-apiserver', 'etcd']);
-    const env = { TEST_ASSET_KUBE_APISERVER: join(dir, 'kube-apiserver'), TEST_ASSET_ETCD: join(dir, 'etcd'), KUBEBUILDER_ASSETS: '/nowhere' };
+    const env = {
+      TEST_ASSET_KUBE_APISERVER: join(dir, 'kube-apiserver'),
+      TEST_ASSET_ETCD: join(dir, 'etcd'),
+      KUBEBUILDER_ASSETS: '/nowhere',
+    };
     assert.equal((await resolveAssets({ build: false, env })).source, 'TEST_ASSET_*');
   });
 
@@ -50,19 +54,24 @@ describe('resolveAssets', () => {
 
   it('says why and how when nothing is cached and Go is missing', async () => {
     const cache = await folderWith([]);
-    await assert.rejects(resolveAssets({ build: true, env: { CIRRUS_CACHE_DIR: cache, PATH: '' } }), (error: unknown) => {
-      assert.ok(error instanceof AssetsUnavailableError);
-      assert.match(error.message, /Go is not installed and KUBEBUILDER_ASSETS is not set/);
-      assert.match(error.message, /install Go >= 1\.26/);
-      return true;
-    });
+    await assert.rejects(
+      resolveAssets({ build: true, env: { CIRRUS_CACHE_DIR: cache, PATH: '' } }),
+      (error: unknown) => {
+        assert.ok(error instanceof AssetsUnavailableError);
+        assert.match(error.message, /Go is not installed and KUBEBUILDER_ASSETS is not set/);
+        assert.match(error.message, /install Go >= 1\.26/);
+        return true;
+      },
+    );
   });
 
   it('does not build when asked not to, and names the command that would', async () => {
     const cache = await folderWith([]);
     await assert.rejects(resolveAssets({ build: false, env: { CIRRUS_CACHE_DIR: cache } }), {
       name: 'AssetsUnavailableError',
-      message: new RegExp(`^no kube-apiserver/etcd in ${cache}/control-plane/kubernetes-v1\\.\\d+\\.\\d+-etcd-v3\\.\\d+\\.\\d+-[0-9a-f]{12}; run \`npm run control-plane:build\`$`),
+      message: new RegExp(
+        `^no kube-apiserver/etcd in ${cache}/control-plane/kubernetes-v1\\.\\d+\\.\\d+-etcd-v3\\.\\d+\\.\\d+-[0-9a-f]{12}; run \`npm run control-plane:build\`$`,
+      ),
     });
   });
 });

@@ -29,7 +29,9 @@ function report(options: ReconcileOptions, objects: Report['objects'] = []): Rep
   return { function: 'node-init', dryRun: options.dryRun, objects };
 }
 
-function recording(settings: { kinds?: string[]; one?: One; all?: (options: ReconcileOptions) => Promise<Report> } = {}): Recording {
+function recording(
+  settings: { kinds?: string[]; one?: One; all?: (options: ReconcileOptions) => Promise<Report> } = {},
+): Recording {
   const calls: Call[] = [];
   return {
     name: 'node-init',
@@ -37,11 +39,15 @@ function recording(settings: { kinds?: string[]; one?: One; all?: (options: Reco
     calls,
     reconcileOne: async (key, options) => {
       calls.push({ method: 'reconcileOne', key, options });
-      return settings.one ? settings.one(key, options) : report(options, [{ key: `${key.kind}/${key.name}`, result: 'unchanged', changes: [] }]);
+      return settings.one
+        ? settings.one(key, options)
+        : report(options, [{ key: `${key.kind}/${key.name}`, result: 'unchanged', changes: [] }]);
     },
     reconcileAll: async (options) => {
       calls.push({ method: 'reconcileAll', options });
-      return settings.all ? settings.all(options) : report(options, [{ key: 'Node/a', result: 'initialized', changes: [{ action: 'patch', target: 'Node/a' }] }]);
+      return settings.all
+        ? settings.all(options)
+        : report(options, [{ key: 'Node/a', result: 'initialized', changes: [{ action: 'patch', target: 'Node/a' }] }]);
     },
   };
 }
@@ -53,18 +59,33 @@ interface Harness {
   readonly logs: Record<string, unknown>[];
 }
 
-async function build(t: TestContext, definition: Recording = recording(), options: Partial<AppOptions> = {}): Promise<Harness> {
+async function build(
+  t: TestContext,
+  definition: Recording = recording(),
+  options: Partial<AppOptions> = {},
+): Promise<Harness> {
   const logs: Record<string, unknown>[] = [];
-  const logger = createLogger({ name: definition.name, level: 'debug', destination: { write: (line: string) => logs.push(JSON.parse(line) as Record<string, unknown>) } });
+  const logger = createLogger({
+    name: definition.name,
+    level: 'debug',
+    destination: { write: (line: string) => logs.push(JSON.parse(line) as Record<string, unknown>) },
+  });
   const app = await buildApp(definition, { logger, processMetrics: false, ...options });
   t.after(() => app.close());
   return { app, definition, logs };
 }
 
-const nodeObject = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'worker-1', annotations: { note: 'do-not-log-me' } } };
+const nodeObject = {
+  apiVersion: 'v1',
+  kind: 'Node',
+  metadata: { name: 'worker-1', annotations: { note: 'do-not-log-me' } },
+};
 
 // Binary mode as ApiServerSource sends it: ce-* headers, the extensions, JSON data.
-function binaryHeaders(type: string, extensions: Record<string, string> = { kind: 'Node', name: 'worker-1', namespace: '' }): Record<string, string> {
+function binaryHeaders(
+  type: string,
+  extensions: Record<string, string> = { kind: 'Node', name: 'worker-1', namespace: '' },
+): Record<string, string> {
   const headers: Record<string, string> = {
     'ce-specversion': '1.0',
     'ce-id': 'event-1',
@@ -77,7 +98,15 @@ function binaryHeaders(type: string, extensions: Record<string, string> = { kind
 }
 
 function structuredEvent(type: string, extensions: Record<string, string>, data: unknown): Record<string, unknown> {
-  return { specversion: '1.0', id: 'event-1', source: 'https://10.96.0.1:443', type, datacontenttype: 'application/json', ...extensions, data };
+  return {
+    specversion: '1.0',
+    id: 'event-1',
+    source: 'https://10.96.0.1:443',
+    type,
+    datacontenttype: 'application/json',
+    ...extensions,
+    data,
+  };
 }
 
 const structured = { 'content-type': 'application/cloudevents+json' };
@@ -106,46 +135,67 @@ describe('POST / with a Kubernetes event', () => {
           const { app, definition } = await build(t);
           const response = await app.inject({ method: 'POST', url: '/', ...request });
           assert.equal(response.statusCode, 202);
-          assert.deepEqual(definition.calls.map((c) => [c.method, c.key, c.options.dryRun]), [['reconcileOne', { kind: 'Node', name: 'worker-1' }, false]]);
-          assert.deepEqual(json(response.body), { function: 'node-init', dryRun: false, objects: [{ key: 'Node/worker-1', result: 'unchanged', changes: [] }] });
+          assert.deepEqual(
+            definition.calls.map((c) => [c.method, c.key, c.options.dryRun]),
+            [['reconcileOne', { kind: 'Node', name: 'worker-1' }, false]],
+          );
+          assert.deepEqual(json(response.body), {
+            function: 'node-init',
+            dryRun: false,
+            objects: [{ key: 'Node/worker-1', result: 'unchanged', changes: [] }],
+          });
           assert.match(String(response.headers['content-type']), /^application\/json/);
-          assert.deepEqual(Object.keys(response.headers).filter((h) => h.startsWith('ce-')), [], 'a reply must not look like a CloudEvent');
+          assert.deepEqual(
+            Object.keys(response.headers).filter((h) => h.startsWith('ce-')),
+            [],
+            'a reply must not look like a CloudEvent',
+          );
         });
       }
     }
   }
 
-  const keys: { name: string; kinds?: string[]; headers: Record<string, string>; payload?: object; key: ObjectKey }[] = [
-    {
-      name: 'takes the key from the extensions over data',
-      headers: binaryHeaders('dev.knative.apiserver.resource.update', { kind: 'Node', name: 'from-extension', namespace: '' }),
-      payload: nodeObject,
-      key: { kind: 'Node', name: 'from-extension' },
-    },
-    {
-      name: 'takes the key from resource data without extensions',
-      headers: binaryHeaders('dev.knative.apiserver.resource.update', {}),
-      payload: nodeObject,
-      key: { kind: 'Node', name: 'worker-1' },
-    },
-    {
-      name: 'takes a namespaced key from the extensions',
-      kinds: ['Service'],
-      headers: binaryHeaders('dev.knative.apiserver.ref.add', { kind: 'Service', name: 'web', namespace: 'default' }),
-      key: { kind: 'Service', name: 'web', namespace: 'default' },
-    },
-    {
-      name: 'takes a namespaced key from ref data',
-      kinds: ['Service'],
-      headers: binaryHeaders('dev.knative.apiserver.ref.delete', {}),
-      payload: { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' },
-      key: { kind: 'Service', name: 'web', namespace: 'default' },
-    },
-  ];
+  const keys: { name: string; kinds?: string[]; headers: Record<string, string>; payload?: object; key: ObjectKey }[] =
+    [
+      {
+        name: 'takes the key from the extensions over data',
+        headers: binaryHeaders('dev.knative.apiserver.resource.update', {
+          kind: 'Node',
+          name: 'from-extension',
+          namespace: '',
+        }),
+        payload: nodeObject,
+        key: { kind: 'Node', name: 'from-extension' },
+      },
+      {
+        name: 'takes the key from resource data without extensions',
+        headers: binaryHeaders('dev.knative.apiserver.resource.update', {}),
+        payload: nodeObject,
+        key: { kind: 'Node', name: 'worker-1' },
+      },
+      {
+        name: 'takes a namespaced key from the extensions',
+        kinds: ['Service'],
+        headers: binaryHeaders('dev.knative.apiserver.ref.add', { kind: 'Service', name: 'web', namespace: 'default' }),
+        key: { kind: 'Service', name: 'web', namespace: 'default' },
+      },
+      {
+        name: 'takes a namespaced key from ref data',
+        kinds: ['Service'],
+        headers: binaryHeaders('dev.knative.apiserver.ref.delete', {}),
+        payload: { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'default' },
+        key: { kind: 'Service', name: 'web', namespace: 'default' },
+      },
+    ];
   for (const { name, kinds, headers, payload, key } of keys) {
     it(name, async (t) => {
       const { app, definition } = await build(t, recording(kinds ? { kinds } : {}));
-      const response = await app.inject({ method: 'POST', url: '/', headers, ...(payload === undefined ? {} : { payload }) });
+      const response = await app.inject({
+        method: 'POST',
+        url: '/',
+        headers,
+        ...(payload === undefined ? {} : { payload }),
+      });
       assert.equal(response.statusCode, 202, response.body);
       assert.deepEqual(definition.calls[0]?.key, key);
     });
@@ -153,7 +203,12 @@ describe('POST / with a Kubernetes event', () => {
 
   it('passes ?dryRun=true through, and says so in the report', async (t) => {
     const { app, definition } = await build(t);
-    const response = await app.inject({ method: 'POST', url: '/?dryRun=true', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/?dryRun=true',
+      headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      payload: nodeObject,
+    });
     assert.equal(response.statusCode, 202);
     assert.equal(definition.calls[0]?.options.dryRun, true);
     assert.equal(json(response.body)['dryRun'], true);
@@ -166,23 +221,44 @@ describe('POST / with dev.cirrus-ccm.reconcile.all', () => {
     const headers = omit(binaryHeaders('dev.cirrus-ccm.reconcile.all', {}), 'content-type');
     const response = await app.inject({ method: 'POST', url: '/', headers });
     assert.equal(response.statusCode, 202, response.body);
-    assert.deepEqual(definition.calls.map((c) => c.method), ['reconcileAll']);
-    assert.deepEqual(json(response.body)['objects'], [{ key: 'Node/a', result: 'initialized', changes: [{ action: 'patch', target: 'Node/a' }] }]);
+    assert.deepEqual(
+      definition.calls.map((c) => c.method),
+      ['reconcileAll'],
+    );
+    assert.deepEqual(json(response.body)['objects'], [
+      { key: 'Node/a', result: 'initialized', changes: [{ action: 'patch', target: 'Node/a' }] },
+    ]);
   });
 
   it('reconciles everything, in binary mode with an empty JSON body', async (t) => {
     const { app, definition } = await build(t);
-    const response = await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.cirrus-ccm.reconcile.all', {}), payload: '' });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: binaryHeaders('dev.cirrus-ccm.reconcile.all', {}),
+      payload: '',
+    });
     assert.equal(response.statusCode, 202, response.body);
-    assert.deepEqual(definition.calls.map((c) => c.method), ['reconcileAll']);
+    assert.deepEqual(
+      definition.calls.map((c) => c.method),
+      ['reconcileAll'],
+    );
   });
 
   it('reconciles everything, in structured mode, as a dry run when asked', async (t) => {
     const { app, definition } = await build(t);
-    const event = { specversion: '1.0', id: 'tick-1', source: '/cirrus/periodic', type: 'dev.cirrus-ccm.reconcile.all' };
+    const event = {
+      specversion: '1.0',
+      id: 'tick-1',
+      source: '/cirrus/periodic',
+      type: 'dev.cirrus-ccm.reconcile.all',
+    };
     const response = await app.inject({ method: 'POST', url: '/?dryRun=true', headers: structured, payload: event });
     assert.equal(response.statusCode, 202, response.body);
-    assert.deepEqual(definition.calls.map((c) => [c.method, c.options.dryRun]), [['reconcileAll', true]]);
+    assert.deepEqual(
+      definition.calls.map((c) => [c.method, c.options.dryRun]),
+      [['reconcileAll', true]],
+    );
   });
 });
 
@@ -191,13 +267,25 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
     'dev.knative.apiserver.resource.add, dev.knative.apiserver.resource.update, dev.knative.apiserver.resource.delete, ' +
     'dev.knative.apiserver.ref.add, dev.knative.apiserver.ref.update, dev.knative.apiserver.ref.delete, dev.cirrus-ccm.reconcile.all';
   const node = 'dev.knative.apiserver.resource.update';
-  const cases: { name: string; headers: Record<string, string>; payload?: unknown; url?: string; error: string | RegExp; problems?: string[] }[] = [
+  const cases: {
+    name: string;
+    headers: Record<string, string>;
+    payload?: unknown;
+    url?: string;
+    error: string | RegExp;
+    problems?: string[];
+  }[] = [
     {
       name: 'a malformed event, listing every problem',
       headers: structured,
       payload: { specversion: '1.0', id: '', source: 7, Kind: 'Node' },
       error: 'not a valid CloudEvent (structured mode: the whole event in the body)',
-      problems: ['id: must not be empty', 'source: must be a string', 'type: is required', 'Kind: extension names must be lower-case letters a-z and digits only'],
+      problems: [
+        'id: must not be empty',
+        'source: must be a string',
+        'type: is required',
+        'Kind: extension names must be lower-case letters a-z and digits only',
+      ],
     },
     {
       name: 'a missing ce-type',
@@ -270,7 +358,12 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
   for (const { name, headers, payload, url, error, problems } of cases) {
     it(`rejects ${name}`, async (t) => {
       const { app, definition } = await build(t);
-      const response = await app.inject({ method: 'POST', url: url ?? '/', headers, ...(payload === undefined ? {} : { payload: payload as object }) });
+      const response = await app.inject({
+        method: 'POST',
+        url: url ?? '/',
+        headers,
+        ...(payload === undefined ? {} : { payload: payload as object }),
+      });
       assert.equal(response.statusCode, 400, response.body);
       const body = json(response.body);
       if (typeof error === 'string') assert.equal(body['error'], error);
@@ -282,14 +375,24 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
 
   it('rejects a body over bodyLimit with 400, not 413 (which Knative senders retry)', async (t) => {
     const { app } = await build(t, recording(), { bodyLimit: 100 });
-    const response = await app.inject({ method: 'POST', url: '/', headers: binaryHeaders(node), payload: { ...nodeObject, padding: 'x'.repeat(200) } });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: binaryHeaders(node),
+      payload: { ...nodeObject, padding: 'x'.repeat(200) },
+    });
     assert.equal(response.statusCode, 400);
     assert.match(String(json(response.body)['error']), /too large/);
   });
 
   it('logs a rejection at warn with its problems', async (t) => {
     const { app, logs } = await build(t);
-    await app.inject({ method: 'POST', url: '/', headers: { ...binaryHeaders(node), 'ce-specversion': '0.3' }, payload: nodeObject });
+    await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: { ...binaryHeaders(node), 'ce-specversion': '0.3' },
+      payload: nodeObject,
+    });
     const line = logs.find((l) => l['msg'] === 'reconcile rejected');
     assert.equal(line?.['level'], 'warn');
     assert.equal(line['code'], 400);
@@ -302,13 +405,24 @@ describe('POST /reconcile', () => {
     const { app, definition } = await build(t, recording({ kinds: ['Node', 'Service'] }));
     const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
     assert.equal(response.statusCode, 200);
-    assert.deepEqual(definition.calls.map((c) => [c.method, c.key, c.options.dryRun]), [['reconcileOne', { kind: 'Node', name: 'worker-1' }, false]]);
-    assert.deepEqual(json(response.body), { function: 'node-init', dryRun: false, objects: [{ key: 'Node/worker-1', result: 'unchanged', changes: [] }] });
+    assert.deepEqual(
+      definition.calls.map((c) => [c.method, c.key, c.options.dryRun]),
+      [['reconcileOne', { kind: 'Node', name: 'worker-1' }, false]],
+    );
+    assert.deepEqual(json(response.body), {
+      function: 'node-init',
+      dryRun: false,
+      objects: [{ key: 'Node/worker-1', result: 'unchanged', changes: [] }],
+    });
   });
 
   it('takes a kind and a namespace', async (t) => {
     const { app, definition } = await build(t, recording({ kinds: ['Node', 'Service'] }));
-    const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { kind: 'Service', name: 'web', namespace: 'default' } });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/reconcile',
+      payload: { kind: 'Service', name: 'web', namespace: 'default' },
+    });
     assert.equal(response.statusCode, 200);
     assert.deepEqual(definition.calls[0]?.key, { kind: 'Service', name: 'web', namespace: 'default' });
   });
@@ -317,10 +431,17 @@ describe('POST /reconcile', () => {
     const { app, definition } = await build(t);
     const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
     assert.equal(response.statusCode, 200);
-    assert.deepEqual(definition.calls.map((c) => c.method), ['reconcileAll']);
+    assert.deepEqual(
+      definition.calls.map((c) => c.method),
+      ['reconcileAll'],
+    );
   });
 
-  for (const [query, dryRun] of [['?dryRun=true', true], ['?dryRun=false', false], ['', false]] as const) {
+  for (const [query, dryRun] of [
+    ['?dryRun=true', true],
+    ['?dryRun=false', false],
+    ['', false],
+  ] as const) {
     it(`passes dryRun=${dryRun} for "${query}"`, async (t) => {
       const { app, definition } = await build(t);
       const response = await app.inject({ method: 'POST', url: `/reconcile${query}`, payload: { all: true } });
@@ -336,11 +457,23 @@ describe('POST /reconcile', () => {
     { name: 'a JSON array', payload: '["worker-1"]', problems: [hint] },
     { name: 'a text body', payload: 'worker-1', contentType: 'text/plain', problems: [hint] },
     { name: 'an empty object', payload: '{}', problems: ['name: is required (or send {"all": true})'] },
-    { name: 'a misspelt field', payload: '{"nmae":"worker-1"}', problems: ['Unrecognized key: "nmae"', 'name: is required (or send {"all": true})'] },
+    {
+      name: 'a misspelt field',
+      payload: '{"nmae":"worker-1"}',
+      problems: ['Unrecognized key: "nmae"', 'name: is required (or send {"all": true})'],
+    },
     { name: 'an empty name', payload: '{"name":""}', problems: ['name: must not be empty'] },
     { name: 'a name that is not a string', payload: '{"name":5}', problems: ['name: must be a string'] },
-    { name: 'an empty namespace', payload: '{"name":"web","namespace":""}', problems: ['namespace: must not be empty (leave it out for a cluster-scoped object)'] },
-    { name: 'all with a name', payload: '{"all":true,"name":"worker-1"}', problems: ['"all": true takes no name, namespace or kind'] },
+    {
+      name: 'an empty namespace',
+      payload: '{"name":"web","namespace":""}',
+      problems: ['namespace: must not be empty (leave it out for a cluster-scoped object)'],
+    },
+    {
+      name: 'all with a name',
+      payload: '{"all":true,"name":"worker-1"}',
+      problems: ['"all": true takes no name, namespace or kind'],
+    },
     { name: 'all that is not a boolean', payload: '{"all":"yes"}', problems: ['all: must be true or false'] },
     {
       name: 'a kind the function does not handle',
@@ -353,7 +486,12 @@ describe('POST /reconcile', () => {
     it(`rejects ${name} with 400 and the problems`, async (t) => {
       const { app, definition } = await build(t);
       const headers = payload === undefined ? {} : { 'content-type': contentType ?? 'application/json' };
-      const response = await app.inject({ method: 'POST', url: '/reconcile', headers, ...(payload === undefined ? {} : { payload }) });
+      const response = await app.inject({
+        method: 'POST',
+        url: '/reconcile',
+        headers,
+        ...(payload === undefined ? {} : { payload }),
+      });
       assert.equal(response.statusCode, 400, response.body);
       assert.deepEqual(json(response.body), { error: error ?? 'invalid reconcile request', problems });
       assert.deepEqual(definition.calls, []);
@@ -363,13 +501,35 @@ describe('POST /reconcile', () => {
 
 describe('errors from the reconcile', () => {
   const routes = [
-    { route: 'POST /', request: { method: 'POST' as const, url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.update'), payload: nodeObject } },
-    { route: 'POST /reconcile', request: { method: 'POST' as const, url: '/reconcile', payload: { name: 'worker-1' } } },
+    {
+      route: 'POST /',
+      request: {
+        method: 'POST' as const,
+        url: '/',
+        headers: binaryHeaders('dev.knative.apiserver.resource.update'),
+        payload: nodeObject,
+      },
+    },
+    {
+      route: 'POST /reconcile',
+      request: { method: 'POST' as const, url: '/reconcile', payload: { name: 'worker-1' } },
+    },
   ];
   for (const { route, request } of routes) {
-    for (const [ms, seconds] of [[1500, '2'], [1001, '2'], [3000, '3'], [0, '1'], [10, '1']] as const) {
+    for (const [ms, seconds] of [
+      [1500, '2'],
+      [1001, '2'],
+      [3000, '3'],
+      [0, '1'],
+      [10, '1'],
+    ] as const) {
       it(`${route}: a RetryError of ${ms} ms in the cause chain → 503, Retry-After: ${seconds}`, async (t) => {
-        const one: One = () => Promise.reject(new Error('ensure load balancer', { cause: new Error('provider', { cause: new RetryError('rate limited', ms) }) }));
+        const one: One = () =>
+          Promise.reject(
+            new Error('ensure load balancer', {
+              cause: new Error('provider', { cause: new RetryError('rate limited', ms) }),
+            }),
+          );
         const { app } = await build(t, recording({ one }));
         const response = await app.inject(request);
         assert.equal(response.statusCode, 503);
@@ -379,15 +539,20 @@ describe('errors from the reconcile', () => {
     }
 
     it(`${route}: an InvalidRequestError → 400 with its problems`, async (t) => {
-      const one: One = () => Promise.reject(new InvalidRequestError('invalid node name "Worker_1"', ['name: must be a DNS subdomain']));
+      const one: One = () =>
+        Promise.reject(new InvalidRequestError('invalid node name "Worker_1"', ['name: must be a DNS subdomain']));
       const { app } = await build(t, recording({ one }));
       const response = await app.inject(request);
       assert.equal(response.statusCode, 400);
-      assert.deepEqual(json(response.body), { error: 'invalid node name "Worker_1"', problems: ['name: must be a DNS subdomain'] });
+      assert.deepEqual(json(response.body), {
+        error: 'invalid node name "Worker_1"',
+        problems: ['name: must be a DNS subdomain'],
+      });
     });
 
     it(`${route}: an InvalidRequestError as a cause → 400`, async (t) => {
-      const one: One = () => Promise.reject(new Error('cannot reconcile', { cause: new InvalidRequestError('bad name') }));
+      const one: One = () =>
+        Promise.reject(new Error('cannot reconcile', { cause: new InvalidRequestError('bad name') }));
       const { app } = await build(t, recording({ one }));
       const response = await app.inject(request);
       assert.equal(response.statusCode, 400);
@@ -426,10 +591,12 @@ describe('errors from the reconcile', () => {
     const one: One = () => new Promise((resolve) => (finish = resolve));
     const { app, definition } = await build(t, recording({ one }));
     let answered = false;
-    const pending = app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } }).then((response) => {
-      answered = true;
-      return response;
-    });
+    const pending = app
+      .inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } })
+      .then((response) => {
+        answered = true;
+        return response;
+      });
     while (definition.calls.length === 0) await sleep(1);
     await sleep(20);
     assert.equal(answered, false);
@@ -444,16 +611,37 @@ describe('logging', () => {
   it('gives the reconcile a logger with the request id, key and trigger, and logs one line with outcome and duration', async (t) => {
     const one: One = (key, options) => {
       options.log.info('inside');
-      return Promise.resolve(report(options, [{ key: 'Node/worker-1', result: 'initialized', changes: [{ action: 'patch', target: 'Node/worker-1' }] }]));
+      return Promise.resolve(
+        report(options, [
+          { key: 'Node/worker-1', result: 'initialized', changes: [{ action: 'patch', target: 'Node/worker-1' }] },
+        ]),
+      );
     };
     const { app, logs } = await build(t, recording({ one }));
-    const response = await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      payload: nodeObject,
+    });
     const requestId = response.headers['x-request-id'];
     assert.match(String(requestId), /^[0-9a-f-]{36}$/);
     const inside = logs.find((l) => l['msg'] === 'inside');
     assert.deepEqual(
-      { fn: inside?.['fn'], reqId: inside?.['reqId'], key: inside?.['key'], trigger: inside?.['trigger'], ceId: inside?.['ceId'] },
-      { fn: 'node-init', reqId: requestId, key: 'Node/worker-1', trigger: 'dev.knative.apiserver.resource.add', ceId: 'event-1' },
+      {
+        fn: inside?.['fn'],
+        reqId: inside?.['reqId'],
+        key: inside?.['key'],
+        trigger: inside?.['trigger'],
+        ceId: inside?.['ceId'],
+      },
+      {
+        fn: 'node-init',
+        reqId: requestId,
+        key: 'Node/worker-1',
+        trigger: 'dev.knative.apiserver.resource.add',
+        ceId: 'event-1',
+      },
     );
     const done = logs.filter((l) => l['msg'] === 'reconciled');
     assert.equal(done.length, 1);
@@ -467,7 +655,12 @@ describe('logging', () => {
 
   it('uses its own request id, not the event id, and a new one per request', async (t) => {
     const { app } = await build(t);
-    const request = { method: 'POST' as const, url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject };
+    const request = {
+      method: 'POST' as const,
+      url: '/',
+      headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      payload: nodeObject,
+    };
     const first = await app.inject(request);
     const second = await app.inject(request);
     assert.notEqual(first.headers['x-request-id'], 'event-1');
@@ -484,8 +677,18 @@ describe('logging', () => {
 
   it('never logs the event data', async (t) => {
     const { app, logs } = await build(t);
-    await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
-    await app.inject({ method: 'POST', url: '/', headers: { ...binaryHeaders('dev.knative.apiserver.resource.add'), 'ce-specversion': '2' }, payload: nodeObject });
+    await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      payload: nodeObject,
+    });
+    await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: { ...binaryHeaders('dev.knative.apiserver.resource.add'), 'ce-specversion': '2' },
+      payload: nodeObject,
+    });
     assert.ok(logs.length >= 2);
     assert.doesNotMatch(JSON.stringify(logs), /do-not-log-me/);
   });
@@ -494,7 +697,12 @@ describe('logging', () => {
 describe('metrics', () => {
   it('counts reconcile requests by function, trigger and code, and times the reconciles', async (t) => {
     const { app } = await build(t);
-    await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject });
+    await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      payload: nodeObject,
+    });
     await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
     await app.inject({ method: 'POST', url: '/reconcile', payload: {} });
     await app.inject({ method: 'POST', url: '/', headers: binaryHeaders('made.up.type'), payload: nodeObject });
@@ -537,8 +745,14 @@ describe('metrics', () => {
   it('exports the process metrics only when asked', async (t) => {
     const withProcess = await build(t, recording(), { processMetrics: true });
     const without = await build(t, recording(), { processMetrics: false });
-    assert.match((await withProcess.app.inject({ method: 'GET', url: '/metrics' })).body, /^process_cpu_user_seconds_total /m);
-    assert.doesNotMatch((await without.app.inject({ method: 'GET', url: '/metrics' })).body, /process_cpu_user_seconds_total/);
+    assert.match(
+      (await withProcess.app.inject({ method: 'GET', url: '/metrics' })).body,
+      /^process_cpu_user_seconds_total /m,
+    );
+    assert.doesNotMatch(
+      (await without.app.inject({ method: 'GET', url: '/metrics' })).body,
+      /process_cpu_user_seconds_total/,
+    );
   });
 });
 
@@ -553,7 +767,11 @@ describe('probes and OPTIONS', () => {
 
   it('answers OPTIONS / with 204 and Allow: POST, echoing a webhook origin', async (t) => {
     const { app } = await build(t);
-    const response = await app.inject({ method: 'OPTIONS', url: '/', headers: { 'webhook-request-origin': 'eventing.knative.dev' } });
+    const response = await app.inject({
+      method: 'OPTIONS',
+      url: '/',
+      headers: { 'webhook-request-origin': 'eventing.knative.dev' },
+    });
     assert.equal(response.statusCode, 204);
     assert.equal(response.headers['allow'], 'POST');
     assert.equal(response.headers['webhook-allowed-origin'], 'eventing.knative.dev');
@@ -563,7 +781,11 @@ describe('probes and OPTIONS', () => {
     const registry = new Registry();
     new Counter({ name: 'probe_things_total', help: 'things', registers: [registry] }).inc(2);
     let readiness: Readiness = { ready: false, body: { status: 'standby', role: 'standby' } };
-    const app = await buildProbeApp({ logger: createLogger({ name: 'x', level: 'silent' }), registry, readiness: () => readiness });
+    const app = await buildProbeApp({
+      logger: createLogger({ name: 'x', level: 'silent' }),
+      registry,
+      readiness: () => readiness,
+    });
     t.after(() => app.close());
     assert.deepEqual(json((await app.inject({ method: 'GET', url: '/healthz' })).body), { status: 'ok' });
     const notReady = await app.inject({ method: 'GET', url: '/readyz' });
@@ -586,7 +808,9 @@ describe('probes and OPTIONS', () => {
 describe('load shedding', () => {
   // A heap limit of 1 byte is exceeded at the first sample, 10 ms after start.
   async function overloaded(t: TestContext, retryAfter?: number): Promise<Harness> {
-    const harness = await build(t, recording(), { pressure: { maxHeapUsedBytes: 1, sampleInterval: 10, ...(retryAfter === undefined ? {} : { retryAfter }) } });
+    const harness = await build(t, recording(), {
+      pressure: { maxHeapUsedBytes: 1, sampleInterval: 10, ...(retryAfter === undefined ? {} : { retryAfter }) },
+    });
     for (let i = 0; i < 200; i += 1) {
       const response = await harness.app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
       if (response.statusCode === 503) return harness;
@@ -600,7 +824,12 @@ describe('load shedding', () => {
     const calls = definition.calls.length;
     for (const request of [
       { method: 'POST' as const, url: '/reconcile', payload: { all: true } },
-      { method: 'POST' as const, url: '/', headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject },
+      {
+        method: 'POST' as const,
+        url: '/',
+        headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+        payload: nodeObject,
+      },
     ]) {
       const response = await app.inject(request);
       assert.equal(response.statusCode, 503);
@@ -612,13 +841,20 @@ describe('load shedding', () => {
 
   it('sends the configured Retry-After', async (t) => {
     const { app } = await overloaded(t, 12);
-    assert.equal((await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } })).headers['retry-after'], '12');
+    assert.equal(
+      (await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } })).headers['retry-after'],
+      '12',
+    );
   });
 
   it('keeps the probes and /metrics answering', async (t) => {
     const { app } = await overloaded(t);
-    for (const url of ['/healthz', '/readyz', '/metrics']) assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url);
-    assert.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /cirrus_reconcile_requests_total\{function="node-init",trigger="manual",code="503"\} \d/);
+    for (const url of ['/healthz', '/readyz', '/metrics'])
+      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url);
+    assert.match(
+      (await app.inject({ method: 'GET', url: '/metrics' })).body,
+      /cirrus_reconcile_requests_total\{function="node-init",trigger="manual",code="503"\} \d/,
+    );
   });
 
   it('can be turned off', async (t) => {
@@ -666,7 +902,11 @@ describe('serve', { timeout: 10_000 }, () => {
     const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
     assert.ok(server.port > 0);
     assert.equal(server.address, `http://127.0.0.1:${server.port}`);
-    const response = await fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"worker-1"}' });
+    const response = await fetch(`${server.address}/reconcile`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"worker-1"}',
+    });
     assert.equal(response.status, 200);
     assert.equal(((await response.json()) as Report).function, 'node-init');
     stop.abort();
@@ -681,7 +921,11 @@ describe('serve', { timeout: 10_000 }, () => {
     const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
     let closed = false;
     void server.closed.then(() => (closed = true));
-    const response = fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"worker-1"}' });
+    const response = fetch(`${server.address}/reconcile`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"worker-1"}',
+    });
     await entered;
     stop.abort();
     await sleep(50);
@@ -704,7 +948,9 @@ describe('serve', { timeout: 10_000 }, () => {
     socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
     const socketClosed = new Promise((resolve) => socket.on('close', resolve));
     const body = '{"name":"worker-1"}';
-    socket.write(`POST /reconcile HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    socket.write(
+      `POST /reconcile HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
     await entered;
     stop.abort();
     socket.write('GET /readyz HTTP/1.1\r\nHost: test\r\n\r\n');
@@ -732,8 +978,14 @@ describe('serve', { timeout: 10_000 }, () => {
     const app = await buildApp(recording({ one }), { logger, processMetrics: false });
     const stop = new AbortController();
     const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 50 });
-    const outcome = fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"worker-1"}' })
-      .then((response) => `answered ${response.status}`, () => 'connection cut');
+    const outcome = fetch(`${server.address}/reconcile`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"worker-1"}',
+    }).then(
+      (response) => `answered ${response.status}`,
+      () => 'connection cut',
+    );
     while (signal === undefined) await sleep(1);
     stop.abort();
     await server.closed;
@@ -750,7 +1002,12 @@ describe('serve', { timeout: 10_000 }, () => {
     });
     const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal });
     const client = new AbortController();
-    const request = fetch(`${server.address}/reconcile`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"a"}', signal: client.signal });
+    const request = fetch(`${server.address}/reconcile`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"a"}',
+      signal: client.signal,
+    });
     const options = await entered;
     await sleep(20);
     assert.equal(options.signal.aborted, false, 'aborted while the client was still waiting');
@@ -785,7 +1042,11 @@ describe('serve', { timeout: 10_000 }, () => {
 describe('createLogger', () => {
   function capture(level?: 'warn'): { log: ReturnType<typeof createLogger>; lines: Record<string, unknown>[] } {
     const lines: Record<string, unknown>[] = [];
-    const log = createLogger({ name: 'node-init', level, destination: { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) } });
+    const log = createLogger({
+      name: 'node-init',
+      level,
+      destination: { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) },
+    });
     return { log, lines };
   }
 
@@ -803,7 +1064,10 @@ describe('createLogger', () => {
     const { log, lines } = capture('warn');
     log.info('dropped');
     log.warn('kept');
-    assert.deepEqual(lines.map((l) => l['msg']), ['kept']);
+    assert.deepEqual(
+      lines.map((l) => l['msg']),
+      ['kept'],
+    );
   });
 
   it('redacts secret-like fields at the top level and two levels down', () => {
@@ -822,7 +1086,14 @@ describe('createLogger', () => {
       token: '[redacted]',
       password: '[redacted]',
       user: { clientSecret: '[redacted]', name: 'admin' },
-      req: { headers: { authorization: '[redacted]', 'set-cookie': '[redacted]', 'x-api-key': '[redacted]', accept: 'application/json' } },
+      req: {
+        headers: {
+          authorization: '[redacted]',
+          'set-cookie': '[redacted]',
+          'x-api-key': '[redacted]',
+          accept: 'application/json',
+        },
+      },
     });
     assert.equal(lines[1]?.['secret'], '[redacted]');
   });

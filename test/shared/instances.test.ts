@@ -14,7 +14,14 @@ const address = { type: 'InternalIP', address: '10.0.0.7' };
 function legacyCloud(): FakeCloud {
   const cloud = new FakeCloud();
   cloud.disabled.add('instancesV2');
-  cloud.machines.push({ id: 'm-1', nodeName: 'node-1', instanceType: 'small', zone: 'z1', region: 'r1', addresses: [address] });
+  cloud.machines.push({
+    id: 'm-1',
+    nodeName: 'node-1',
+    instanceType: 'small',
+    zone: 'z1',
+    region: 'r1',
+    addresses: [address],
+  });
   return cloud;
 }
 
@@ -28,13 +35,26 @@ describe('instanceMetadata, legacy Instances and Zones', () => {
 
   it('looks the provider ID up by name, then asks by provider ID', async () => {
     assert.deepEqual(await instanceMetadata(cloud, newNode('node-1')), {
-      providerId: 'fake://m-1', instanceType: 'small', nodeAddresses: [address], zone: 'z1', region: 'r1', additionalLabels: {},
+      providerId: 'fake://m-1',
+      instanceType: 'small',
+      nodeAddresses: [address],
+      zone: 'z1',
+      region: 'r1',
+      additionalLabels: {},
     });
-    assert.deepEqual(cloud.methods(), ['instanceId', 'nodeAddressesByProviderId', 'instanceTypeByProviderId', 'getZoneByProviderId']);
+    assert.deepEqual(cloud.methods(), [
+      'instanceId',
+      'nodeAddressesByProviderId',
+      'instanceTypeByProviderId',
+      'getZoneByProviderId',
+    ]);
   });
 
   it("uses the node's provider ID without asking for it", async () => {
-    assert.equal((await instanceMetadata(cloud, newNode('node-1', withProviderId('fake://m-1'))))?.providerId, 'fake://m-1');
+    assert.equal(
+      (await instanceMetadata(cloud, newNode('node-1', withProviderId('fake://m-1'))))?.providerId,
+      'fake://m-1',
+    );
     assert.deepEqual(cloud.methods(), ['nodeAddressesByProviderId', 'instanceTypeByProviderId', 'getZoneByProviderId']);
   });
 
@@ -45,7 +65,13 @@ describe('instanceMetadata, legacy Instances and Zones', () => {
     assert.equal(metadata.instanceType, 'small');
     assert.equal(metadata.zone, 'z1');
     assert.deepEqual(cloud.methods(), [
-      'instanceId', 'nodeAddressesByProviderId', 'nodeAddresses', 'instanceTypeByProviderId', 'instanceType', 'getZoneByProviderId', 'getZoneByNodeName',
+      'instanceId',
+      'nodeAddressesByProviderId',
+      'nodeAddresses',
+      'instanceTypeByProviderId',
+      'instanceType',
+      'getZoneByProviderId',
+      'getZoneByNodeName',
     ]);
   });
 
@@ -54,17 +80,23 @@ describe('instanceMetadata, legacy Instances and Zones', () => {
     cloud.errors.set('instanceId', notFound);
     await assert.rejects(instanceMetadata(cloud, newNode('node-1')), (error) => error === notFound);
     cloud.errors.set('instanceId', new Error('boom'));
-    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), { message: 'failed to get instance ID from cloud provider: boom' });
+    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), {
+      message: 'failed to get instance ID from cloud provider: boom',
+    });
   });
 
   it('reports both address errors, and a zone error', async () => {
     cloud.errors.set('nodeAddressesByProviderId', new Error('by id'));
     cloud.errors.set('nodeAddresses', new Error('by name'));
-    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), { message: 'error fetching node by provider ID: by id, and error by node name: by name' });
+    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), {
+      message: 'error fetching node by provider ID: by id, and error by node name: by name',
+    });
     cloud.errors.clear();
     cloud.errors.set('getZoneByNodeName', new Error('no zone'));
     cloud.errors.set('getZoneByProviderId', new Error('no zone by id'));
-    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), { message: 'failed to get zone from cloud provider: no zone' });
+    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), {
+      message: 'failed to get zone from cloud provider: no zone',
+    });
   });
 
   it('leaves zone and region empty without Zones', async () => {
@@ -75,7 +107,9 @@ describe('instanceMetadata, legacy Instances and Zones', () => {
 
   it('throws without either instances interface', async () => {
     cloud.disabled.add('instances');
-    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), { message: 'cloud provider does not support instances' });
+    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), {
+      message: 'cloud provider does not support instances',
+    });
   });
 });
 
@@ -83,8 +117,13 @@ describe('instanceMetadata, InstancesV2', () => {
   it("takes the node's provider ID when the cloud gives none, and fails when neither has one", async () => {
     const cloud = new FakeCloud();
     cloud.machines.push({ id: 'm-1', nodeName: 'node-1', noProviderId: true });
-    assert.equal((await instanceMetadata(cloud, newNode('node-1', withProviderId('fake://m-1'))))?.providerId, 'fake://m-1');
-    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), { message: 'cloud provider does not set node provider ID for node node-1' });
+    assert.equal(
+      (await instanceMetadata(cloud, newNode('node-1', withProviderId('fake://m-1'))))?.providerId,
+      'fake://m-1',
+    );
+    await assert.rejects(instanceMetadata(cloud, newNode('node-1')), {
+      message: 'cloud provider does not set node provider ID for node node-1',
+    });
     assert.deepEqual(cloud.methods(), ['instanceMetadata', 'instanceMetadata']);
   });
 });
@@ -130,7 +169,12 @@ describe('instanceExists and instanceShutdown, legacy Instances', () => {
   it('asks by provider ID once it has one', async () => {
     assert.equal(await instanceExists(cloud, newNode('node-1')), true);
     assert.equal(await instanceShutdown(cloud, newNode('node-1')), false);
-    assert.deepEqual(cloud.methods(), ['instanceId', 'instanceExistsByProviderId', 'instanceId', 'instanceShutdownByProviderId']);
+    assert.deepEqual(cloud.methods(), [
+      'instanceId',
+      'instanceExistsByProviderId',
+      'instanceId',
+      'instanceShutdownByProviderId',
+    ]);
   });
 
   it('answers "not shut down" when the check is not implemented (wrapped)', async () => {

@@ -4,8 +4,22 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  canonicalCidr, canonicalIp, cidrContains, cidrOf, familyBits, firstAddress, formatCidr, formatIp, lastAddress, parseCidr, parseIp,
-  parsePrefixLength, unmapIp, type Ip, type IpFamily, type IpSyntax,
+  canonicalCidr,
+  canonicalIp,
+  cidrContains,
+  cidrOf,
+  familyBits,
+  firstAddress,
+  formatCidr,
+  formatIp,
+  lastAddress,
+  parseCidr,
+  parseIp,
+  parsePrefixLength,
+  unmapIp,
+  type Ip,
+  type IpFamily,
+  type IpSyntax,
 } from '../../shared/net/ip.ts';
 
 const strict: IpSyntax = { leadingZeros: false };
@@ -200,7 +214,11 @@ describe('parseCidr, formatCidr and canonicalCidr', () => {
 
   it('parses to family, network and prefix', () => {
     assert.deepEqual(parseCidr('10.244.1.7/24'), { family: 'IPv4', network: 0x0af40100n, prefix: 24 });
-    assert.deepEqual(parseCidr('fd00::1/8'), { family: 'IPv6', network: 0xfd000000000000000000000000000000n, prefix: 8 });
+    assert.deepEqual(parseCidr('fd00::1/8'), {
+      family: 'IPv6',
+      network: 0xfd000000000000000000000000000000n,
+      prefix: 8,
+    });
   });
 });
 
