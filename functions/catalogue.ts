@@ -55,6 +55,8 @@ const serviceLb: FunctionEntry = {
   // Services for their own events, Nodes for the node-set trigger.
   watches: ['Node', 'Service'],
   feed: serviceLbFeed,
+  // A node-set change: one event per load-balanced Service, never a pass over all of them.
+  fanOut: 'Service',
   // The service controller has no periodic pass over all Services (its resyncs are filtered out).
   period: { option: 'serviceSyncPeriod', defaultMs: 0 },
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),

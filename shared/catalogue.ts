@@ -66,6 +66,13 @@ export interface FunctionEntry {
   readonly watches: readonly string[];
   /** Which watch changes it receives. */
   readonly feed: Feed;
+  /**
+   * A change its feed answers `all` for reaches it as one event per known object of this kind that
+   * the feed accepts (`Service`: a node-set change, one event per load-balanced Service), so the
+   * relay's per-key queue serializes it with each object's own events and the work spreads over
+   * instances. Without it, one coalesced `reconcile.all`.
+   */
+  readonly fanOut?: string;
   /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
   readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
   /** Why it cannot run with this provider and configuration (as the Go CCM skips a controller); undefined when it can. */

@@ -9,6 +9,7 @@ import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
 import { syncAllNodes, syncNode, type NodeInitDeps } from './sync.ts';
+import { KeyedSerializer } from '../../shared/concurrency.ts';
 
 /** What node-init needs. */
 export interface NodeInitOptions {
@@ -27,6 +28,7 @@ export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
     core: options.core,
     cloud: options.cloud,
     concurrency: options.concurrency ?? 10,
+    serializer: new KeyedSerializer(),
   };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'node-init', dryRun, objects });
   return {

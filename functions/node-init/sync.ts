@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
 import { instanceMetadata, nodeAddresses } from '../../shared/cloud/instances.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
-import { mapLimit } from '../../shared/concurrency.ts';
+import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
@@ -25,6 +25,8 @@ export interface NodeInitDeps {
   readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
+  /** One reconcile per node at a time, whatever asked for it. */
+  readonly serializer: KeyedSerializer;
   readonly taintRemovalDelay?: Histogram;
 }
 
@@ -39,6 +41,10 @@ const component = 'cloud-node-controller';
 
 /** Reconciles the node called `name`: initialize it, or reconcile its labels. */
 export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {
+  return deps.serializer.run(`Node/${name}`, () => readAndSync(deps, name, options));
+}
+
+async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {
   // A 409 means another writer changed the node between our read and our write: read it again.
   return retryOnConflict(async () => {
     const node = await readNode(deps.core, name);
@@ -135,16 +141,22 @@ async function reconcileLabels(deps: NodeInitDeps, node: V1Node, options: SyncOp
  */
 export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Promise<ObjectReport[]> {
   const { items } = await deps.core.listNode();
-  return mapLimit(items, deps.concurrency, async (node) => {
-    const key = `Node/${node.metadata?.name ?? ''}`;
+  return mapLimit(items, deps.concurrency, async (listed) => {
+    const name = listed.metadata?.name ?? '';
+    const key = `Node/${name}`;
     try {
-      // The listed node is fresh enough for a first try; on a conflict, read it again.
-      const report = await syncFetched(deps, node, options).catch((error: unknown) => {
-        if (apiStatus(error) === 409) return syncNode(deps, node.metadata?.name ?? '', options);
-        throw error;
+      return await deps.serializer.run(key, async (waited) => {
+        // The listed node is fresh enough for a first try, unless another reconcile of it ran
+        // meanwhile; on a conflict, read it again.
+        const node = waited ? await readNode(deps.core, name) : listed;
+        if (node === undefined) return { key, result: 'not-found', changes: [] };
+        const report = await syncFetched(deps, node, options).catch((error: unknown) => {
+          if (apiStatus(error) === 409) return readAndSync(deps, name, options);
+          throw error;
+        });
+        if (isUninitialized(node)) return report;
+        return await refreshAddresses(deps, node, report, options);
       });
-      if (isUninitialized(node)) return report;
-      return await refreshAddresses(deps, node, report, options);
     } catch (error) {
       options.log.warn({ key, err: error }, 'node not reconciled');
       return { key, result: 'failed', changes: [], error: apiMessage(error) };

@@ -8,6 +8,7 @@ import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
 import { monitorAllNodes, monitorNode, type NodeLifecycleDeps } from './sync.ts';
+import { KeyedSerializer } from '../../shared/concurrency.ts';
 
 /** What node-lifecycle needs. */
 export interface NodeLifecycleOptions {
@@ -22,7 +23,12 @@ export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDe
   if (!options.cloud.instancesV2() && !options.cloud.instances()) {
     throw new Error(`node-lifecycle: cloud provider "${options.cloud.providerName()}" does not support instances`);
   }
-  const deps: NodeLifecycleDeps = { core: options.core, cloud: options.cloud, concurrency: options.concurrency ?? 10 };
+  const deps: NodeLifecycleDeps = {
+    core: options.core,
+    cloud: options.cloud,
+    concurrency: options.concurrency ?? 10,
+    serializer: new KeyedSerializer(),
+  };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({
     function: 'node-lifecycle',
     dryRun,

@@ -6,7 +6,7 @@ import type { CoreV1Api, V1Node, V1Taint } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { instanceExists, instanceShutdown } from '../../shared/cloud/instances.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
-import { mapLimit } from '../../shared/concurrency.ts';
+import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
@@ -20,6 +20,8 @@ export interface NodeLifecycleDeps {
   readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
+  /** One reconcile per node at a time, whatever asked for it. */
+  readonly serializer: KeyedSerializer;
 }
 
 /** How one reconcile runs. */
@@ -38,6 +40,10 @@ export async function monitorNode(
   name: string,
   options: MonitorOptions,
 ): Promise<ObjectReport> {
+  return deps.serializer.run(`Node/${name}`, () => readAndMonitor(deps, name, options));
+}
+
+async function readAndMonitor(deps: NodeLifecycleDeps, name: string, options: MonitorOptions): Promise<ObjectReport> {
   return retryOnConflict(
     async () => {
       const node = await readNode(deps.core, name);
@@ -124,12 +130,18 @@ function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typ
 export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorOptions): Promise<ObjectReport[]> {
   const { items } = await deps.core.listNode();
   return mapLimit(items, deps.concurrency, async (node) => {
-    const key = `Node/${node.metadata?.name ?? ''}`;
+    const name = node.metadata?.name ?? '';
+    const key = `Node/${name}`;
     try {
-      return await monitorFetched(deps, node, options).catch((error: unknown) => {
-        if (apiStatus(error) === 409) return monitorNode(deps, node.metadata?.name ?? '', options);
-        throw error;
-      });
+      // The listed node is fresh enough unless another reconcile of it ran meanwhile.
+      return await deps.serializer.run(key, (waited) =>
+        waited
+          ? readAndMonitor(deps, name, options)
+          : monitorFetched(deps, node, options).catch((error: unknown) => {
+              if (apiStatus(error) === 409) return readAndMonitor(deps, name, options);
+              throw error;
+            }),
+      );
     } catch (error) {
       options.log.warn({ key, err: error }, 'node not reconciled');
       return { key, result: 'failed', changes: [], error: apiMessage(error) };

@@ -33,6 +33,7 @@ import {
   route,
   triggerKey,
   type Destination,
+  type Known,
   type Outgoing,
   type RoutingTable,
 } from './routing.ts';
@@ -302,8 +303,14 @@ class Delivering {
     await Promise.all(this.#loops);
   }
 
+  // The objects a watch of `kind` knows, for the fan-outs of the routing table.
+  readonly #known = (kind: string): ReturnType<Known> => {
+    const watch = this.#watches.find((w) => w.type.kind === kind);
+    return watch === undefined ? undefined : { resource: watch.type, objects: watch.objects() };
+  };
+
   #onChange(change: ResourceChange): void {
-    for (const routed of route(this.#settings.table, change)) {
+    for (const routed of route(this.#settings.table, change, this.#known)) {
       const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, {
         observedAt: change.observedAt,
       });

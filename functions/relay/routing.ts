@@ -9,10 +9,18 @@ import { load, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import type { ChangeType, FunctionEntry } from '../../shared/catalogue.ts';
 import { parseDuration } from '../../shared/duration.ts';
+import type { KubeObject, ResourceType } from './resources.ts';
 import type { ResourceChange } from './watch.ts';
 
 /** The part of a catalogue entry the relay reads. */
-export type RoutedFunction = Pick<FunctionEntry, 'name' | 'feed' | 'watches' | 'period'>;
+export type RoutedFunction = Pick<FunctionEntry, 'name' | 'feed' | 'watches' | 'period' | 'fanOut'>;
+
+/** The objects the relay knows of a kind, by key, for a fan-out; undefined when it does not watch that kind. */
+export type Known = (
+  kind: string,
+) => { readonly resource: ResourceType; readonly objects: Iterable<readonly [string, KubeObject]> } | undefined;
+
+const noneKnown: Known = () => undefined;
 
 /** What a destination receives: one function's feed (by its name), or everything (`all`). */
 export type Feed = string;
@@ -272,13 +280,13 @@ export function triggerKey(target: string): string {
 }
 
 /** The deliveries one change makes under `table`. */
-export function route(table: RoutingTable, change: ResourceChange): Routed[] {
+export function route(table: RoutingTable, change: ResourceChange, known: Known = noneKnown): Routed[] {
   const routed: Routed[] = [];
   for (const destination of table.destinations) {
-    for (const outgoing of outgoingFor(table, destination.feed, change)) {
+    for (const outgoing of outgoingFor(table, destination.feed, change, known)) {
       routed.push({
         destination,
-        key: outgoing.kind === 'object' ? change.key : triggerKey(outgoing.target),
+        key: outgoing.kind === 'object' ? outgoing.change.key : triggerKey(outgoing.target),
         outgoing,
       });
     }
@@ -288,17 +296,47 @@ export function route(table: RoutingTable, change: ResourceChange): Routed[] {
 
 // What one feed makes of a change: a function's own decision; for `all`, the object's event and
 // every function's trigger.
-function outgoingFor(table: RoutingTable, feed: Feed, change: ResourceChange): Outgoing[] {
-  const trigger = (target: string): Outgoing => ({ kind: 'trigger', target, reason: 'nodes' });
+function outgoingFor(table: RoutingTable, feed: Feed, change: ResourceChange, known: Known): Outgoing[] {
   if (feed === 'all') {
     const triggers = [...table.functions.values()]
       .filter((fn) => fn.feed(change) === 'all')
       .map((fn) => trigger(fn.name));
     return [{ kind: 'object', change }, ...triggers];
   }
-  const decision = table.functions.get(feed)?.feed(change);
+  const fn = table.functions.get(feed);
+  const decision = fn?.feed(change);
   if (decision === 'object') return [{ kind: 'object', change }];
-  return decision === 'all' ? [trigger(feed)] : [];
+  if (fn === undefined || decision !== 'all') return [];
+  return fn.fanOut === undefined ? [trigger(feed)] : fanOut(fn, fn.fanOut, { change, known });
+}
+
+function trigger(target: string): Outgoing {
+  return { kind: 'trigger', target, reason: 'nodes' };
+}
+
+// A change that concerns many objects, as one event per known object of `kind` the function's feed
+// accepts: each goes through that object's own queue key, so it coalesces with the object's own
+// events and never runs beside them. Objects not listed yet are delivered by their LIST anyway.
+function fanOut(
+  fn: RoutedFunction,
+  kind: string,
+  { change, known }: { change: ResourceChange; known: Known },
+): Outgoing[] {
+  const found = known(kind);
+  if (found === undefined) return [trigger(fn.name)];
+  const out: Outgoing[] = [];
+  for (const [key, object] of found.objects) {
+    const each: ResourceChange = {
+      resource: found.resource,
+      type: 'update',
+      key,
+      object,
+      previous: object,
+      observedAt: change.observedAt,
+    };
+    if (fn.feed(each) === 'object') out.push({ kind: 'object', change: each });
+  }
+  return out;
 }
 
 /**

@@ -144,6 +144,11 @@ export class ResourceWatch {
     return this.#known.size;
   }
 
+  /** The last known state of every object, by key. */
+  objects(): IterableIterator<[string, KubeObject]> {
+    return this.#known.entries();
+  }
+
   /** Lists and watches until `signal` aborts; never rejects. */
   async run(signal: AbortSignal): Promise<void> {
     let previous: WatchEnd | undefined;

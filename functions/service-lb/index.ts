@@ -9,6 +9,7 @@ import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidLabelName } from '../../shared/kube/names.ts';
 import { syncAllServices, syncService, type ServiceLbDeps } from './sync.ts';
+import { KeyedSerializer } from '../../shared/concurrency.ts';
 
 /** What service-lb needs. */
 export interface ServiceLbOptions {
@@ -30,6 +31,7 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     loadBalancer,
     clusterName: options.clusterName,
     concurrency: options.concurrency ?? 10,
+    serializer: new KeyedSerializer(),
   };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'service-lb', dryRun, objects });
   return {

@@ -9,7 +9,7 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findCause, ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
-import { mapLimit } from '../../shared/concurrency.ts';
+import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
@@ -34,6 +34,8 @@ export interface ServiceLbDeps {
   readonly clusterName: string;
   /** Services handled at once by a pass over all of them. */
   readonly concurrency: number;
+  /** One reconcile per Service at a time, whatever asked for it: two ensures at once could make two load balancers. */
+  readonly serializer: KeyedSerializer;
 }
 
 /** How one reconcile runs. */
@@ -63,10 +65,35 @@ export async function syncService(
   name: string,
   options: ServiceSyncOptions,
 ): Promise<ObjectReport> {
+  return deps.serializer.run(`Service/${namespace}/${name}`, () => readAndSync(deps, namespace, name, options));
+}
+
+async function readAndSync(
+  deps: ServiceLbDeps,
+  namespace: string,
+  name: string,
+  options: ServiceSyncOptions,
+): Promise<ObjectReport> {
+  const key = `Service/${namespace}/${name}`;
   const service = await readService(deps.core, namespace, name);
-  if (service === undefined) return vanished(deps, `Service/${namespace}/${name}`, options);
+  if (service === undefined) return vanished(deps, key, options);
   // The node set is listed only when the load balancer is ensured, not for a cleanup.
-  return syncFetched(deps, service, () => stableNodes(deps.core), options);
+  const sync = (): Promise<ObjectReport> => syncFetched(deps, service, () => stableNodes(deps.core), options);
+  // A delete event is a claim. The API server says a Service of that name is there: if it is the
+  // one the event names, the level-triggered reconcile does what it needs and nothing the event
+  // asked for; if it has another uid, the event's incarnation is gone and is cleaned up first.
+  const claimed = (options.lastKnown as V1Service | undefined)?.metadata?.uid;
+  if (options.lastKnown === undefined) return sync();
+  if (claimed === service.metadata?.uid) {
+    return { ...(await sync()), note: `delete event not acted on: the Service exists (uid ${String(claimed)})` };
+  }
+  const gone = await vanished(deps, key, options);
+  const live = await sync();
+  return {
+    ...live,
+    changes: [...gone.changes, ...live.changes],
+    note: `the deleted incarnation (uid ${String(claimed)}): ${gone.result}`,
+  };
 }
 
 /**
@@ -79,7 +106,12 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
   const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
   return mapLimit(relevant, deps.concurrency, async (service) => {
     try {
-      return await syncFetched(deps, service, () => Promise.resolve(nodes), options);
+      // The listed Service is fresh enough unless another reconcile of it ran meanwhile.
+      return await deps.serializer.run(serviceKey(service), (waited) =>
+        waited
+          ? readAndSync(deps, service.metadata?.namespace ?? '', service.metadata?.name ?? '', options)
+          : syncFetched(deps, service, () => Promise.resolve(nodes), options),
+      );
     } catch (error) {
       const key = serviceKey(service);
       options.log.warn({ key, err: error }, 'service not reconciled');
@@ -348,6 +380,16 @@ async function vanished(deps: ServiceLbDeps, key: string, options: ServiceSyncOp
     return { key, result: 'not-found', changes: [] };
   if ((await deps.loadBalancer.getLoadBalancer(deps.clusterName, last, options.signal)) === undefined)
     return { key, result: 'not-found', changes: [] };
+  const owner = await liveServiceWithUid(deps.core, last.metadata?.uid);
+  if (owner !== undefined) {
+    // A forged (or confused) delete: the load balancer belongs to a Service that exists.
+    return {
+      key,
+      result: 'not-found',
+      changes: [],
+      note: `delete event not acted on: its uid belongs to the live ${owner}`,
+    };
+  }
   const run: Run = { deps, options, service: last, key, changes: [] };
   await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
   try {
@@ -364,4 +406,15 @@ async function vanished(deps: ServiceLbDeps, key: string, options: ServiceSyncOp
   }
   await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });
   return { key, result: 'deleted', changes: run.changes };
+}
+
+// The live Service carrying `uid`, if any. A delete event's object is a claim, and a provider may
+// name its load balancer by the uid alone (upstream's default name is "a" + the uid), so before
+// deleting on such a claim, the API server is asked. One LIST, served from its watch cache, only on
+// this rare path (a Service deleted without cirrus's finalizer).
+async function liveServiceWithUid(core: CoreV1Api, uid: string | undefined): Promise<string | undefined> {
+  if (uid === undefined || uid === '') return 'Service (the event has no uid)';
+  const { items } = await core.listServiceForAllNamespaces({ resourceVersion: '0' });
+  const owner = items.find((service) => service.metadata?.uid === uid);
+  return owner === undefined ? undefined : serviceKey(owner);
 }

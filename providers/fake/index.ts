@@ -50,7 +50,14 @@ export class FakeCloud implements CloudProvider {
   readonly calls: FakeCall[] = [];
   readonly machines: FakeInstance[] = [];
   readonly routeTable: Route[] = [];
+  /** Load balancers by their name (namespace/name, or the uid with {@link namesByUid}). */
   readonly loadBalancers = new Map<string, { status: V1LoadBalancerStatus; nodes: string[] }>();
+  /**
+   * Find load balancers by the Service's uid alone, as a cloud does whose load balancers carry
+   * upstream's default name ("a" + the uid): a Service object that claims another's uid reaches
+   * that one's load balancer.
+   */
+  namesByUid = false;
   /** Capabilities that answer undefined. */
   readonly disabled = new Set<FakeCapability>();
   /** Errors thrown by a method, by method name (`instanceMetadata`, `ensureLoadBalancer`, …). */
@@ -236,28 +243,32 @@ export class FakeCloud implements CloudProvider {
     },
   };
 
+  #lbName(service: V1Service): string {
+    return this.namesByUid ? `uid:${service.metadata?.uid ?? ''}` : serviceKey(service);
+  }
+
   readonly #loadBalancer: LoadBalancer = {
     getLoadBalancer: async (clusterName, service) => {
       await this.#call('getLoadBalancer', clusterName, serviceKey(service));
-      return this.loadBalancers.get(serviceKey(service))?.status;
+      return this.loadBalancers.get(this.#lbName(service))?.status;
     },
     getLoadBalancerName: (_clusterName, service) => `fake-${serviceKey(service).replace('/', '-')}`,
     ensureLoadBalancer: async (clusterName, service, nodes) => {
       const names = nodes.map((n) => String(n.metadata?.name));
       await this.#call('ensureLoadBalancer', clusterName, serviceKey(service), names);
       const status = { ingress: [{ ip: this.loadBalancerIp }] };
-      this.loadBalancers.set(serviceKey(service), { status, nodes: names });
+      this.loadBalancers.set(this.#lbName(service), { status, nodes: names });
       return status;
     },
     updateLoadBalancer: async (clusterName, service, nodes) => {
       const names = nodes.map((n) => String(n.metadata?.name));
       await this.#call('updateLoadBalancer', clusterName, serviceKey(service), names);
-      const existing = this.loadBalancers.get(serviceKey(service));
+      const existing = this.loadBalancers.get(this.#lbName(service));
       if (existing) existing.nodes = names;
     },
     ensureLoadBalancerDeleted: async (clusterName, service) => {
       await this.#call('ensureLoadBalancerDeleted', clusterName, serviceKey(service));
-      this.loadBalancers.delete(serviceKey(service));
+      this.loadBalancers.delete(this.#lbName(service));
     },
   };
 }

@@ -51,6 +51,8 @@ export interface ObjectReport {
   readonly changes: readonly Change[];
   /** Set when result is `failed`: the error, for a reconcile over many objects that went on. */
   readonly error?: string;
+  /** Why the reconcile did not do what its trigger claimed was needed (e.g. a delete event for a live object). */
+  readonly note?: string;
 }
 
 /** A deployable function: a name, the kinds it handles, and its two reconcile entry points. */

@@ -52,11 +52,13 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
     };
   }
 
-  function counts(s: Servers, node: string): Counts {
+  // service-lb hears of a node-set change as one event per load-balanced Service (here: one, `lb`,
+  // whose own add is not counted), never as a reconcile.all.
+  function counts(s: Servers, node: string, lb = ''): Counts {
     return {
       nodeInit: s.nodeInit.about(node).length,
       lifecycle: s.lifecycle.about(node).length,
-      serviceLb: s.serviceLb.received.filter((r) => r.key === 'all/service-lb').length,
+      serviceLb: s.serviceLb.about(lb).filter((r) => r.type !== 'add').length,
       routes: s.routes.received.filter((r) => r.key === 'all/routes').length,
     };
   }
@@ -70,7 +72,7 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
   }
 
   // Runs the change, waits for the sink to have the resulting version, then for the counts.
-  async function step(s: Servers, node: string, { what, change, expected }: Step): Promise<void> {
+  async function step(s: Servers, node: string, { what, change, expected }: Step, lb?: string): Promise<void> {
     const written = await change();
     const version = written?.metadata?.resourceVersion;
     await waitFor(`the sink to receive: ${what}`, () =>
@@ -80,10 +82,15 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
     );
     await waitFor(
       `the counts after: ${what}`,
-      () => JSON.stringify(counts(s, node)) === JSON.stringify(expected),
+      () => JSON.stringify(counts(s, node, lb)) === JSON.stringify(expected),
     ).catch(() => undefined);
     await sleep(200);
-    assert.deepEqual(counts(s, node), expected, what);
+    assert.deepEqual(counts(s, node, lb), expected, what);
+    assert.equal(
+      s.serviceLb.received.filter((r) => r.key === 'all/service-lb').length,
+      0,
+      'no reconcile.all for service-lb',
+    );
   }
 
   it('sends each function the node changes it acts on, and the sink everything', async (t) => {
@@ -98,6 +105,12 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
       sink: s.sink.url,
     });
     await ready(relay);
+    const lb = uniqueName('lb');
+    await core.createNamespacedService({
+      namespace: 'default',
+      body: { metadata: { name: lb }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
+    });
+    await waitFor('service-lb to hear of the new Service', () => s.serviceLb.about(lb).length === 1);
     const name = uniqueName('route');
     const patch = async (body: object): Promise<V1Node> => core.patchNode({ name, body }, mergePatch);
     const status = async (ready: string): Promise<V1Node> =>
@@ -106,66 +119,121 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
         mergePatch,
       );
 
-    await step(s, name, {
-      what: 'a new, uninitialized node',
-      change: () => createNode(core, newNode(name, uninitialized)),
-      expected: { nodeInit: 1, lifecycle: 1, serviceLb: 1, routes: 1 },
-    });
-    await step(s, name, {
-      what: 'it becomes Ready, still tainted',
-      change: () => status('True'),
-      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 1, routes: 1 },
-    });
-    await step(s, name, {
-      what: 'initialized: taint off, providerID set',
-      change: () => patch({ spec: { taints: [], providerID: `test://${name}` } }),
-      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 1 },
-    });
-    await step(s, name, {
-      what: 'podCIDR set',
-      change: () => patch({ spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } }),
-      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'excluded from load balancers',
-      change: () =>
-        patch({ metadata: { labels: { 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' } } }),
-      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'an unrelated label',
-      change: () => patch({ metadata: { labels: { unrelated: 'label' } } }),
-      expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'it becomes NotReady',
-      change: () => status('False'),
-      expected: { nodeInit: 2, lifecycle: 2, serviceLb: 3, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'shutdown taint',
-      change: () =>
-        patch({ spec: { taints: [{ key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }] } }),
-      expected: { nodeInit: 2, lifecycle: 3, serviceLb: 3, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'Ready again with the shutdown taint on: node-lifecycle takes it off',
-      change: () => status('True'),
-      expected: { nodeInit: 2, lifecycle: 4, serviceLb: 3, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'tainted uninitialized again',
-      change: () => patch({ spec: { taints: [uninitializedTaint] } }),
-      expected: { nodeInit: 3, lifecycle: 4, serviceLb: 3, routes: 2 },
-    });
-    await step(s, name, {
-      what: 'deleted',
-      change: async () => {
-        await core.deleteNode({ name });
-        return undefined;
+    await step(
+      s,
+      name,
+      {
+        what: 'a new, uninitialized node',
+        change: () => createNode(core, newNode(name, uninitialized)),
+        expected: { nodeInit: 1, lifecycle: 1, serviceLb: 1, routes: 1 },
       },
-      expected: { nodeInit: 3, lifecycle: 4, serviceLb: 4, routes: 3 },
-    });
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'it becomes Ready, still tainted',
+        change: () => status('True'),
+        expected: { nodeInit: 2, lifecycle: 1, serviceLb: 1, routes: 1 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'initialized: taint off, providerID set',
+        change: () => patch({ spec: { taints: [], providerID: `test://${name}` } }),
+        expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 1 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'podCIDR set',
+        change: () => patch({ spec: { podCIDR: '10.244.7.0/24', podCIDRs: ['10.244.7.0/24'] } }),
+        expected: { nodeInit: 2, lifecycle: 1, serviceLb: 2, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'excluded from load balancers',
+        change: () =>
+          patch({ metadata: { labels: { 'node.kubernetes.io/exclude-from-external-load-balancers': 'true' } } }),
+        expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'an unrelated label',
+        change: () => patch({ metadata: { labels: { unrelated: 'label' } } }),
+        expected: { nodeInit: 2, lifecycle: 1, serviceLb: 3, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'it becomes NotReady',
+        change: () => status('False'),
+        expected: { nodeInit: 2, lifecycle: 2, serviceLb: 3, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'shutdown taint',
+        change: () =>
+          patch({ spec: { taints: [{ key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }] } }),
+        expected: { nodeInit: 2, lifecycle: 3, serviceLb: 3, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'Ready again with the shutdown taint on: node-lifecycle takes it off',
+        change: () => status('True'),
+        expected: { nodeInit: 2, lifecycle: 4, serviceLb: 3, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'tainted uninitialized again',
+        change: () => patch({ spec: { taints: [uninitializedTaint] } }),
+        expected: { nodeInit: 3, lifecycle: 4, serviceLb: 3, routes: 2 },
+      },
+      lb,
+    );
+    await step(
+      s,
+      name,
+      {
+        what: 'deleted',
+        change: async () => {
+          await core.deleteNode({ name });
+          return undefined;
+        },
+        expected: { nodeInit: 3, lifecycle: 4, serviceLb: 4, routes: 3 },
+      },
+      lb,
+    );
 
     const sinkTargets = new Set(
       s.sink.received.filter((r) => r.key.startsWith('all/')).map((r) => r.headers['ce-cirrustarget']),

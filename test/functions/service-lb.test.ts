@@ -196,6 +196,48 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     assert.equal(result(await sync(name)), 'not-found', 'without the last known object there is nothing to do');
   });
 
+  it('acts on a delete event only once the API server confirms the Service is gone', async () => {
+    const name = uniqueName('live');
+    await createService(name);
+    await sync(name);
+    const live = { ...plain(await read(name)), kind: 'Service', apiVersion: 'v1' };
+    cloud.calls.length = 0;
+    const report = await sync(name, { ...run, lastKnown: live } as typeof run);
+    assert.equal(result(report), 'unchanged');
+    assert.match(report.objects[0]?.note ?? '', /delete event not acted on: the Service exists/);
+    assert.deepEqual(cloud.methods(), [], 'no cloud call for a live Service');
+    assert.equal(cloud.loadBalancers.size, 1);
+  });
+
+  it("deletes nothing on a forged delete that names a missing Service with a live one's uid", async () => {
+    cloud.namesByUid = true;
+    const victim = uniqueName('victim');
+    await createService(victim);
+    await sync(victim);
+    const live = plain(await read(victim));
+    const ghost = uniqueName('ghost');
+    const forged = { ...live, kind: 'Service', apiVersion: 'v1', metadata: { ...live.metadata, name: ghost } };
+    const report = await sync(ghost, { ...run, lastKnown: forged } as typeof run);
+    assert.equal(result(report), 'not-found');
+    assert.match(report.objects[0]?.note ?? '', new RegExp(`belongs to the live Service/${namespace}/${victim}`));
+    assert.ok(!cloud.methods().includes('ensureLoadBalancerDeleted'), cloud.methods().join(', '));
+    assert.equal(cloud.loadBalancers.size, 1, "the victim's load balancer stays");
+    assert.deepEqual(plain((await read(victim)).status?.loadBalancer?.ingress), [
+      { ip: cloud.loadBalancerIp, ipMode: 'VIP' },
+    ]);
+  });
+
+  it('ensures once when requests for one Service arrive together, whatever sent them', async () => {
+    const name = uniqueName('together');
+    await createService(name);
+    cloud.latencyMs.set('ensureLoadBalancer', 100);
+    await Promise.all([sync(name), sync(name), fn.reconcileAll(run), sync(name), fn.reconcileAll(run)]);
+    const ensures = cloud.calls.filter(
+      (c) => c.method === 'ensureLoadBalancer' && c.args[1] === `${namespace}/${name}`,
+    );
+    assert.equal(ensures.length, 1, cloud.methods().join(', '));
+  });
+
   it("asks for the provider's delay on RetryError, with the finalizer in place and no status", async () => {
     const name = uniqueName('retry');
     await createService(name);
