@@ -163,11 +163,20 @@ export class AllocationStore {
   }
 
   #writeError(error: unknown, creating: boolean): Error {
-    const { namespace } = this.#location;
-    if (creating && apiStatus(error) === 404) {
+    const { namespace, namespaceFrom } = this.#location;
+    const status = apiStatus(error);
+    if (creating && status === 404) {
       return new Error(
-        `could not create ConfigMap ${this.where} to record load balancer addresses: namespace ${namespace} does not exist ` +
-          '(create it, or set loadBalancers.allocations.namespace in the cloud-config)',
+        `could not create ConfigMap ${this.where} to record load balancer addresses: namespace ${namespace} ` +
+          `(${namespaceFrom}) does not exist; create it, or set loadBalancers.allocations.namespace in the cloud-config`,
+        { cause: error },
+      );
+    }
+    if (creating && status === 403) {
+      // The deployments create the ConfigMap and grant no create: it was deleted, or never applied.
+      return new Error(
+        `could not create ConfigMap ${this.where} to record load balancer addresses, as it does not exist: ${apiMessage(error)} ` +
+          '(create it, empty, as the deployment does, or allow cirrus to create ConfigMaps there)',
         { cause: error },
       );
     }

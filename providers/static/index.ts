@@ -15,7 +15,8 @@ import { AllocationStore } from './allocations.ts';
 import { StaticInstances } from './instances.ts';
 import { parseInventory, type Inventory } from './inventory.ts';
 import { StaticLoadBalancer } from './load-balancer.ts';
-import { reloadProblem, type LoadBalancerConfig } from './pools.ts';
+import { deploymentNamespace, type DeploymentNamespace } from './namespace.ts';
+import { allocationsLocation, reloadProblem, type LoadBalancerConfig } from './pools.ts';
 import { watchFile } from './watch.ts';
 
 export { parseInventory, type Inventory, type StaticInstance } from './inventory.ts';
@@ -28,6 +29,11 @@ export interface StaticProviderOptions {
   readonly pollIntervalMs?: number;
   /** How long after the last change event the file is read. Default 100. */
   readonly debounceMs?: number;
+  /**
+   * The file holding the namespace cirrus runs in, where allocations go when the file names no
+   * namespace. Default the pod's ServiceAccount namespace file; when it is missing, cirrus-system.
+   */
+  readonly namespaceFile?: string;
 }
 
 const DEFAULT_POLL_INTERVAL_MS = 5_000;
@@ -40,7 +46,8 @@ const DEFAULT_DEBOUNCE_MS = 100;
  * `context.configPath` is set, the file is watched until `context.signal` aborts: a valid change
  * replaces the inventory and the pools (logged at info), an invalid one — or one that adds or
  * removes `loadBalancers` or moves its allocations — is logged as an error and the last good
- * inventory stays in force. The watch never keeps the process alive.
+ * inventory stays in force. The watch never keeps the process alive. Allocations go to the file's
+ * `loadBalancers.allocations.namespace`, else to the namespace cirrus runs in (namespace.ts).
  */
 export async function createStaticProvider(
   context: ProviderContext,
@@ -55,14 +62,17 @@ export async function createStaticProvider(
   }
   const holder = { inventory: parseInventory(context.config, context.configPath) };
   const initialPools = holder.inventory.loadBalancers;
-  const loadBalancer =
-    initialPools === undefined
-      ? undefined
-      : createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools);
+  // The namespace cirrus runs in is read only for load balancers: without them it has no use.
+  let deployment: DeploymentNamespace | undefined;
+  let loadBalancer: LoadBalancer | undefined;
+  if (initialPools !== undefined) {
+    deployment = await deploymentNamespace(options.namespaceFile);
+    loadBalancer = createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools, deployment);
+  }
   if (context.configPath !== undefined) {
     await watchFile(context.configPath, context.config, {
       onChange: (contents) => {
-        reload(holder, contents, context);
+        reload(holder, contents, { context, deployment });
       },
       signal: context.signal,
       log: context.log,
@@ -73,23 +83,31 @@ export async function createStaticProvider(
   return new StaticCloud(new StaticInstances(() => holder.inventory), loadBalancer);
 }
 
-function createLoadBalancer(context: ProviderContext, pools: () => LoadBalancerConfig): LoadBalancer {
-  const { namespace, configMap } = pools().allocations;
+function createLoadBalancer(
+  context: ProviderContext,
+  pools: () => LoadBalancerConfig,
+  deployment: DeploymentNamespace,
+): LoadBalancer {
+  const location = allocationsLocation(pools().allocations, deployment);
   if (context.kubeConfig === undefined) {
     throw new Error(
-      `the static provider's loadBalancers need a connection to the cluster (a kubeconfig), to record allocations in ConfigMap ${namespace}/${configMap}; none was given`,
+      `the static provider's loadBalancers need a connection to the cluster (a kubeconfig), to record allocations in ConfigMap ${location.namespace}/${location.configMap}; none was given`,
     );
   }
   const core = context.kubeConfig.makeApiClient(CoreV1Api);
   const log = context.log.child({ capability: 'loadBalancer' });
-  return new StaticLoadBalancer(pools, { store: new AllocationStore(core, { namespace, configMap }, log), core, log });
+  return new StaticLoadBalancer(pools, { store: new AllocationStore(core, location, log), core, log });
 }
 
-function reload(holder: { inventory: Inventory }, contents: string, context: ProviderContext): void {
+function reload(
+  holder: { inventory: Inventory },
+  contents: string,
+  { context, deployment }: { context: ProviderContext; deployment: DeploymentNamespace | undefined },
+): void {
   const file = context.configPath;
   try {
     const next = parseInventory(contents, file);
-    const problem = reloadProblem(holder.inventory.loadBalancers, next.loadBalancers);
+    const problem = reloadProblem(holder.inventory.loadBalancers, next.loadBalancers, deployment);
     if (problem !== undefined) throw new CloudConfigError(file, problem.field, problem.problem);
     holder.inventory = next;
   } catch (error) {

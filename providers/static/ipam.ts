@@ -15,7 +15,11 @@ export const POOL_ANNOTATION = 'static.cirrus-ccm.dev/pool';
 /** Comma-separated addresses a Service asks for, at most one per IP family (like `192.0.2.10,2001:db8::10`). */
 export const ADDRESSES_ANNOTATION = 'static.cirrus-ccm.dev/load-balancer-ips';
 
-/** What is recorded for a Service (under its UID): the addresses it holds and the pool they came from. */
+/**
+ * What is recorded for a Service (under its UID): the addresses it holds and the pool they came
+ * from. A record is a Service's only when its key is the Service's UID and it names the Service's
+ * namespace and name: a UID alone is a claim anyone can copy (a forged delete event carries one).
+ */
 export interface Allocation {
   readonly namespace: string;
   readonly name: string;
@@ -90,6 +94,26 @@ function choosePool(config: LoadBalancerConfig, service: V1Service, who: string)
   throw new AllocationError(
     `no address pool applies to ${who}: no pool lists namespace ${namespace} and no pool is the default; name one with the annotation ${POOL_ANNOTATION} (${known})`,
   );
+}
+
+/**
+ * The allocation `service` holds, with its key: the one recorded under its UID for its namespace
+ * and name. A Service object whose namespace, name and UID do not all match a record holds nothing.
+ */
+export function heldBy(
+  service: V1Service,
+  allocations: ReadonlyMap<string, Allocation>,
+): { uid: string; allocation: Allocation } | undefined {
+  const uid = service.metadata?.uid ?? '';
+  const allocation = allocations.get(uid);
+  if (uid === '' || allocation === undefined) return undefined;
+  return recordsService(allocation, namespaceOf(service), service.metadata?.name ?? '')
+    ? { uid, allocation }
+    : undefined;
+}
+
+function recordsService(allocation: Allocation, namespace: string, name: string): boolean {
+  return name !== '' && allocation.namespace === namespace && allocation.name === name;
 }
 
 function annotation(service: V1Service, key: string): string {
@@ -181,11 +205,20 @@ function checkInPool(
  * Per family: the requested address; else the address the Service already holds, if it came from
  * the same pool or is in it (addresses are sticky: a Service keeps its address when its pool
  * shrinks); else the lowest free address of the pool. Throws AllocationError when a requested
- * address is held by another Service, or the pool has no free address of a family.
+ * address is held by another Service, the pool has no free address of a family, or the request's
+ * UID is recorded for another Service (its holder is then the one in the way).
  */
 export function allocate(request: AddressRequest, allocations: ReadonlyMap<string, Allocation>): Allocation {
-  const holders = holdersByAddress(allocations, request.uid);
   const own = allocations.get(request.uid);
+  if (own !== undefined && !recordsService(own, request.namespace, request.name)) {
+    throw new AllocationError(
+      `service ${request.namespace}/${request.name} has UID ${request.uid}, which the allocations record for service ` +
+        `${own.namespace}/${own.name} (${own.addresses.join(', ')}); a Service holds addresses only under its own ` +
+        'namespace, name and UID',
+      [request.uid],
+    );
+  }
+  const holders = holdersByAddress(allocations, request.uid);
   const addresses = request.families.map((family) => {
     const requested = request.requested.get(family);
     if (requested !== undefined) return checkFree(request, formatIp(requested), holders);

@@ -4,14 +4,16 @@
 // routes). The node set plays no part: updateLoadBalancer has nothing to do.
 //
 // Stateless: the allocations live in a ConfigMap (allocations.ts), and each call reads them,
-// decides (ipam.ts) and writes conditionally on what it read.
+// decides (ipam.ts) and writes conditionally on what it read. A Service's allocation is the record
+// under its UID that names its namespace and name (ipam.ts, heldBy): a Service object that matches
+// no record in all three holds nothing, whatever UID it carries.
 
 import type { CoreV1Api, V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { apiStatus } from '../../shared/kube/api.ts';
 import { defaultLoadBalancerName, type LoadBalancer } from '../../shared/cloud/provider.ts';
 import { withSignal, type AllocationState, type AllocationStore, type Decision } from './allocations.ts';
-import { allocate, AllocationError, readRequest, type AddressRequest, type Allocation } from './ipam.ts';
+import { allocate, AllocationError, heldBy, readRequest, type AddressRequest, type Allocation } from './ipam.ts';
 import type { LoadBalancerConfig } from './pools.ts';
 
 /** At most this many Services are read to look for a deleted one when a pool is exhausted. */
@@ -41,16 +43,15 @@ export class StaticLoadBalancer implements LoadBalancer {
     this.#deps = deps;
   }
 
-  /** The Service's addresses when it has an allocation; undefined otherwise. One read. */
+  /** The Service's addresses when it has an allocation (matched by namespace, name and UID); undefined otherwise. One read. */
   async getLoadBalancer(
     _clusterName: string,
     service: V1Service,
     signal?: AbortSignal,
   ): Promise<V1LoadBalancerStatus | undefined> {
-    const uid = service.metadata?.uid;
-    if (uid === undefined || uid === '') return undefined;
-    const allocation = (await this.#deps.store.read(signal)).entries.get(uid);
-    return allocation === undefined ? undefined : statusOf(allocation);
+    if ((service.metadata?.uid ?? '') === '') return undefined;
+    const held = heldBy(service, (await this.#deps.store.read(signal)).entries);
+    return held === undefined ? undefined : statusOf(held.allocation);
   }
 
   /** Upstream's default name ("a" + the UID without dashes, 32 characters): stable for the Service's life. */
@@ -88,18 +89,19 @@ export class StaticLoadBalancer implements LoadBalancer {
     });
   }
 
-  /** Releases the Service's addresses; succeeds when it holds none. */
+  /**
+   * Releases the Service's addresses; succeeds when it holds none, which is also the case of a
+   * Service object matching no record in namespace, name and UID (another incarnation, a forgery).
+   */
   async ensureLoadBalancerDeleted(_clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void> {
-    const uid = service.metadata?.uid;
-    if (uid === undefined || uid === '') return;
-    await this.#deps.store.transact(
-      (state) =>
-        Promise.resolve<Decision<undefined>>({
-          changes: state.entries.has(uid) ? new Map([[uid, null]]) : NO_CHANGES,
-          result: undefined,
-        }),
-      signal,
-    );
+    if ((service.metadata?.uid ?? '') === '') return;
+    await this.#deps.store.transact((state) => {
+      const held = heldBy(service, state.entries);
+      return Promise.resolve<Decision<undefined>>({
+        changes: held === undefined ? NO_CHANGES : new Map([[held.uid, null]]),
+        result: undefined,
+      });
+    }, signal);
   }
 
   async #decide(request: AddressRequest, state: AllocationState, signal?: AbortSignal): Promise<Decision<Allocation>> {

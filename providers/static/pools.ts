@@ -21,6 +21,7 @@ import {
   type IpSyntax,
 } from '../../shared/net/ip.ts';
 import { blockSize, firstCommon, type AddressBlock } from './ip.ts';
+import type { DeploymentNamespace } from './namespace.ts';
 import { dnsLabelProblem, dnsSubdomainProblem } from './syntax.ts';
 
 /** An address pool, validated. Frozen. */
@@ -37,6 +38,14 @@ export interface Pool {
 export interface AllocationsLocation {
   readonly namespace: string;
   readonly configMap: string;
+  /** Where the namespace came from, for messages: the file's setting, the pod's namespace or the default. */
+  readonly namespaceFrom: string;
+}
+
+/** The `allocations` setting as the file gives it: without a namespace, the namespace cirrus runs in. */
+export interface AllocationsSetting {
+  readonly namespace: string | undefined;
+  readonly configMap: string;
 }
 
 /** The validated `loadBalancers` section: an immutable snapshot, like the rest of the inventory. */
@@ -46,14 +55,25 @@ export interface LoadBalancerConfig {
   readonly byName: ReadonlyMap<string, Pool>;
   readonly byNamespace: ReadonlyMap<string, Pool>;
   readonly defaultPool: Pool | undefined;
-  readonly allocations: AllocationsLocation;
+  readonly allocations: AllocationsSetting;
 }
 
-/** Where allocations are recorded when the file does not say. */
-export const DEFAULT_ALLOCATIONS: AllocationsLocation = Object.freeze({
-  namespace: 'kube-system',
-  configMap: 'cirrus-lb-ipam',
-});
+/** The allocations ConfigMap's name when the file does not say. */
+export const DEFAULT_ALLOCATIONS_CONFIG_MAP = 'cirrus-lb-ipam';
+
+const ALLOCATIONS_NAMESPACE_FROM = 'set by loadBalancers.allocations.namespace';
+
+/**
+ * Where the allocations are recorded: the file's `allocations.namespace` when it sets one, else
+ * `deployment` (the namespace cirrus runs in, namespace.ts), and the file's ConfigMap name or
+ * the default.
+ */
+export function allocationsLocation(setting: AllocationsSetting, deployment: DeploymentNamespace): AllocationsLocation {
+  const { namespace, configMap } = setting;
+  return namespace === undefined
+    ? { namespace: deployment.namespace, configMap, namespaceFrom: deployment.from }
+    : { namespace, configMap, namespaceFrom: ALLOCATIONS_NAMESPACE_FROM };
+}
 
 /**
  * How load balancer addresses are written, in pools, requests and the allocations record: IPv4
@@ -227,8 +247,8 @@ export function buildLoadBalancers(entry: LoadBalancersEntry, file: string | und
     byNamespace: new Map([...byNamespace].map(([namespace, index]) => [namespace, pools[index] as Pool] as const)),
     defaultPool: defaultPool === undefined ? undefined : pools[defaultPool],
     allocations: Object.freeze({
-      namespace: entry.allocations?.namespace ?? DEFAULT_ALLOCATIONS.namespace,
-      configMap: entry.allocations?.configMap ?? DEFAULT_ALLOCATIONS.configMap,
+      namespace: entry.allocations?.namespace,
+      configMap: entry.allocations?.configMap ?? DEFAULT_ALLOCATIONS_CONFIG_MAP,
     }),
   });
 }
@@ -330,11 +350,14 @@ export function poolSize(pool: Pool, family: IpFamily): bigint {
 /**
  * Why the running provider cannot take `next` in place of `previous` (undefined when it can): the
  * load balancer capability is fixed at start-up, and moving the allocations record while running
- * would lose track of every address handed out.
+ * would lose track of every address handed out. `deployment` is where the allocations go when the
+ * file names no namespace (fixed while cirrus runs; undefined when it runs without load
+ * balancers), so that writing that namespace out, or leaving it out again, is no move.
  */
 export function reloadProblem(
   previous: LoadBalancerConfig | undefined,
   next: LoadBalancerConfig | undefined,
+  deployment: DeploymentNamespace | undefined,
 ): { field: string; problem: string } | undefined {
   if (previous === undefined && next !== undefined) {
     return {
@@ -349,12 +372,14 @@ export function reloadProblem(
     };
   }
   if (previous === undefined || next === undefined) return undefined;
-  const [from, to] = [previous.allocations, next.allocations];
-  if (from.namespace === to.namespace && from.configMap === to.configMap) return undefined;
+  const where = ({ namespace, configMap }: AllocationsSetting): string =>
+    `${namespace ?? deployment?.namespace ?? '(the namespace cirrus runs in)'}/${configMap}`;
+  const [from, to] = [where(previous.allocations), where(next.allocations)];
+  if (from === to) return undefined;
   return {
     field: `${SECTION}.allocations`,
     problem:
-      `moves the allocations from ConfigMap ${from.namespace}/${from.configMap} to ${to.namespace}/${to.configMap}, ` +
+      `moves the allocations from ConfigMap ${from} to ${to}, ` +
       "which only takes effect at start-up: copy the ConfigMap's data to the new one, then restart cirrus",
   };
 }

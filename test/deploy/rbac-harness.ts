@@ -61,23 +61,26 @@ export function describePermission(p: Permission): string {
 
 /** Where the manifests' objects go in a test: a namespace of its own, and names that cannot collide. */
 export interface Placement {
-  /** Replaces cirrus-system (the deployment's namespace) and kube-system (the static provider's). */
+  /** Replaces cirrus-system, the deployment's namespace (the static provider's ConfigMap's too). */
   readonly namespace: string;
   /** Appended to the names of roles and bindings (cluster-scoped, or in the shared `default`). */
   readonly suffix: string;
 }
 
-// `default` stays: Events about Nodes go there whatever the deployment's namespace.
+// `default` stays: Events about Nodes go there whatever the deployment's namespace. Any other
+// namespace stays too, so that a Role placed outside the deployment's namespace is tested there.
 function placedNamespace(namespace: string | undefined, placement: Placement): string | undefined {
-  return namespace === 'cirrus-system' || namespace === 'kube-system' ? placement.namespace : namespace;
+  return namespace === 'cirrus-system' ? placement.namespace : namespace;
 }
+
+// The objects the code finds by name keep it: ServiceAccounts, and ConfigMaps (the static provider's).
+const KEPT_NAMES: ReadonlySet<string> = new Set(['ServiceAccount', 'ConfigMap']);
 
 /** The manifests' RBAC objects as a test applies them (see {@link Placement}). */
 export function localize(objects: readonly KubeObject[], placement: Placement): KubeObject[] {
   return objects.map((object) => {
     const namespace = placedNamespace(object.metadata.namespace, placement);
-    const renamed =
-      object.kind === 'ServiceAccount' ? object.metadata.name : `${object.metadata.name}-${placement.suffix}`;
+    const renamed = KEPT_NAMES.has(object.kind) ? object.metadata.name : `${object.metadata.name}-${placement.suffix}`;
     const metadata = { ...object.metadata, name: renamed, ...(namespace === undefined ? {} : { namespace }) };
     if (!object.kind.endsWith('Binding')) return { ...object, metadata };
     const roleRef = object['roleRef'] as { name: string };

@@ -17,6 +17,8 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -222,34 +224,47 @@ async function serviceLbScenario(c: Context): Promise<void> {
   expectResults(await fn.reconcileAll(run), { [key]: 'unchanged' });
 }
 
+// The static provider as deployed: an inventory that names no allocations namespace, in a pod of the
+// deployment's namespace (the file the kubelet writes names it), with the ConfigMap of
+// static-provider/allocations.yaml as applied (empty: a fresh one for each run).
 async function staticProviderScenario(c: Context): Promise<void> {
-  await c.adminCore.deleteNamespacedConfigMap({ namespace: c.namespace, name: 'cirrus-lb-ipam' }).catch(ignoreNotFound);
-  const inventory = [
-    'instances: [{ name: worker-1, addresses: [{ type: InternalIP, address: 10.0.0.11 }] }]',
-    'loadBalancers:',
-    '  pools: [{ name: default, default: true, addresses: [192.0.2.0/28] }]',
-    `  allocations: { namespace: ${c.namespace}, configMap: cirrus-lb-ipam }`,
-  ].join('\n');
-  const cloud = await createStaticProvider({
-    config: inventory,
-    configPath: undefined,
-    signal: run.signal,
-    log: run.log,
-    kubeConfig: c.account,
+  const [configMap] = localize(readObjects(join(knativeRoot, 'static-provider/allocations.yaml')), {
+    namespace: c.namespace,
+    suffix: '',
   });
-  const [, first, second] = await Promise.all([
-    c.fixtures.node('rbac-ipam', ready),
-    c.fixtures.service('ipam-a'),
-    c.fixtures.service('ipam-b'),
-  ]);
-  const fn = serviceLbFunction({ core: c.core, cloud, clusterName: 'kubernetes' });
-  // The first allocation reads the ConfigMap (not found) and creates it; the second reads and patches it.
-  for (const name of [first, second]) {
-    expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name }, run), {
-      [`Service/${c.namespace}/${name}`]: 'ensured',
-    });
+  assert.ok(configMap?.kind === 'ConfigMap', 'static-provider/allocations.yaml holds the ConfigMap');
+  const name = configMap.metadata.name;
+  await c.adminCore.deleteNamespacedConfigMap({ namespace: c.namespace, name }).catch(ignoreNotFound);
+  await apply(c.admin, [configMap]);
+  const dir = await mkdtemp(join(tmpdir(), 'cirrus-rbac-'));
+  try {
+    const namespaceFile = join(dir, 'namespace');
+    await writeFile(namespaceFile, c.namespace);
+    const inventory = [
+      'instances: [{ name: worker-1, addresses: [{ type: InternalIP, address: 10.0.0.11 }] }]',
+      'loadBalancers:',
+      '  pools: [{ name: default, default: true, addresses: [192.0.2.0/28] }]',
+    ].join('\n');
+    const cloud = await createStaticProvider(
+      { config: inventory, configPath: undefined, signal: run.signal, log: run.log, kubeConfig: c.account },
+      { namespaceFile },
+    );
+    const [, first, second] = await Promise.all([
+      c.fixtures.node('rbac-ipam', ready),
+      c.fixtures.service('ipam-a'),
+      c.fixtures.service('ipam-b'),
+    ]);
+    const fn = serviceLbFunction({ core: c.core, cloud, clusterName: 'kubernetes' });
+    // Each allocation reads the ConfigMap and patches it (conditionally on what it read); nothing creates it.
+    for (const service of [first, second]) {
+      expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name: service }, run), {
+        [`Service/${c.namespace}/${service}`]: 'ensured',
+      });
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
-  const allocations = await c.adminCore.readNamespacedConfigMap({ namespace: c.namespace, name: 'cirrus-lb-ipam' });
+  const allocations = await c.adminCore.readNamespacedConfigMap({ namespace: c.namespace, name });
   assert.equal(Object.keys(allocations.data ?? {}).length, 2, 'both allocations recorded');
 }
 
@@ -405,7 +420,7 @@ const subjects: readonly Subject[] = [
   {
     name: 'static-provider',
     serviceAccount: 'cirrus-service-lb',
-    files: ['service-lb/rbac/rbac.yaml', 'static-provider/rbac.yaml'],
+    files: ['service-lb/rbac/rbac.yaml', 'static-provider/rbac.yaml', 'static-provider/allocations.yaml'],
     checked: ['static-provider/rbac.yaml'],
     scenario: staticProviderScenario,
   },

@@ -13,6 +13,7 @@ import {
   ADDRESSES_ANNOTATION,
   allocate,
   AllocationError,
+  heldBy,
   POOL_ANNOTATION,
   readRequest,
   type Allocation,
@@ -451,7 +452,7 @@ describe('parseInventory: valid loadBalancers', () => {
     assert.equal(parseInventory(INSTANCES, undefined).loadBalancers, undefined);
   });
 
-  it('indexes pools by name and namespace, finds the default, and records allocations in kube-system/cirrus-lb-ipam by default', () => {
+  it('indexes pools by name and namespace, finds the default, and records allocations in cirrus-lb-ipam, namespace unset, by default', () => {
     const config = pools();
     assert.deepEqual(
       config.pools.map((pool) => pool.name),
@@ -460,7 +461,7 @@ describe('parseInventory: valid loadBalancers', () => {
     assert.equal(config.defaultPool?.name, 'default');
     assert.equal(config.byNamespace.get('team-a2')?.name, 'team-a');
     assert.equal(config.byName.get('v6')?.blocks.length, 1);
-    assert.deepEqual(config.allocations, { namespace: 'kube-system', configMap: 'cirrus-lb-ipam' });
+    assert.deepEqual(config.allocations, { namespace: undefined, configMap: 'cirrus-lb-ipam' });
     assert.ok(
       Object.isFrozen(config) &&
         Object.isFrozen(config.pools) &&
@@ -670,6 +671,11 @@ describe('allocate', () => {
     uid,
     { namespace: 'other', name: uid, pool, addresses },
   ];
+  // What the Service of service() holds: its UID, namespace and name.
+  const mine = (pool: string, ...addresses: string[]): [string, Allocation] => [
+    'uid-1',
+    { namespace: 'default', name: 'web', pool, addresses },
+  ];
 
   it('hands out the lowest free address of each family, in the order of spec.ipFamilies', () => {
     const allocations = new Map([held('x', 'default', '192.0.2.1', '2001:db8::2')]);
@@ -755,52 +761,105 @@ describe('allocate', () => {
 
   it('keeps what the Service holds (idempotent), even when its pool no longer has the address', () => {
     const request = readRequest(config, service({ families: ['IPv4', 'IPv6'] }));
-    const own = held('uid-1', 'default', '192.0.2.6', '2001:db8::7');
+    const own = mine('default', '192.0.2.6', '2001:db8::7');
     assert.deepEqual(allocate(request, new Map([own])).addresses, ['192.0.2.6', '2001:db8::7']);
-    const shrunk = held('uid-1', 'default', '203.0.113.1', '2001:db8::7');
+    const shrunk = mine('default', '203.0.113.1', '2001:db8::7');
     assert.deepEqual(allocate(request, new Map([shrunk])).addresses, ['203.0.113.1', '2001:db8::7']);
   });
 
   it('keeps an address that is in the new pool, and replaces one from another pool', () => {
-    const inPool = held('uid-1', '', '192.0.2.3'); // written without a pool
+    const inPool = mine('', '192.0.2.3'); // written without a pool
     assert.deepEqual(allocate(readRequest(config, service()), new Map([inPool])).addresses, ['192.0.2.3']);
-    const elsewhere = held('uid-1', 'team-a', '198.51.100.10');
+    const elsewhere = mine('team-a', '198.51.100.10');
     assert.deepEqual(allocate(readRequest(config, service()), new Map([elsewhere])).addresses, ['192.0.2.1']);
   });
 
   it('follows a changed request and drops a family the Service no longer has', () => {
-    const own = held('uid-1', 'default', '192.0.2.6', '2001:db8::7');
+    const own = mine('default', '192.0.2.6', '2001:db8::7');
     const request = readRequest(config, service({ families: ['IPv4'], loadBalancerIP: '192.0.2.2' }));
     assert.deepEqual(allocate(request, new Map([own])).addresses, ['192.0.2.2']);
   });
 
   it('counts a requested address the Service itself holds as free', () => {
     const request = readRequest(config, service({ loadBalancerIP: '192.0.2.6' }));
-    assert.deepEqual(allocate(request, new Map([held('uid-1', 'default', '192.0.2.6')])).addresses, ['192.0.2.6']);
+    assert.deepEqual(allocate(request, new Map([mine('default', '192.0.2.6')])).addresses, ['192.0.2.6']);
+  });
+
+  it("refuses a UID recorded for another Service (another namespace or name), naming that record's key as the holder", () => {
+    const request = readRequest(config, service({ loadBalancerIP: '192.0.2.6' }));
+    for (const [namespace, name] of [
+      ['other', 'web'],
+      ['default', 'api'],
+    ] as const) {
+      const record: Allocation = { namespace, name, pool: 'default', addresses: ['192.0.2.6'] };
+      assert.throws(
+        () => allocate(request, new Map([['uid-1', record]])),
+        (error) => {
+          assert.ok(error instanceof AllocationError);
+          assert.equal(
+            error.message,
+            `service default/web has UID uid-1, which the allocations record for service ${namespace}/${name} (192.0.2.6); ` +
+              'a Service holds addresses only under its own namespace, name and UID',
+          );
+          assert.deepEqual(error.holders, ['uid-1']);
+          return true;
+        },
+      );
+    }
+  });
+});
+
+describe('heldBy', () => {
+  const record: Allocation = { namespace: 'default', name: 'web', pool: 'default', addresses: ['192.0.2.1'] };
+  const allocations = new Map([['uid-1', record]]);
+
+  it("finds a Service's record by namespace, name and UID together", () => {
+    assert.deepEqual(heldBy(service(), allocations), { uid: 'uid-1', allocation: record });
+  });
+
+  it('finds nothing for a Service object that differs in any of them', () => {
+    const ghost = service();
+    ghost.metadata = { ...ghost.metadata, name: 'ghost' };
+    assert.equal(heldBy(ghost, allocations), undefined, 'another name, the same UID');
+    assert.equal(heldBy(service({ namespace: 'other' }), allocations), undefined, 'another namespace');
+    assert.equal(heldBy(service({ uid: 'uid-2' }), allocations), undefined, 'another UID (a new incarnation)');
+    assert.equal(heldBy(service({ uid: '' }), allocations), undefined, 'no UID');
   });
 });
 
 describe('reloadProblem', () => {
+  const deployment = { namespace: 'cirrus-system', from: 'the default' };
   const base = pools();
-  const moved = pools(POOLS.replace('  pools:', '  allocations: { configMap: other }\n  pools:'));
+  const allocations = (setting: string) => pools(POOLS.replace('  pools:', `  allocations: ${setting}\n  pools:`));
+  const moved = allocations('{ configMap: other }');
   it('allows a change of pools', () => {
-    assert.equal(reloadProblem(base, pools(POOLS.replace('192.0.2.0/29', '192.0.2.0/28'))), undefined);
-    assert.equal(reloadProblem(undefined, undefined), undefined);
+    assert.equal(reloadProblem(base, pools(POOLS.replace('192.0.2.0/29', '192.0.2.0/28')), deployment), undefined);
+    assert.equal(reloadProblem(undefined, undefined, undefined), undefined);
   });
   it('refuses to add or remove the section, or to move the allocations', () => {
-    assert.deepEqual(reloadProblem(undefined, base)?.field, 'loadBalancers');
+    assert.deepEqual(reloadProblem(undefined, base, undefined)?.field, 'loadBalancers');
     assert.match(
-      reloadProblem(undefined, base)?.problem ?? '',
+      reloadProblem(undefined, base, undefined)?.problem ?? '',
       /^was added, but load balancers are only turned on at start-up/,
     );
     assert.match(
-      reloadProblem(base, undefined)?.problem ?? '',
+      reloadProblem(base, undefined, deployment)?.problem ?? '',
       /^was removed, but load balancers are only turned off at start-up/,
     );
-    assert.equal(reloadProblem(base, moved)?.field, 'loadBalancers.allocations');
+    assert.equal(reloadProblem(base, moved, deployment)?.field, 'loadBalancers.allocations');
     assert.match(
-      reloadProblem(base, moved)?.problem ?? '',
-      /^moves the allocations from ConfigMap kube-system\/cirrus-lb-ipam to kube-system\/other, which only takes effect at start-up/,
+      reloadProblem(base, moved, deployment)?.problem ?? '',
+      /^moves the allocations from ConfigMap cirrus-system\/cirrus-lb-ipam to cirrus-system\/other, which only takes effect at start-up/,
     );
+  });
+  it('compares where the allocations are: the namespace cirrus runs in when the file names none', () => {
+    assert.match(
+      reloadProblem(base, allocations('{ namespace: kube-system }'), deployment)?.problem ?? '',
+      /^moves the allocations from ConfigMap cirrus-system\/cirrus-lb-ipam to kube-system\/cirrus-lb-ipam,/,
+    );
+    const written = allocations('{ namespace: cirrus-system, configMap: cirrus-lb-ipam }');
+    assert.equal(reloadProblem(base, written, deployment), undefined);
+    assert.equal(reloadProblem(written, base, deployment), undefined);
+    assert.ok(reloadProblem(base, written, { namespace: 'cirrus', from: 'the pod' }), 'elsewhere, it is a move');
   });
 });

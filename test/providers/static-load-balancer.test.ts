@@ -9,7 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { before, describe, it } from 'node:test';
-import { CoreV1Api, type KubeConfig, type V1LoadBalancerStatus, type V1Service } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  RbacAuthorizationV1Api,
+  type KubeConfig,
+  type V1LoadBalancerStatus,
+  type V1Service,
+} from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import {
@@ -70,16 +76,23 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
   /** A provider instance, as one function replica would build it. */
   async function provider(
     config: string,
-    options: { configPath?: string; signal?: AbortSignal; logger?: Logger; reload?: StaticProviderOptions } = {},
+    options: {
+      configPath?: string;
+      signal?: AbortSignal;
+      logger?: Logger;
+      reload?: StaticProviderOptions;
+      kubeConfig?: KubeConfig;
+    } = {},
   ): Promise<LoadBalancer> {
     const context = {
       config,
       configPath: options.configPath,
       signal: options.signal ?? new AbortController().signal,
       log: options.logger ?? log,
-      kubeConfig,
+      kubeConfig: options.kubeConfig ?? kubeConfig,
     };
-    const cloud = await createStaticProvider(context, options.reload);
+    // Never the namespace of a pod these tests may run in: inventories without a namespace say which.
+    const cloud = await createStaticProvider(context, { namespaceFile: '/nonexistent/namespace', ...options.reload });
     const loadBalancer = cloud.loadBalancer();
     assert.ok(loadBalancer, 'loadBalancer() is supported');
     return loadBalancer;
@@ -272,6 +285,91 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, await service(ns, 'c'), [])), ['192.0.2.1']);
   });
 
+  /** The Service object a delete event could carry: any namespace, name and UID. */
+  function claim(ns: string, name: string, uid: string): V1Service {
+    return { metadata: { namespace: ns, name, uid }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } };
+  }
+
+  it("matches a Service's allocation by namespace, name and UID: a claim with a live UID and another name releases nothing", async () => {
+    const [ns, elsewhere] = [await namespace(), await namespace()];
+    const lb = await provider(inventory(ns, DEFAULT_POOL));
+    const live = await service(ns, 'live');
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, live, [])), ['192.0.2.1']);
+    const before = await recorded(ns);
+    // A forged delete event: a Service that does not exist, carrying the live Service's UID.
+    const claims = [
+      claim(ns, 'ghost', uidOf(live)),
+      claim(elsewhere, 'live', uidOf(live)),
+      claim(ns, 'live', randomUUID()),
+    ];
+    for (const forged of claims) {
+      assert.equal(await lb.getLoadBalancer(CLUSTER, forged), undefined, 'it holds no load balancer');
+      await lb.ensureLoadBalancerDeleted(CLUSTER, forged);
+    }
+    const after = await recorded(ns);
+    assert.equal(after.resourceVersion, before.resourceVersion, 'nothing written');
+    assert.deepEqual(after.entries.get(uidOf(live)), {
+      namespace: ns,
+      name: 'live',
+      pool: 'default',
+      addresses: ['192.0.2.1'],
+    });
+    // The live Service keeps its address, and no other Service gets it.
+    assert.deepEqual(ips(await lb.getLoadBalancer(CLUSTER, live)), ['192.0.2.1']);
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, await service(ns, 'next'), [])), ['192.0.2.2']);
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, live, [])), ['192.0.2.1']);
+    // Nor can the claim take the record over: its UID is the live Service's.
+    await assert.rejects(
+      lb.ensureLoadBalancer(CLUSTER, claim(ns, 'ghost', uidOf(live)), []),
+      rejectsWith(
+        `service ${ns}/ghost has UID ${uidOf(live)}, which the allocations record for service ${ns}/live (192.0.2.1); ` +
+          'a Service holds addresses only under its own namespace, name and UID',
+      ),
+    );
+    assert.deepEqual((await recorded(ns)).entries.get(uidOf(live))?.name, 'live');
+  });
+
+  it('gives a Service created again under the same name nothing of the old one, which its own cleanup releases', async () => {
+    const ns = await namespace();
+    const lb = await provider(inventory(ns, DEFAULT_POOL));
+    const old = await service(ns, 'web');
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, old, [])), ['192.0.2.1']);
+    await core.deleteNamespacedService({ name: 'web', namespace: ns });
+    const again = await service(ns, 'web');
+    assert.equal(await lb.getLoadBalancer(CLUSTER, again), undefined);
+    await lb.ensureLoadBalancerDeleted(CLUSTER, again);
+    assert.deepEqual(
+      [...(await recorded(ns)).entries.keys()],
+      [uidOf(old)],
+      "the new one cannot release the old one's",
+    );
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, again, [])), ['192.0.2.2'], 'a fresh allocation');
+    await lb.ensureLoadBalancerDeleted(CLUSTER, old);
+    assert.deepEqual([...(await recorded(ns)).entries.keys()], [uidOf(again)]);
+    assert.deepEqual(ips(await lb.getLoadBalancer(CLUSTER, again)), ['192.0.2.2']);
+  });
+
+  it('takes over a record under its UID whose Service is gone (a hand-edited key), as any leftover', async () => {
+    const ns = await namespace();
+    const lb = await provider(inventory(ns, DEFAULT_POOL));
+    const web = await service(ns, 'web');
+    await lb.ensureLoadBalancer(CLUSTER, await service(ns, 'first'), []);
+    const record = JSON.stringify({ namespace: ns, name: 'gone', pool: 'default', addresses: ['192.0.2.5'] });
+    await core.patchNamespacedConfigMap({
+      name: CONFIG_MAP,
+      namespace: ns,
+      body: [{ op: 'add', path: `/data/${uidOf(web)}`, value: record }],
+    });
+    assert.equal(await lb.getLoadBalancer(CLUSTER, web), undefined);
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, web, [])), ['192.0.2.2']);
+    assert.deepEqual((await recorded(ns)).entries.get(uidOf(web)), {
+      namespace: ns,
+      name: 'web',
+      pool: 'default',
+      addresses: ['192.0.2.2'],
+    });
+  });
+
   it('hands out IPv6 and dual-stack addresses, one per family in the order of spec.ipFamilies', async () => {
     const ns = await namespace();
     const lb = await provider(
@@ -404,11 +502,74 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
       assert.match(
         error.message,
         new RegExp(
-          `^could not create ConfigMap ${missing}/${CONFIG_MAP} to record load balancer addresses: namespace ${missing} does not exist`,
+          `^could not create ConfigMap ${missing}/${CONFIG_MAP} to record load balancer addresses: namespace ${missing} \\(set by loadBalancers\\.allocations\\.namespace\\) does not exist; create it`,
         ),
       );
       return true;
     });
+  });
+
+  it('records allocations in the namespace cirrus runs in when the file names none', async (t) => {
+    const ns = await namespace();
+    const dir = await mkdtemp(join(tmpdir(), 'cirrus-lb-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const namespaceFile = join(dir, 'namespace');
+    await writeFile(namespaceFile, `${ns}\n`);
+    const config = `instances: []\nloadBalancers:\n  pools:\n${DEFAULT_POOL}`;
+    const lb = await provider(config, { reload: { namespaceFile } });
+    const web = await service(ns, 'web');
+    assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, web, [])), ['192.0.2.1']);
+    const configMap = await core.readNamespacedConfigMap({ name: 'cirrus-lb-ipam', namespace: ns });
+    assert.deepEqual(Object.keys(configMap.data ?? {}), [uidOf(web)]);
+    // Outside a pod, cirrus-system; a missing namespace is named, with where it came from.
+    const missing = uniqueName('absent');
+    await writeFile(namespaceFile, missing);
+    const elsewhere = await provider(config, { reload: { namespaceFile } });
+    await assert.rejects(elsewhere.ensureLoadBalancer(CLUSTER, web, []), {
+      message:
+        `could not create ConfigMap ${missing}/cirrus-lb-ipam to record load balancer addresses: namespace ${missing} ` +
+        `(the namespace cirrus runs in, read from ${namespaceFile}) does not exist; ` +
+        'create it, or set loadBalancers.allocations.namespace in the cloud-config',
+    });
+  });
+
+  it('says the ConfigMap is missing when cirrus may read and patch it but not create it (as deployed)', async () => {
+    const ns = await namespace();
+    const rbac = kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    const rules = [
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: [CONFIG_MAP], verbs: ['get', 'patch'] },
+    ];
+    await rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: 'ipam' }, rules } });
+    await rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: 'ipam' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'ipam' },
+        subjects: [{ kind: 'ServiceAccount', name: 'lb', namespace: ns }],
+      },
+    });
+    const account = await (await testCluster()).asServiceAccount(ns, 'lb');
+    const lb = await provider(inventory(ns, DEFAULT_POOL), { kubeConfig: account });
+    const web = await service(ns, 'web');
+    // The authorizer sees the Role a moment after it is written: until then, the read is refused.
+    const deadline = Date.now() + 10_000;
+    let message = '';
+    while (!message.startsWith('could not create') && Date.now() < deadline) {
+      const error = await lb.ensureLoadBalancer(CLUSTER, web, []).then(
+        () => undefined,
+        (failure: unknown) => failure,
+      );
+      assert.ok(error instanceof Error, 'refused');
+      message = error.message;
+      await sleep(50);
+    }
+    assert.match(
+      message,
+      new RegExp(
+        `^could not create ConfigMap ${ns}/${CONFIG_MAP} to record load balancer addresses, as it does not exist: 403: .*` +
+          '\\(create it, empty, as the deployment does, or allow cirrus to create ConfigMaps there\\)$',
+      ),
+    );
   });
 
   it('stops when the signal aborts', async () => {

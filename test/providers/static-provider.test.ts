@@ -12,6 +12,7 @@ import { pino, type Logger } from 'pino';
 import { CloudConfigError, findCause, InstanceNotFoundError } from '../../shared/cloud/errors.ts';
 import type { CloudProvider, InstanceMetadata, InstancesV2 } from '../../shared/cloud/provider.ts';
 import { createStaticProvider, parseInventory, type StaticProviderOptions } from '../../providers/static/index.ts';
+import { deploymentNamespace, SERVICE_ACCOUNT_NAMESPACE_FILE } from '../../providers/static/namespace.ts';
 import { initCloudProvider } from '../../shared/cloud/registry.ts';
 import '../../shared/cli/root.ts'; // registers the built-in providers, as the command line does
 
@@ -395,6 +396,8 @@ describe('examples/static', () => {
     assert.ok(pools);
     assert.ok(pools.defaultPool?.blocks.some((block) => block.family === 'IPv6'));
     assert.ok(pools.byNamespace.size > 0);
+    // `cirrus start` creates the namespace cirrus runs in outside a pod, cirrus-system, and no other.
+    assert.deepEqual(pools.allocations, { namespace: undefined, configMap: 'cirrus-lb-ipam' });
   });
 });
 
@@ -442,27 +445,32 @@ describe('createStaticProvider', () => {
     assert.equal(await instancesOf(provider).instanceExists(node('worker-2')), true);
   });
 
-  it('supports loadBalancer when the file has pools, given a kubeconfig', async () => {
+  it('supports loadBalancer when the file has pools, given a kubeconfig', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'cirrus-static-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
     const yaml = 'instances: []\nloadBalancers: { pools: [{ name: a, default: true, addresses: [192.0.2.0/28] }] }\n';
-    const provider = await createStaticProvider({
-      config: yaml,
-      configPath: undefined,
-      signal: never,
-      log: silent,
-      kubeConfig: offlineKubeConfig(),
-    });
+    const context = { config: yaml, configPath: undefined, signal: never, log: silent };
+    const outside = { namespaceFile: join(dir, 'absent') };
+    const provider = await createStaticProvider({ ...context, kubeConfig: offlineKubeConfig() }, outside);
     assert.ok(provider.loadBalancer());
+    const noCluster = (namespace: string) => (error: unknown) => {
+      assert.ok(error instanceof Error);
+      assert.equal(
+        error.message,
+        "the static provider's loadBalancers need a connection to the cluster (a kubeconfig), " +
+          `to record allocations in ConfigMap ${namespace}/cirrus-lb-ipam; none was given`,
+      );
+      return true;
+    };
     await assert.rejects(
-      createStaticProvider({ config: yaml, configPath: undefined, signal: never, log: silent, kubeConfig: undefined }),
-      (error) => {
-        assert.ok(error instanceof Error);
-        assert.equal(
-          error.message,
-          "the static provider's loadBalancers need a connection to the cluster (a kubeconfig), " +
-            'to record allocations in ConfigMap kube-system/cirrus-lb-ipam; none was given',
-        );
-        return true;
-      },
+      createStaticProvider({ ...context, kubeConfig: undefined }, outside),
+      noCluster('cirrus-system'),
+    );
+    const namespaceFile = join(dir, 'namespace');
+    await writeFile(namespaceFile, 'team-ops');
+    await assert.rejects(
+      createStaticProvider({ ...context, kubeConfig: undefined }, { namespaceFile }),
+      noCluster('team-ops'),
     );
   });
 
@@ -738,5 +746,44 @@ describe('static inventory reload', () => {
       timeout: 10_000,
     });
     assert.equal(stdout.trim(), 'started');
+  });
+});
+
+describe('deploymentNamespace', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cirrus-namespace-'));
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  it("is the pod's namespace, as the kubelet writes it next to the ServiceAccount token", async () => {
+    const file = join(dir, 'namespace');
+    await writeFile(file, 'cirrus\n');
+    assert.deepEqual(await deploymentNamespace(file), {
+      namespace: 'cirrus',
+      from: `the namespace cirrus runs in, read from ${file}`,
+    });
+  });
+
+  it('is cirrus-system outside a pod (no such file)', async () => {
+    const file = join(dir, 'absent', 'namespace');
+    assert.deepEqual(await deploymentNamespace(file), {
+      namespace: 'cirrus-system',
+      from: `the default outside a pod, as there is no ${file}`,
+    });
+    assert.equal(SERVICE_ACCOUNT_NAMESPACE_FILE, '/var/run/secrets/kubernetes.io/serviceaccount/namespace');
+  });
+
+  it('names the file when it cannot be read or holds no namespace name', async () => {
+    await assert.rejects(deploymentNamespace(dir), (error: unknown) => {
+      assert.ok(error instanceof Error);
+      assert.match(error.message, new RegExp(`^could not read ${dir}, the namespace cirrus runs in: `));
+      return true;
+    });
+    const file = join(dir, 'bad');
+    await writeFile(file, 'Cirrus_System');
+    await assert.rejects(deploymentNamespace(file), {
+      message: `${file} holds "Cirrus_System", which is no namespace name: a namespace name must be a DNS label: lower-case letters, digits and "-", starting and ending with a letter or digit`,
+    });
   });
 });
