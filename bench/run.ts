@@ -4,7 +4,7 @@
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
-//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 
@@ -23,8 +23,9 @@ import { coldStarts } from './scenarios/coldstart.ts';
 import { loadBalancers } from './scenarios/lb.ts';
 import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
+import { burst } from './scenarios/burst.ts';
 
-const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay'] as const;
+const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst'] as const;
 
 const { values } = parseArgs({
   options: {
@@ -88,6 +89,11 @@ async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {
       await cirrus.stop();
     }
   }
+  await alone(bench, ceiling);
+}
+
+// The scenarios that run a process or a relay of their own.
+async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
   if (only.has('coldstart')) {
     progress('cold starts');
     results['coldstart'] = await coldStarts(bench, controlPlane.info.adminKubeconfig);
@@ -95,6 +101,10 @@ async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {
   if (only.has('relay')) {
     progress('relay alone');
     results['relay'] = await relayAlone(bench, ceiling);
+  }
+  if (only.has('burst')) {
+    progress('burst: 500 events, 100 of 1 MiB, at one `cirrus serve`');
+    results['burst'] = await burst(bench, controlPlane.info.adminKubeconfig);
   }
 }
 

@@ -114,6 +114,14 @@ export const options = {
     ...option('string', 'The port to listen on (Knative sets PORT).', integer(0, 65535).default(8080), 'port'),
     env: 'PORT',
   },
+  // The default is the host's defaultMaxConcurrentRequests (shared/host/shedding.ts), which says why.
+  maxConcurrentRequests: option(
+    'string',
+    'Reconcile requests served at once; more are answered 503 with Retry-After before their body is read (0: no limit). ' +
+      "Behind Knative, set it to the Service's containerConcurrency.",
+    integer(0, 10_000).default(512),
+    'n',
+  ),
   concurrentNodeSyncs: option(
     'string',
     'Nodes reconciled at once by a periodic pass over all nodes (the Go CCM handles 1 at a time).',
@@ -197,7 +205,7 @@ export const options = {
   concurrentDeliveries: option(
     'string',
     'Deliveries the relay has in flight at most.',
-    integer(1, 10_000).default(64),
+    integer(1, 10_000).default(512),
     'n',
   ),
   leaderElect: option(

@@ -34,6 +34,7 @@ import {
   signRequest,
   triggerSource,
 } from '../../shared/wire/index.ts';
+import { maxEventBytes } from '../../shared/wire/signing.ts';
 import type { DeliveryOutcome } from './queue.ts';
 import type { Outgoing } from './routing.ts';
 
@@ -51,6 +52,11 @@ export interface DeliveryContext {
 export interface EventRequest {
   readonly headers: Readonly<Record<string, string>>;
   readonly body: string;
+  /**
+   * Sign with this secret when sending: the signature covers the method, path and query of the
+   * URL the request goes to, which only deliver() knows.
+   */
+  readonly signingSecret?: string;
 }
 
 /** The request for `outgoing`, with `id` as `ce-id`. */
@@ -59,9 +65,16 @@ export function eventRequest(outgoing: Outgoing, context: DeliveryContext, id: s
     outgoing.kind === 'object' ? objectEvent(outgoing, context.source) : triggerEvent(outgoing);
   const headers = binaryModeHeaders({ ...context.ceOverrides, ...attributes, id });
   if (body !== '') headers['content-type'] = 'application/json';
-  if (context.secret !== undefined && context.secret !== '')
-    headers[signatureHeader] = signRequest(context.secret, { headers, body });
-  return { headers, body };
+  const signingSecret = context.secret === '' ? undefined : context.secret;
+  return signingSecret === undefined ? { headers, body } : { headers, body, signingSecret };
+}
+
+/** The headers to send `request` to `url` with: signed for that URL's path and query when it has a secret. */
+export function headersFor(url: string, request: EventRequest): Readonly<Record<string, string>> {
+  if (request.signingSecret === undefined) return request.headers;
+  const { pathname, search } = new URL(url);
+  const signed = { method: 'POST', url: `${pathname}${search}`, headers: request.headers, body: request.body };
+  return { ...request.headers, [signatureHeader]: signRequest(request.signingSecret, signed) };
 }
 
 function objectEvent(
@@ -104,20 +117,29 @@ function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): {
 }
 
 /**
- * POSTs `request` to `url` and reads the reply into an outcome (see the module comment). Never
- * rejects. `timeoutMs` bounds the whole exchange: a function answers only once its work is done.
+ * POSTs `request` to `url`, signed then (headersFor), and reads the reply into an outcome (see
+ * the module comment). Never rejects. `timeoutMs` bounds the whole exchange: a function answers
+ * only once its work is done. A body larger than a function takes (maxEventBytes) is not sent:
+ * it is rejected here as the function would reject it, with a 400.
  */
 export async function deliver(
   url: string,
   request: EventRequest,
   options: { readonly timeoutMs: number; readonly signal: AbortSignal },
 ): Promise<DeliveryOutcome> {
+  const size = Buffer.byteLength(request.body);
+  if (size > maxEventBytes)
+    return {
+      kind: 'rejected',
+      status: 0,
+      reason: `the event is ${size} bytes, more than a function takes (${maxEventBytes})`,
+    };
   let response: Response;
   let text: string;
   try {
     response = await fetch(url, {
       method: 'POST',
-      headers: request.headers,
+      headers: headersFor(url, request),
       // No body at all for an empty one: fetch would otherwise add `content-type: text/plain`,
       // a header the signature covers (and that the receiver would try to parse).
       ...(request.body === '' ? {} : { body: request.body }),

@@ -54,7 +54,7 @@ export interface RelayOptions {
   readonly logger: Logger;
   /** Shared secret: every request carries `X-Cirrus-Signature` (shared/wire/signing.ts). Default: unsigned. */
   readonly secret?: string | undefined;
-  /** Deliveries in flight at most, across all destinations (default 64). */
+  /** Deliveries in flight at most, across all destinations (default 512). */
   readonly concurrency?: number | undefined;
   /** Retry backoff of a failed delivery (default 5 s doubling to 300 s, up to 25 % jitter on top). */
   readonly retry?: Partial<BackoffPolicy> | undefined;
@@ -76,7 +76,7 @@ export interface RelayOptions {
 
 /** The defaults of {@link RelayOptions}' delivery settings. */
 export const defaultDelivery = {
-  concurrency: 64,
+  concurrency: 512,
   retry: { initialMs: 5_000, maxMs: 300_000, jitter: 0.25 },
   deliveryTimeoutMs: 300_000,
 } as const satisfies { concurrency: number; retry: BackoffPolicy; deliveryTimeoutMs: number };

@@ -22,7 +22,9 @@ export async function runReconcile(
   try {
     const text = JSON.stringify(body);
     const headers: Record<string, string> = { 'content-type': 'application/json' };
-    if (secret !== undefined) headers[signatureHeader] = signRequest(secret, { headers, body: text });
+    // Signed for the URL it goes to: path and query (the dry run) included.
+    const target = { method: 'POST', url: `${url.pathname}${url.search}`, headers, body: text };
+    if (secret !== undefined) headers[signatureHeader] = signRequest(secret, target);
     response = await fetch(url, { method: 'POST', headers, body: text, signal: io.signal });
   } catch (error) {
     io.stderr.write(`cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${(error as Error).message}\n`);

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { findFunction, knownNames, type FunctionEntry } from '../catalogue.ts';
 import { initCloudProvider } from '../cloud/registry.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
-import type { AppOptions, FunctionApp } from '../host/app.ts';
+import type { AppOptions, FunctionApp, PressureOptions } from '../host/app.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
 import type { Io } from './io.ts';
@@ -25,6 +25,7 @@ export type ServeCommandOptions =
   | 'kubeconfig'
   | 'bindAddress'
   | 'port'
+  | 'maxConcurrentRequests'
   | 'concurrentNodeSyncs'
   | 'concurrentServiceSyncs'
   | 'configureCloudRoutes'
@@ -39,7 +40,11 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
   const entry = functionNamed(line.positionals[0] ?? '');
   const { name } = entry;
   const log = createLogger({ name, level: config.logLevel });
-  const { app, providerName } = await buildFunctionApp(entry, config, { signal: io.signal, log });
+  const { app, providerName } = await buildFunctionApp(entry, config, {
+    signal: io.signal,
+    log,
+    pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
+  });
   const { serve } = await import('../host/index.ts');
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
   log.info({ address: server.address, provider: providerName }, `${name} serving`);
@@ -47,8 +52,11 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
   return 0;
 }
 
-/** The options that shape a function's app, wherever it runs (`cirrus serve`, AWS Lambda). */
-export type FunctionOptions = Exclude<ServeCommandOptions, 'bindAddress' | 'port'>;
+/**
+ * The options that shape a function's app, wherever it runs (`cirrus serve`, AWS Lambda). Load
+ * shedding is the platform's: see buildFunctionApp's `pressure`.
+ */
+export type FunctionOptions = Exclude<ServeCommandOptions, 'bindAddress' | 'port' | 'maxConcurrentRequests'>;
 
 /** The catalogue entry for a function name or alias; throws ConfigError listing the known names. */
 export function functionNamed(name: string): FunctionEntry {
@@ -61,12 +69,19 @@ export function functionNamed(name: string): FunctionEntry {
 /**
  * The ready app of function `entry`, as `cirrus serve` runs it: the provider module
  * imported, the kubeconfig loaded, the provider initialized, signatures verified when a signing
- * secret is configured. `pressure: false` turns load shedding off.
+ * secret is configured (without one, the host warns in the log). `pressure` overrides the load
+ * shedding defaults, or turns it off (false); `publicEndpoint` requires the signature on every
+ * route but the probes (AppOptions).
  */
 export async function buildFunctionApp(
   entry: FunctionEntry,
   config: Config<FunctionOptions>,
-  context: { readonly signal: AbortSignal; readonly log: Logger; readonly pressure?: false },
+  context: {
+    readonly signal: AbortSignal;
+    readonly log: Logger;
+    readonly pressure?: PressureOptions | false;
+    readonly publicEndpoint?: boolean;
+  },
 ): Promise<{ app: FunctionApp; providerName: string }> {
   const { signal, log } = context;
   if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
@@ -79,7 +94,8 @@ export async function buildFunctionApp(
   const options: AppOptions = {
     logger: log,
     ...(secret === undefined ? {} : { auth: { secret } }),
-    ...(context.pressure === false ? { pressure: false } : {}),
+    ...(context.pressure === undefined ? {} : { pressure: context.pressure }),
+    ...(context.publicEndpoint === true ? { publicEndpoint: true } : {}),
   };
   return { app: await buildApp(definition, options), providerName: cloud.providerName() };
 }

@@ -104,7 +104,16 @@ async function clusterFor(config: Config<StartOptions>, io: Io, stoppers: Stoppe
   io.stderr.write(
     `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`,
   );
-  return loadKubeConfig(info.adminKubeconfig);
+  const kubeConfig = loadKubeConfig(info.adminKubeconfig);
+  // The namespace of cirrus's deployments, where the static provider records load balancer
+  // allocations when it runs outside a pod: created here as a deployment would (kept with --data-dir).
+  await kubeConfig
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
+    .catch((error: unknown) => {
+      if ((error as { code?: number }).code !== 409) throw error;
+    });
+  return kubeConfig;
 }
 
 interface Context {
@@ -141,7 +150,11 @@ async function serveAll(
 ): Promise<void> {
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
   const { buildMultiApp, serve } = await import('../host/index.ts');
-  const app = await buildMultiApp(definitions, { logger: log, auth: { secret } });
+  const app = await buildMultiApp(definitions, {
+    logger: log,
+    auth: { secret },
+    pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
+  });
   const controller = new AbortController();
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: controller.signal });
   stoppers.push(async () => {

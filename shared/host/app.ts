@@ -5,7 +5,6 @@
 // 500 for a failure. The app never listens; ./serve.ts does.
 
 import { Readable } from 'node:stream';
-import underPressure from '@fastify/under-pressure';
 import type {
   FastifyBaseLogger,
   FastifyPluginAsync,
@@ -20,61 +19,43 @@ import { z } from 'zod';
 import { acceptedEventTypes, eventMode, eventTypes } from '../wire/types.ts';
 import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
 import { eventObjectKey, formatKey, type ObjectKey } from '../wire/keys.ts';
-import type { AuthOptions } from '../wire/signing.ts';
-import { readVerifiedBody, UnauthorizedError } from './auth.ts';
+import { maxEventBytes, queryParameters, verifyRequest, type AuthOptions } from '../wire/signing.ts';
+import { readVerifiedBody, requireSignatureHeader, UnauthorizedError } from './auth.ts';
 import { errorReply, InvalidRequestError, type ErrorReply } from './errors.ts';
 import type { FunctionDefinition, ReconcileOptions, Report } from './function.ts';
 import { createHostMetrics, type HostMetrics } from './metrics.ts';
 import { addProbeRoutes, createHostApp, type HostApp } from './probes.ts';
+import { addLoadShedding, Admission, defaultPressure, OverloadedError, type PressureOptions } from './shedding.ts';
 
-/** Load shedding on the reconcile routes (@fastify/under-pressure); a limit of 0 is off. */
-export interface PressureOptions {
-  /** Mean event-loop delay over a sample, in ms. */
-  readonly maxEventLoopDelay?: number;
-  /** Event-loop utilization over a sample, 0 to 1. */
-  readonly maxEventLoopUtilization?: number;
-  readonly maxHeapUsedBytes?: number;
-  readonly maxRssBytes?: number;
-  /** How often the limits are sampled, in ms. */
-  readonly sampleInterval?: number;
-  /** Seconds sent as `Retry-After` with the 503. */
-  readonly retryAfter?: number;
-}
+export { defaultPressure, type PressureOptions } from './shedding.ts';
 
-/**
- * The defaults: shed load when the event loop lags by a second on average (reconciles are I/O
- * bound, so a loop that late means the process is saturated, and new work would only time out),
- * and ask to come back in 5 s, a few sample intervals later. Memory limits are off because only
- * the deployment knows the container's limit.
- */
-export const defaultPressure = {
-  maxEventLoopDelay: 1000,
-  maxEventLoopUtilization: 0,
-  maxHeapUsedBytes: 0,
-  maxRssBytes: 0,
-  sampleInterval: 1000,
-  retryAfter: 5,
-} as const satisfies Required<PressureOptions>;
-
-/** Resource-mode events carry the whole object; 8 MiB leaves room for large Nodes and Services. */
-export const defaultBodyLimit = 8 * 1024 * 1024;
+/** The default body limit: the largest event the relay sends (shared/wire/signing.ts explains the size). */
+export const defaultBodyLimit = maxEventBytes;
 
 /** How to build a function's app. */
 export interface AppOptions {
   /** Where the app logs; it should carry the `fn` field (shared/log.ts `createLogger` sets it). */
   readonly logger: Logger;
-  /** Overrides of {@link defaultPressure}, or false for no load shedding. */
+  /** Overrides of {@link defaultPressure} (./shedding.ts), or false for no load shedding at all. */
   readonly pressure?: PressureOptions | false;
   /** Largest request body in bytes; default {@link defaultBodyLimit}. */
   readonly bodyLimit?: number;
   /** Also export prom-client's process metrics (default true; see createHostMetrics). */
   readonly processMetrics?: boolean;
   /**
-   * Verify the relay's request signatures (shared/wire/signing.ts): a request to a reconcile route without a
-   * valid `X-Cirrus-Signature` is answered 401 before its body is parsed. Probes and /metrics stay
-   * open. Default: no verification.
+   * Verify the relay's request signatures (shared/wire/signing.ts): a request to a reconcile route
+   * without a well-formed, fresh `X-Cirrus-Signature` is answered 401 before its body is read, one
+   * whose signature does not match its method, path, query, headers and body is answered 401
+   * before its body is parsed. Probes and /metrics stay open (but see `publicEndpoint`). Default:
+   * no verification, and a warning in the log at start.
    */
   readonly auth?: AuthOptions;
+  /**
+   * The app is reachable from anywhere (an AWS Lambda function URL): every route but `/healthz`
+   * and `/readyz` requires a valid signature, `/metrics` included (signed over an empty body).
+   * Requires `auth`.
+   */
+  readonly publicEndpoint?: boolean;
 }
 
 /** The app buildApp returns: a Fastify instance logging through a pino Logger. */
@@ -91,6 +72,10 @@ interface Host {
   readonly retryAfter: number;
   readonly auth?: AuthOptions | undefined;
   readonly bodyLimit: number;
+  /** The requests in flight on the reconcile routes of the whole app. */
+  readonly admission: Admission;
+  /** Where the scope records its routes, as `<METHOD> <url>` (for the public endpoint's guard). */
+  readonly routes: Set<string>;
 }
 
 /**
@@ -101,15 +86,19 @@ interface Host {
  *   they name; `dev.cirrus-ccm.reconcile.all` calls `reconcileAll`. 202 with the Report.
  * - `POST /reconcile`: `{ name, namespace?, kind? }` (kind defaults to the first of
  *   `definition.kinds`) or `{ all: true }`. 200 with the Report.
- *   Both take `?dryRun=true|false` (default false).
+ *   Both take `?dryRun=true|false` (default false) and no other query parameter: an unknown one
+ *   (`dryrun`), a repeated one or another value is a 400 naming it.
  * - `GET /healthz` (200 while serving), `GET /readyz` (200; 503 once closing), `GET /metrics`,
  *   `OPTIONS /` (204, `Allow: POST`).
  *
  * Errors, on both reconcile routes: a malformed request or an InvalidRequestError → 400
- * `{ error, problems }`; a RetryError (also as a cause) → 503 with `Retry-After`; overload → 503
- * with `Retry-After`; anything else → 500 `{ error }`. With `options.auth`, a request whose signature
- * is missing, stale or wrong → 401 `{ error }`, before anything else is read. Throws TypeError when
- * `definition.kinds` is empty.
+ * `{ error, problems }`; a RetryError (also as a cause) → 503 with `Retry-After`; overload (too
+ * many requests in flight, memory, event-loop delay) → 503 with `Retry-After`, before the body is
+ * read; anything else → 500 `{ error }`. With `options.auth`, a request whose signature is missing,
+ * malformed or stale → 401 `{ error }` before its body is read, one whose signature is wrong → 401
+ * before its body is parsed. A reply sent before the body has been read closes the connection
+ * rather than read the rest. Throws TypeError when `definition.kinds` is empty, or for
+ * `publicEndpoint` without `auth`.
  */
 export async function buildApp(definition: FunctionDefinition, options: AppOptions): Promise<FunctionApp> {
   return assemble([definition], options, false);
@@ -137,8 +126,11 @@ async function assemble(
 ): Promise<FunctionApp> {
   const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true });
   const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
+  const admission = new Admission(pressure ? pressure.maxConcurrentRequests : 0);
   const bodyLimit = options.bodyLimit ?? defaultBodyLimit;
+  const routes = new Set<string>();
   const app = createHostApp({ logger: options.logger, bodyLimit });
+  addAuthPolicy(app, options, routes);
   addProbeRoutes(app, { registry: metrics.registry });
   addWebhookOptions(app);
   for (const definition of definitions) {
@@ -154,6 +146,8 @@ async function assemble(
       retryAfter: pressure ? pressure.retryAfter : 0,
       auth: options.auth,
       bodyLimit,
+      admission,
+      routes,
     };
     await app.register(reconcileRoutes(host, pressure), prefixed ? { prefix: `/${definition.name}` } : {});
   }
@@ -170,19 +164,65 @@ function addWebhookOptions(app: FunctionApp): void {
   });
 }
 
+// Without a secret, a warning; on a public endpoint, the signature on every route (below).
+function addAuthPolicy(app: FunctionApp, options: AppOptions, reconcileRoutes: ReadonlySet<string>): void {
+  if (options.auth === undefined) {
+    if (options.publicEndpoint === true) throw new TypeError('a public endpoint needs auth: a signing secret');
+    options.logger.warn(
+      'no signing secret (--signing-secret-file): reconcile requests are not authenticated, anyone who can reach this server can make it reconcile',
+    );
+  } else if (options.publicEndpoint === true) addPublicEndpointGuard(app, options.auth, reconcileRoutes);
+}
+
+// On a public endpoint, every route outside the reconcile scopes (which check signatures
+// themselves) but the two probes needs a signature, over an empty body: such requests carry none.
+function addPublicEndpointGuard(app: FunctionApp, auth: AuthOptions, reconcileRoutes: ReadonlySet<string>): void {
+  const open = new Set(['/healthz', '/readyz']);
+  app.addHook('onRequest', (request, reply, done) => {
+    const route = request.routeOptions.url;
+    if (route !== undefined && (open.has(route) || reconcileRoutes.has(`${request.method} ${route}`))) {
+      done();
+      return;
+    }
+    const verification = verifyRequest(
+      { method: request.method, url: request.url, headers: request.headers, body: '' },
+      auth,
+    );
+    if (verification.ok) {
+      done();
+      return;
+    }
+    request.log.warn({ url: request.url, error: verification.reason }, 'unauthorized');
+    closeIfBodyUnread(request, reply);
+    void reply.code(401).send({ error: `unauthorized: ${verification.reason}` });
+  });
+}
+
 // The reconcile routes live in their own encapsulated context so that load shedding, the error
-// mapping and the body parsers apply to them and not to the probes and /metrics.
+// mapping and the body parsers apply to them and not to the probes and /metrics. The first hooks
+// decide without reading the body, cheapest and least trusting first: the signature header (401),
+// then load (503).
 function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false): Scope {
   return async (scope) => {
     const triggers = new WeakMap<FastifyRequest, string>();
+    scope.addHook('onRoute', (route) => {
+      for (const method of [route.method].flat()) host.routes.add(`${method} ${route.url}`);
+    });
     scope.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
       done();
     });
-    if (pressure) await scope.register(underPressure, pressure);
-    if (host.auth) addSignatureCheck(scope, host.auth, host.bodyLimit);
+    const { auth } = host;
+    if (auth)
+      scope.addHook('onRequest', (request, _reply, done) => {
+        requireSignatureHeader(request.headers, auth);
+        done();
+      });
+    if (pressure) await addLoadShedding(scope, pressure, host.admission);
+    if (auth) addSignatureCheck(scope, auth, host.bodyLimit);
     addBodyParsers(scope);
     scope.setErrorHandler((error, request, reply) => {
+      closeIfBodyUnread(request, reply);
       if (error instanceof UnauthorizedError) return send(reply, unauthorized(error, request.log));
       return send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter }));
     });
@@ -197,12 +237,27 @@ function reconcileRoutes(host: Host, pressure: Required<PressureOptions> | false
   };
 }
 
+// A reply sent while the request body is still coming closes the connection, rather than let
+// Node read (and discard) the rest of it: a refused stranger or an excess request costs no more
+// than its headers. The relay reads the reply all the same (fetch takes an early reply) and opens
+// a new connection for its retry.
+function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
+  const { headers } = request;
+  const hasBody =
+    headers['transfer-encoding'] !== undefined ||
+    (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+  // Only a socket's request has `complete` (not inject()'s, which has its whole body at hand).
+  if (hasBody && 'complete' in request.raw && !request.raw.complete) reply.header('connection', 'close');
+}
+
 // The signature covers the raw body, so it is checked before any parser runs; the parsers then
-// read the verified bytes as if from the socket.
+// read the verified bytes as if from the socket. It covers the request target as received
+// (request.url: under `cirrus start`, with the function's prefix).
 function addSignatureCheck(scope: FunctionApp, auth: AuthOptions, limit: number): void {
   scope.addHook('preParsing', async (request, _reply, payload) => {
     const tooLarge = (): Error => new InvalidRequestError(`the body is larger than ${limit} bytes`);
-    const body = await readVerifiedBody(payload, request.headers, { ...auth, limit, tooLarge });
+    const signed = { method: request.method, url: request.url, headers: request.headers };
+    const body = await readVerifiedBody(payload, signed, { ...auth, limit, tooLarge });
     return Readable.from([body], { objectMode: false });
   });
 }
@@ -252,6 +307,7 @@ async function handleEvent(
   reply: FastifyReply,
   triggers: WeakMap<FastifyRequest, string>,
 ): Promise<FastifyReply> {
+  const dryRun = readDryRun(request.url);
   const event = readCloudEvent(request.headers, request.body);
   const mode = eventMode(event.type);
   if (mode === undefined) {
@@ -261,7 +317,6 @@ async function handleEvent(
     );
   }
   triggers.set(request, event.type);
-  const dryRun = readDryRun(request.query);
   const target = mode === 'all' ? 'all' : acceptKind(host.definition, eventObjectKey(event, mode));
   const lastKnown = event.type === eventTypes.resourceDelete ? event.data : undefined;
   return runReconcile(host, request, reply, {
@@ -275,17 +330,34 @@ async function handleEvent(
 }
 
 async function handleManual(host: Host, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  const dryRun = readDryRun(request.query);
+  const dryRun = readDryRun(request.url);
   const target = readManualTarget(host, request.body);
   return runReconcile(host, request, reply, { trigger: 'manual', target, dryRun, success: 200 });
 }
 
-const dryRunQuery = z.object({ dryRun: z.enum(['true', 'false'], { error: 'must be true or false' }).optional() });
+// The query, read from the request target itself (the parameters the signature covers), not from
+// Fastify's parsed request.query, which keeps unknown names and turns `dryRun[]` into a name of
+// its own: a misspelt or array-shaped dryRun must not silently become a real write.
+function readDryRun(url: string): boolean {
+  const problems: string[] = [];
+  const values: string[] = [];
+  for (const { name, value } of queryParameters(url)) {
+    if (name === 'dryRun') values.push(value);
+    else problems.push(`unknown query parameter ${quote(name)}: the only one is dryRun (true or false)`);
+  }
+  if (values.length > 1) problems.push(`query parameter "dryRun" is given ${values.length} times: give it once`);
+  const [value] = values;
+  if (values.length === 1 && value !== 'true' && value !== 'false')
+    problems.push(`query parameter "dryRun" must be true or false, not ${quote(value ?? '')}`);
+  const [first] = problems;
+  if (first !== undefined)
+    throw new InvalidRequestError(problems.length === 1 ? `invalid query: ${first}` : 'invalid query', problems);
+  return value === 'true';
+}
 
-function readDryRun(query: unknown): boolean {
-  const parsed = dryRunQuery.safeParse(query);
-  if (!parsed.success) throw new InvalidRequestError('invalid query', parsed.error.issues.map(formatIssue));
-  return parsed.data.dryRun === 'true';
+// A name or value from the request, quoted and cut short for an error message.
+function quote(text: string): string {
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}…` : text);
 }
 
 const manualBodyHint =
@@ -347,13 +419,21 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
     ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
   };
   const started = performance.now();
-  const outcome = await invoke(host.definition, job.target, options).then(
-    (report): Outcome => {
-      log.info({ outcome: 'done', code: job.success, durationMs: since(started), ...summarize(report) }, 'reconciled');
-      return { status: job.success, body: report };
-    },
-    (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
-  );
+  host.admission.hold(request);
+  const outcome = await invoke(host.definition, job.target, options)
+    .then(
+      (report): Outcome => {
+        log.info(
+          { outcome: 'done', code: job.success, durationMs: since(started), ...summarize(report) },
+          'reconciled',
+        );
+        return { status: job.success, body: report };
+      },
+      (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
+    )
+    .finally(() => {
+      host.admission.release(request);
+    });
   host.metrics.duration.observe({ function: host.definition.name, trigger: job.trigger }, since(started) / 1000);
   return send(reply, outcome);
 }
@@ -432,18 +512,19 @@ function failure(error: unknown, context: ErrorContext): ErrorReply {
   return mapped;
 }
 
-// Fastify's own errors: under-pressure's 503, and client errors of the body parsers (415, 413,
-// malformed JSON) which become 400 — the event itself is unusable, and a Knative sender would
-// retry a 413 or 415 forever.
+// Load shedding's refusals (ours and under-pressure's) → 503; Fastify's client errors of the body
+// parsers (415, 413, malformed JSON) → 400 — the event itself is unusable, and a Knative sender
+// would retry a 413 or 415 forever.
 function fastifyErrorReply(error: unknown, retryAfter: number): ErrorReply | undefined {
-  if (!isFastifyError(error)) return undefined;
-  if (error.code === 'FST_UNDER_PRESSURE')
+  const overloaded = error instanceof OverloadedError;
+  if (overloaded || (isFastifyError(error) && error.code === 'FST_UNDER_PRESSURE'))
     return {
       status: 503,
-      body: { error: 'overloaded: try again later' },
+      body: { error: overloaded ? error.message : 'overloaded: try again later' },
       retryAfterSeconds: retryAfter,
       level: 'warn',
     };
+  if (!isFastifyError(error)) return undefined;
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
     return { status: 400, body: { error: error.message, problems: [error.message] }, level: 'warn' };
   }

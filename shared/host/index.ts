@@ -23,5 +23,6 @@ export {
   type Readiness,
 } from './probes.ts';
 export { defaultGraceMs, serve, type ServeOptions, type Serving } from './serve.ts';
-export { readVerifiedBody, UnauthorizedError } from './auth.ts';
+export { readVerifiedBody, requireSignatureHeader, UnauthorizedError } from './auth.ts';
+export { defaultMaxConcurrentRequests, memoryBudget, OverloadedError, unconstrainedMemoryBytes } from './shedding.ts';
 export type { AuthOptions } from '../wire/signing.ts';

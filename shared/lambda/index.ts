@@ -6,7 +6,12 @@
 // Configuration is the environment's CIRRUS_* variables, as in a container. The kubeconfig,
 // cloud-config and signing secret come from Secrets Manager (CIRRUS_*_SECRET_ID, ./secrets.ts) or
 // from files in the package. A function URL is reachable from anywhere, so a function refuses to
-// start without a signing secret: only the relay, which holds it, gets past the 401.
+// start without a signing secret, and every route but /healthz and /readyz (the reconcile routes,
+// /metrics) needs the signature: only the relay, which holds it, gets past the 401.
+//
+// The app sees the request target the caller sent: the function URL's rawPath and rawQueryString,
+// as they came, are what the signature is checked against (not a query rebuilt from its parsed
+// parameters, though the signature's canonical query would survive that too).
 
 import awsLambdaFastify from '@fastify/aws-lambda';
 import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-lambda';
@@ -105,17 +110,20 @@ async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions
   try {
     const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
     // Lambda freezes a sandbox between events: the event-loop delay measured across a freeze is
-    // not load, and a sandbox takes one event at a time anyway. No load shedding here.
+    // not load, and a sandbox takes one event at a time anyway (its memory is the function's
+    // MemorySize, and reserved concurrency caps the sandboxes). No load shedding here.
     const { app, providerName } = await buildFunctionApp(entry, config, {
       signal: options.signal ?? sigterm(),
       log,
       pressure: false,
+      publicEndpoint: true,
     });
     log.info({ provider: providerName }, `${name} ready on AWS Lambda`);
     // decorateRequest: the app is ready, it takes no more decorators (and the routes do not need
     // the event). The cast: the adapter is typed for Fastify's default logger type, and only
     // calls inject().
-    return awsLambdaFastify<HttpEvent>(app as unknown as FastifyInstance, { decorateRequest: false });
+    const proxy = awsLambdaFastify<HttpEvent>(app as unknown as FastifyInstance, { decorateRequest: false });
+    return (event, context) => proxy(withRawTarget(event), context);
   } catch (error) {
     log.error({ err: error }, `${name} could not start`);
     throw error;
@@ -135,6 +143,18 @@ function requireSecrets(config: Config<LambdaOptions>): Config<LambdaOptions> {
     );
   }
   return config;
+}
+
+/**
+ * A function URL (payload 2.0) event whose path carries its raw query: @fastify/aws-lambda would
+ * otherwise rebuild the query from `queryStringParameters`, where repeated names are joined by
+ * commas and every value is decoded. The app then parses and verifies the query the caller sent.
+ */
+export function withRawTarget(event: HttpEvent): HttpEvent {
+  if (!('rawPath' in event) || event.rawQueryString === '') return event;
+  const withQuery = { ...event, rawPath: `${event.rawPath}?${event.rawQueryString}` };
+  delete withQuery.queryStringParameters;
+  return withQuery;
 }
 
 let shutdown: AbortController | undefined;

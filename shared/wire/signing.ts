@@ -1,27 +1,49 @@
 // Request signing between the relay (or `cirrus reconcile`) and the functions: an HMAC-SHA256 with
-// a shared secret over a timestamp, the event's attributes and the body, in one header:
+// a shared secret over a timestamp, what the request asks for (method, path, query), the event's
+// attributes and the body, in one header:
 //
-//   X-Cirrus-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>
+//   X-Cirrus-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256>
 //
-// The signed string is `v1`, the timestamp, the values of {@link signedHeaders} (empty when
-// absent) and the body, separated by newlines. The CloudEvent attributes are signed because in
-// binary mode they travel in headers: signing the body alone would let anyone holding one signed
-// request (say, a `reconcile.all` with an empty body) send any event for five minutes. The path is
-// not signed: gateways in front of a function (API Gateway stages, Knative's activator) may
-// rewrite it, and the attributes already say what the request is about.
+// The signed string (scheme v2; ADR 0007 has the same text) is, each part followed by a newline
+// except the body:
+//
+//   v2
+//   <t>                         the timestamp of the header, decimal
+//   <METHOD>                    upper case: POST
+//   <path>                      the request target up to its first `?`, exactly as sent (still
+//                               percent-encoded, never normalized): /node-init/reconcile
+//   <canonical query>           see canonicalQuery(); empty without a query
+//   <value of each of signedHeaders, in that order; empty when absent, repeated ones joined by ",">
+//   <body>                      the raw bytes
+//
+// Why each part: the CloudEvent attributes travel in headers in binary mode, so signing the body
+// alone would let anyone holding one signed request (say, a `reconcile.all` with an empty body)
+// send any event for five minutes. The method, path and query say what the request does
+// (`?dryRun=true` is a different request from `?dryRun=false`, `/routes` from `/node-init` under
+// `cirrus start`), so they are signed too: the signer signs the path it requests, and the
+// function verifies the path it received. A gateway that rewrites paths between them (an API
+// Gateway stage prefix) must be configured not to, or the signer given the rewritten path.
+//
+// Scheme v1 (until 2026-11-25) signed neither method, path nor query; a v1-only header is refused
+// with a message saying so, rather than failing as a signature that does not match.
 //
 // What this protects: a function that verifies answers only to senders holding the secret, and a
 // captured request is worthless after the tolerance (5 minutes either way, for clock skew). Within
-// it a request can be replayed as it is; handlers are idempotent, so a replay does no more than a
-// duplicate delivery would.
+// it a request can be replayed as it is, but not changed; handlers are idempotent, so a replay does
+// no more than a duplicate delivery would.
 //
 // Both sides live here, so that what is signed and what is verified cannot drift apart; the host's
-// reading of a request body for verification is in shared/host/auth.ts.
+// reading of a request body for verification is in shared/host/auth.ts. So does the largest event
+// body both sides agree on ({@link maxEventBytes}): the host reads at most that much before it can
+// verify, and the relay never sends more.
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /** The header that carries the signature (lower case, as Node reads it). */
 export const signatureHeader = 'x-cirrus-signature';
+
+/** The version of the signed string this module writes and accepts. */
+export const signatureScheme = 'v2';
 
 /** Headers covered by the signature, in signing order. */
 export const signedHeaders: readonly string[] = [
@@ -41,8 +63,26 @@ export const signedHeaders: readonly string[] = [
 /** How far a signature's timestamp may be from the verifier's clock, either way: 5 minutes. */
 export const defaultToleranceSeconds = 300;
 
+/**
+ * The largest event body, in bytes, the relay sends and a function reads: 3 MiB + 64 KiB. The
+ * API server refuses request bodies over 3 MiB (k8s.io/apiserver's MaxRequestBodyBytes), and etcd
+ * stores objects of at most 1.5 MiB, so no object it serves is larger than 3 MiB as JSON; an event
+ * carries one object (binary mode: the body is the object; structured mode: the object inside an
+ * envelope of a dozen short attributes), and 64 KiB is ample room for that envelope. Anything
+ * larger is not an event about one Kubernetes object, and a function refuses it (400) without
+ * holding more than this in memory.
+ */
+export const maxEventBytes = 3 * 1024 * 1024 + 64 * 1024;
+
 /** The request parts a signature covers. */
 export interface SignedRequest {
+  /** The HTTP method; signed upper case. */
+  readonly method: string;
+  /**
+   * The request target as sent on the wire: the path with its query, if any, e.g.
+   * `/node-init/reconcile?dryRun=true` (for a URL object, `pathname + search`).
+   */
+  readonly url: string;
   /** Header values by lower-case name; a missing header signs as empty. */
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
   readonly body: string | Uint8Array;
@@ -75,25 +115,28 @@ export function unixNow(): number {
  */
 export function signRequest(secret: string, request: SignedRequest, timestamp: number = unixNow()): string {
   if (secret === '') throw new TypeError('signRequest: the secret must not be empty');
-  return `t=${timestamp},v1=${digest(secret, timestamp, request).toString('hex')}`;
+  return `t=${timestamp},${signatureScheme}=${digest(secret, timestamp, request).toString('hex')}`;
 }
 
 /**
- * Checks the {@link signatureHeader} of `request` against the secret(s) in `options`: it must be
- * present and well formed, its timestamp within the tolerance of now, and one of its `v1`
- * signatures the HMAC of the request with one of the secrets (compared in constant time).
+ * The part of verification that needs no body: the {@link signatureHeader} in `headers` is
+ * present, well formed, of scheme v2, and its timestamp within the tolerance of now. For a
+ * server's first look at a request, so that a stranger is refused before its body is read;
+ * {@link verifyRequest} does this and checks the HMAC.
+ */
+export function checkSignatureHeader(headers: SignedRequest['headers'], options: AuthOptions): Verification {
+  const parsed = readHeader(headers, options);
+  return 'reason' in parsed ? { ok: false, reason: parsed.reason } : { ok: true };
+}
+
+/**
+ * Checks the {@link signatureHeader} of `request` against the secret(s) in `options`: it must pass
+ * {@link checkSignatureHeader}, and one of its `v2` signatures must be the HMAC of the request with
+ * one of the secrets (compared in constant time).
  */
 export function verifyRequest(request: SignedRequest, options: AuthOptions): Verification {
-  const header = headerValue(request.headers[signatureHeader]);
-  if (header === '') return { ok: false, reason: `missing ${signatureHeader} header` };
-  const parsed = parseSignature(header);
-  if (parsed === undefined)
-    return { ok: false, reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v1=<hex>` };
-  const tolerance = options.toleranceSeconds ?? defaultToleranceSeconds;
-  const now = (options.now ?? unixNow)();
-  if (Math.abs(now - parsed.timestamp) > tolerance) {
-    return { ok: false, reason: `signature timestamp is more than ${tolerance} s away from this server's clock` };
-  }
+  const parsed = readHeader(request.headers, options);
+  if ('reason' in parsed) return { ok: false, reason: parsed.reason };
   const secrets = typeof options.secret === 'string' ? [options.secret] : options.secret;
   for (const secret of secrets) {
     if (secret === '') continue;
@@ -108,9 +151,69 @@ export function verifyRequest(request: SignedRequest, options: AuthOptions): Ver
   return { ok: false, reason: 'signature does not match' };
 }
 
+/** One `name=value` of a query string, decoded; a part without `=` has the value ''. */
+export interface QueryParameter {
+  readonly name: string;
+  readonly value: string;
+}
+
+/**
+ * The parameters of the query in `url` (a request target, or the query alone after a `?`), in
+ * order, repeats kept: split on `&` (empty parts skipped), each part at its first `=`, names and
+ * values decoded as application/x-www-form-urlencoded (`+` is a space, then percent-decoding as
+ * UTF-8); a name or value that does not decode is kept as sent. What a function interprets and what
+ * the signature covers are these same parameters.
+ */
+export function queryParameters(url: string): QueryParameter[] {
+  const at = url.indexOf('?');
+  const query = at === -1 ? '' : url.slice(at + 1);
+  const parameters: QueryParameter[] = [];
+  for (const part of query.split('&')) {
+    if (part === '') continue;
+    const equals = part.indexOf('=');
+    const name = equals === -1 ? part : part.slice(0, equals);
+    const value = equals === -1 ? '' : part.slice(equals + 1);
+    parameters.push({ name: formDecode(name), value: formDecode(value) });
+  }
+  return parameters;
+}
+
+/**
+ * The query of `url` as the signature covers it: its {@link queryParameters}, each name and value
+ * percent-encoded as RFC 3986 strictly says (every byte of its UTF-8 but the unreserved
+ * `A-Z a-z 0-9 - . _ ~` as `%XX`, upper-case hex), written `name=value`, sorted (by name, then
+ * value), joined by `&`. `?b=2&a=1`, `?a=1&b=2` and `?a=%31&b=2` are one canonical query,
+ * `a=1&b=2`: a gateway that rebuilds the query from its parameters (an API Gateway REST API, the
+ * AWS Lambda adapter) changes neither the signature nor the meaning.
+ */
+export function canonicalQuery(url: string): string {
+  return queryParameters(url)
+    .map(({ name, value }) => `${strictEncode(name)}=${strictEncode(value)}`)
+    .sort()
+    .join('&');
+}
+
+function formDecode(text: string): string {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '));
+  } catch {
+    return text;
+  }
+}
+
+function strictEncode(text: string): string {
+  return encodeURIComponent(text).replace(
+    /[!'()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`,
+  );
+}
+
 function digest(secret: string, timestamp: number, request: SignedRequest): Buffer {
+  const at = request.url.indexOf('?');
+  const path = at === -1 ? request.url : request.url.slice(0, at);
   const hmac = createHmac('sha256', secret);
-  hmac.update(`v1\n${timestamp}\n`);
+  hmac.update(`${signatureScheme}\n${timestamp}\n${request.method.toUpperCase()}\n${path}\n`);
+  hmac.update(`${canonicalQuery(request.url)}\n`);
   for (const name of signedHeaders) hmac.update(`${headerValue(request.headers[name])}\n`);
   hmac.update(request.body);
   return hmac.digest();
@@ -126,14 +229,39 @@ interface ParsedSignature {
   readonly signatures: readonly Buffer[];
 }
 
-// `t=<digits>` once and one or more `v1=<64 hex>`; unknown schemes (a future v2) are skipped.
-function parseSignature(header: string): ParsedSignature | undefined {
-  let timestamp: number | undefined;
-  const signatures: Buffer[] = [];
-  for (const part of header.split(',')) {
+// The header, parsed and fresh; or why not.
+function readHeader(
+  headers: SignedRequest['headers'],
+  options: AuthOptions,
+): ParsedSignature | { readonly reason: string } {
+  const header = headerValue(headers[signatureHeader]);
+  if (header === '') return { reason: `missing ${signatureHeader} header` };
+  const parsed = parseSignature(header);
+  if (parsed === 'v1')
+    return {
+      reason: `${signatureHeader} is signature scheme v1, which is no longer accepted: sign with v2, which also covers the method, path and query (ADR 0007)`,
+    };
+  if (parsed === undefined)
+    return { reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v2=<hex>` };
+  const tolerance = options.toleranceSeconds ?? defaultToleranceSeconds;
+  const now = (options.now ?? unixNow)();
+  if (Math.abs(now - parsed.timestamp) > tolerance)
+    return { reason: `signature timestamp is more than ${tolerance} s away from this server's clock` };
+  return parsed;
+}
+
+// `t=<digits>` once and one or more `v2=<64 hex>`; other schemes (a future v3) are skipped, and a
+// header with only well-formed v1 signatures is recognized as the old scheme.
+function parseSignature(header: string): ParsedSignature | 'v1' | undefined {
+  const fields = header.split(',').map((part) => {
     const [name = '', value = ''] = part.trim().split('=', 2);
-    if (name === 't' && /^\d{1,12}$/.test(value)) timestamp = Number(value);
-    else if (name === 'v1' && /^[0-9a-f]{64}$/i.test(value)) signatures.push(Buffer.from(value, 'hex'));
-  }
-  return timestamp === undefined || signatures.length === 0 ? undefined : { timestamp, signatures };
+    return { name, value, hex: /^[0-9a-f]{64}$/i.test(value) };
+  });
+  const time = fields.findLast((field) => field.name === 't' && /^\d{1,12}$/.test(field.value));
+  if (time === undefined) return undefined;
+  const signatures = fields
+    .filter((field) => field.name === signatureScheme && field.hex)
+    .map((field) => Buffer.from(field.value, 'hex'));
+  if (signatures.length > 0) return { timestamp: Number(time.value), signatures };
+  return fields.some((field) => field.name === 'v1' && field.hex) ? 'v1' : undefined;
 }

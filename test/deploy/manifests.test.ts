@@ -171,6 +171,18 @@ describe('deploy/knative', () => {
     );
   });
 
+  it("limits each instance's requests in flight to its containerConcurrency (CIRRUS_MAX_CONCURRENT_REQUESTS)", () => {
+    for (const service of knativeServices(builds['base'] ?? [])) {
+      const [container] = service.spec.template.spec.containers;
+      const limit = container?.env?.find((v) => v.name === envName('maxConcurrentRequests'));
+      assert.equal(
+        limit?.value,
+        String(service.spec.template.spec.containerConcurrency),
+        `${service.metadata.name}: ${envName('maxConcurrentRequests')} = containerConcurrency`,
+      );
+    }
+  });
+
   it('would notice what Knative refuses or ignores (the schema itself works)', () => {
     const [valid] = ofKind(builds['base'] ?? [], 'Service', 'serving.knative.dev/v1');
     assert.ok(valid);

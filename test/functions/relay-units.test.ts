@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { backoffDelay } from '../../functions/relay/backoff.ts';
-import { classify, eventRequest, parseRetryAfter } from '../../functions/relay/delivery.ts';
+import { classify, eventRequest, headersFor, parseRetryAfter } from '../../functions/relay/delivery.ts';
 import { relayReadiness, type RelayStatus } from '../../functions/relay/index.ts';
 import { createRelayMetrics } from '../../functions/relay/metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from '../../functions/relay/queue.ts';
@@ -347,19 +347,29 @@ describe('relay delivery requests', () => {
     assert.equal(request.headers['ce-cirrusreason'], 'periodic');
   });
 
-  it('are signed so that the host verifies them', () => {
+  it('are signed when sent, for the path and query of the URL they go to, so that the host verifies them', () => {
     const request = eventRequest({ kind: 'object', change: nodeChange }, { source, secret: 's3cret' });
-    assert.match(request.headers['x-cirrus-signature'] ?? '', /^t=\d+,v1=[0-9a-f]{64}$/);
-    assert.deepEqual(verifyRequest(request, { secret: 's3cret' }), { ok: true });
+    assert.equal(request.headers['x-cirrus-signature'], undefined, 'signed by deliver(), which knows the URL');
+    const headers = headersFor('http://127.0.0.1:8080/node-init?x=1', request);
+    assert.match(headers['x-cirrus-signature'] ?? '', /^t=\d+,v2=[0-9a-f]{64}$/);
+    const sent = { method: 'POST', url: '/node-init?x=1', headers, body: request.body };
+    assert.deepEqual(verifyRequest(sent, { secret: 's3cret' }), { ok: true });
+    const refused = { ok: false, reason: 'signature does not match' };
+    assert.deepEqual(verifyRequest({ ...sent, url: '/routes?x=1' }, { secret: 's3cret' }), refused);
+    assert.deepEqual(verifyRequest({ ...sent, url: '/node-init?x=2' }, { secret: 's3cret' }), refused);
     assert.deepEqual(
       verifyRequest(
-        { ...request, headers: { ...request.headers, 'ce-type': 'dev.knative.apiserver.resource.delete' } },
+        { ...sent, headers: { ...headers, 'ce-type': 'dev.knative.apiserver.resource.delete' } },
         { secret: 's3cret' },
       ),
-      {
-        ok: false,
-        reason: 'signature does not match',
-      },
+      refused,
+    );
+    assert.equal(
+      headersFor('http://127.0.0.1:8080/', eventRequest({ kind: 'object', change: nodeChange }, { source }))[
+        'x-cirrus-signature'
+      ],
+      undefined,
+      'unsigned without a secret',
     );
   });
 

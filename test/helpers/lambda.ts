@@ -20,6 +20,8 @@ export interface HttpRequest {
   readonly base64?: boolean;
   /** Sign with this secret (X-Cirrus-Signature), as the relay does. */
   readonly signWith?: string;
+  /** Sign for this path and query instead of `path` (a request changed after signing). */
+  readonly signedPath?: string;
 }
 
 /** A binary-mode CloudEvent about `node`, as the relay sends it. */
@@ -51,9 +53,8 @@ export function functionUrlEvent(request: HttpRequest): LambdaFunctionURLEvent {
     ...request.headers,
   };
   const body = request.body;
-  if (request.signWith !== undefined)
-    headers['x-cirrus-signature'] = signRequest(request.signWith, { headers, body: body ?? '' });
-  const query = new URLSearchParams(rawQueryString);
+  if (request.signWith !== undefined) headers['x-cirrus-signature'] = signature(request.signWith, request, headers);
+  const query = queryStringParameters(rawQueryString);
   const now = new Date();
   return {
     version: '2.0',
@@ -77,6 +78,22 @@ export function functionUrlEvent(request: HttpRequest): LambdaFunctionURLEvent {
     ...(body === undefined ? {} : { body: request.base64 === true ? Buffer.from(body).toString('base64') : body }),
     isBase64Encoded: request.base64 === true,
   };
+}
+
+// The query as a function URL gives it to the handler: decoded, a repeated name's values joined by commas.
+function queryStringParameters(rawQueryString: string): Map<string, string> {
+  const query = new Map<string, string>();
+  for (const [name, value] of new URLSearchParams(rawQueryString)) {
+    const before = query.get(name);
+    query.set(name, before === undefined ? value : `${before},${value}`);
+  }
+  return query;
+}
+
+// X-Cirrus-Signature for `request`, as the relay signs: for its method, path and query (or `signedPath`).
+function signature(secret: string, request: HttpRequest, headers: Record<string, string>): string {
+  const url = request.signedPath ?? request.path ?? '/';
+  return signRequest(secret, { method: request.method ?? 'POST', url, headers, body: request.body ?? '' });
 }
 
 /** An invocation context of function `name`. */

@@ -119,6 +119,65 @@ describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
     assert.equal((await core.readNode({ name })).spec?.providerID, undefined, 'a dry run changes nothing');
   });
 
+  it('answers 401 to a query outside the signature: signed ?dryRun=true, sent ?dryRun=false', async () => {
+    const name = names[3] ?? '';
+    const replayed = await invoke(nodeInit, {
+      path: '/reconcile?dryRun=false',
+      signedPath: '/reconcile?dryRun=true',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name }),
+      signWith: signing,
+    });
+    assert.equal(replayed.statusCode, 401, replayed.body);
+    assert.equal((await core.readNode({ name })).spec?.providerID, undefined, 'nothing was written');
+  });
+
+  it('reads the query the caller sent: a misspelt or repeated dryRun is a 400 naming it', async () => {
+    const name = names[3] ?? '';
+    for (const [query, error] of [
+      ['dryrun=true', /unknown query parameter "dryrun"/],
+      ['dryRun=true&dryRun=false', /"dryRun" is given 2 times/],
+      ['dryRun[]=true', /unknown query parameter "dryRun\[\]"/],
+    ] as const) {
+      const result = await invoke(nodeInit, {
+        path: `/reconcile?${query}`,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name }),
+        signWith: signing,
+      });
+      assert.equal(result.statusCode, 400, `${query}: ${result.body}`);
+      assert.match((JSON.parse(result.body) as { error: string }).error, error);
+    }
+    assert.equal((await core.readNode({ name })).spec?.providerID, undefined, 'nothing was written');
+  });
+
+  it('hands the app the query as the caller sent it, not as rebuilt from parsed parameters', async () => {
+    // A function URL joins a repeated name's values with commas, and the adapter would split a
+    // value at its commas again: the signature (over `dryRun=true,false`) would then not match.
+    const result = await invoke(nodeInit, {
+      path: '/reconcile?dryRun=true,false',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: names[3] ?? '' }),
+      signWith: signing,
+    });
+    assert.equal(result.statusCode, 400, result.body);
+    assert.equal(
+      (JSON.parse(result.body) as { error: string }).error,
+      'invalid query: query parameter "dryRun" must be true or false, not "true,false"',
+    );
+  });
+
+  it('keeps /metrics from the public function URL without a signature; /healthz and /readyz stay open', async () => {
+    for (const path of ['/healthz', '/readyz'])
+      assert.equal((await invoke(nodeInit, { method: 'GET', path })).statusCode, 200, path);
+    const open = await invoke(nodeInit, { method: 'GET', path: '/metrics' });
+    assert.equal(open.statusCode, 401, open.body);
+    assert.doesNotMatch(open.body, /cirrus_reconcile/);
+    const signed = await invoke(nodeInit, { method: 'GET', path: '/metrics', signWith: signing });
+    assert.equal(signed.statusCode, 200, signed.body);
+    assert.match(signed.body, /cirrus_reconcile_requests_total/);
+  });
+
   it('refuses to start without a signing secret or a kubeconfig, naming the variable', async () => {
     await assert.rejects(
       invoke(lambdaHandler('node-init', { env: without(env, 'CIRRUS_SIGNING_SECRET_ID'), signal: stop.signal }), {

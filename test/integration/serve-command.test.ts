@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createNode, newNode, uninitialized, uninitializedTaint, withReady } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../helpers/cluster.ts';
+import { signRequest } from '../../shared/wire/signing.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 
@@ -168,6 +169,16 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
       assert.equal(result.status, 0, result.stderr);
       assert.equal((JSON.parse(result.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'initialized');
       assert.equal(isTainted(await core.readNode({ name: viaCli })), false);
+    });
+
+    it('warned at start that it serves without a signing secret', () => {
+      const warnings = served.logs
+        .map((line) => JSON.parse(line) as { level?: string; msg?: string })
+        .filter((entry) => entry.level === 'warn')
+        .map((entry) => entry.msg);
+      assert.deepEqual(warnings, [
+        'no signing secret (--signing-secret-file): reconcile requests are not authenticated, anyone who can reach this server can make it reconcile',
+      ]);
     });
 
     it('answers 400 naming the problem for a malformed event, and changes nothing', async () => {
@@ -351,6 +362,71 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
       assert.equal(signed.status, 0, signed.stderr);
     } finally {
       assert.equal(await stop(relay), 0);
+      assert.equal(await stop(fn), 0);
+    }
+  });
+
+  it('signed: a captured dry run replayed with ?dryRun=false gets 401 and writes nothing', async () => {
+    const name = uniqueName('replay');
+    const inventory = join(dir, 'replay.yaml');
+    await writeFile(
+      inventory,
+      `instances:\n  - { name: ${name}, zone: rack-q, addresses: [{ type: InternalIP, address: 10.9.9.10 }] }\n`,
+    );
+    const secret = 'a replayed secret';
+    const secretFile = join(dir, 'replay-secret');
+    await writeFile(secretFile, `${secret}\n`);
+    const fn = await startServe([
+      'node-init',
+      '--cloud-provider',
+      'static',
+      '--cloud-config',
+      inventory,
+      '--signing-secret-file',
+      secretFile,
+      '--kubeconfig',
+      cluster.info.adminKubeconfig,
+    ]);
+    try {
+      assert.ok(!fn.logs.some((line) => line.includes('no signing secret')), 'no warning with a secret');
+      await createNode(core, newNode(name, uninitialized));
+      // What `cirrus reconcile node <name> --dry-run` sends, as someone on the path captured it.
+      const body = JSON.stringify({ name });
+      const headers = { 'content-type': 'application/json' };
+      const captured = {
+        ...headers,
+        'x-cirrus-signature': signRequest(secret, { method: 'POST', url: '/reconcile?dryRun=true', headers, body }),
+      };
+      const post = (query: string): Promise<Response> =>
+        fetch(`${fn.url}/reconcile${query}`, { method: 'POST', headers: captured, body });
+      const replayed = await post('?dryRun=false');
+      assert.equal(replayed.status, 401, await replayed.clone().text());
+      assert.deepEqual(await replayed.json(), { error: 'unauthorized: signature does not match' });
+      assert.equal((await post('')).status, 401, 'nor with the query left out');
+      assert.equal(isTainted(await core.readNode({ name })), true, 'nothing was written');
+      const dry = await post('?dryRun=true');
+      assert.equal(dry.status, 200, await dry.clone().text());
+      assert.equal(((await dry.json()) as { dryRun: boolean }).dryRun, true);
+      assert.equal(isTainted(await core.readNode({ name })), true, 'a dry run writes nothing');
+      const misspelt = await fetch(`${fn.url}/reconcile?dryrun=true`, {
+        method: 'POST',
+        headers: {
+          ...headers,
+          'x-cirrus-signature': signRequest(secret, { method: 'POST', url: '/reconcile?dryrun=true', headers, body }),
+        },
+        body,
+      });
+      assert.equal(misspelt.status, 400, 'signed, but dryrun is not dryRun');
+      assert.match(((await misspelt.json()) as { error: string }).error, /unknown query parameter "dryrun"/);
+      assert.equal(isTainted(await core.readNode({ name })), true);
+      const written = spawnSync(
+        process.execPath,
+        [cli, 'reconcile', 'node', name, '--url', fn.url, '--signing-secret-file', secretFile],
+        { encoding: 'utf8' },
+      );
+      assert.equal(written.status, 0, written.stderr);
+      assert.equal(isTainted(await core.readNode({ name })), false, 'cirrus reconcile signs path and query');
+    } finally {
       assert.equal(await stop(fn), 0);
     }
   });

@@ -46,6 +46,7 @@ describe('option names', () => {
     },
     { option: 'serviceSyncPeriod', flag: 'service-sync-period', env: 'CIRRUS_SERVICE_SYNC_PERIOD' },
     { option: 'concurrentDeliveries', flag: 'concurrent-deliveries', env: 'CIRRUS_CONCURRENT_DELIVERIES' },
+    { option: 'maxConcurrentRequests', flag: 'max-concurrent-requests', env: 'CIRRUS_MAX_CONCURRENT_REQUESTS' },
     { option: 'leaderElect', flag: 'leader-elect', env: 'CIRRUS_LEADER_ELECT' },
     {
       option: 'leaderElectLeaseDuration',

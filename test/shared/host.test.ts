@@ -1,15 +1,25 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { totalmem } from 'node:os';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Counter, Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
-import { buildApp, type AppOptions, type FunctionApp } from '../../shared/host/app.ts';
+import { buildApp, buildMultiApp, defaultPressure, type AppOptions, type FunctionApp } from '../../shared/host/app.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { buildProbeApp, type Readiness } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
+import { defaultMaxConcurrentRequests, memoryBudget, unconstrainedMemoryBytes } from '../../shared/host/shedding.ts';
 import { createLogger, redactedPaths } from '../../shared/log.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { optionSpec } from '../../shared/config.ts';
+import { maxEventBytes, signatureHeader, signRequest } from '../../shared/wire/signing.ts';
+import { deliver, type EventRequest } from '../../functions/relay/delivery.ts';
+import { createRelayMetrics } from '../../functions/relay/metrics.ts';
+import { DeliveryQueue, type DeliveryOutcome } from '../../functions/relay/queue.ts';
+import { silentLogger } from '../helpers/builders.ts';
+import { answerWithoutBody } from '../helpers/http.ts';
 
 // A function that records what the host asks of it: the boundary the host serves, written here
 // so that each test decides what the reconcile does.
@@ -339,8 +349,8 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       url: '/?dryRun=yes',
       headers: binaryHeaders(node),
       payload: nodeObject,
-      error: 'invalid query',
-      problems: ['dryRun: must be true or false'],
+      error: 'invalid query: query parameter "dryRun" must be true or false, not "yes"',
+      problems: ['query parameter "dryRun" must be true or false, not "yes"'],
     },
     {
       name: 'batched mode',
@@ -452,6 +462,70 @@ describe('POST /reconcile', () => {
   }
 
   const hint = 'the body must be a JSON object: {"name": "...", "namespace"?: "...", "kind"?: "..."} or {"all": true}';
+  // Only dryRun, once, true or false: anything else could be a dry run that silently writes.
+  const badQueries: { query: string; error: string }[] = [
+    {
+      query: '?dryrun=true',
+      error: 'invalid query: unknown query parameter "dryrun": the only one is dryRun (true or false)',
+    },
+    {
+      query: '?dryRun[]=true',
+      error: 'invalid query: unknown query parameter "dryRun[]": the only one is dryRun (true or false)',
+    },
+    {
+      query: '?dryRun=true&dryRun=false',
+      error: 'invalid query: query parameter "dryRun" is given 2 times: give it once',
+    },
+    {
+      query: '?dryRun=true&dryRun=true',
+      error: 'invalid query: query parameter "dryRun" is given 2 times: give it once',
+    },
+    { query: '?dryRun=TRUE', error: 'invalid query: query parameter "dryRun" must be true or false, not "TRUE"' },
+    { query: '?dryRun', error: 'invalid query: query parameter "dryRun" must be true or false, not ""' },
+    {
+      query: '?dryRun=true&force=1',
+      error: 'invalid query: unknown query parameter "force": the only one is dryRun (true or false)',
+    },
+  ];
+  for (const { query, error } of badQueries) {
+    for (const route of ['/', '/reconcile']) {
+      it(`rejects ${route}${query} with 400 naming the parameter, and reconciles nothing`, async (t) => {
+        const { app, definition } = await build(t);
+        const event = route === '/';
+        const response = await app.inject({
+          method: 'POST',
+          url: `${route}${query}`,
+          ...(event
+            ? { headers: binaryHeaders('dev.knative.apiserver.resource.add'), payload: nodeObject }
+            : { payload: { all: true } }),
+        });
+        assert.equal(response.statusCode, 400, response.body);
+        assert.equal(json(response.body)['error'], error);
+        assert.deepEqual(definition.calls, []);
+      });
+    }
+  }
+
+  it('lists every problem of a query', async (t) => {
+    const { app } = await build(t);
+    const response = await app.inject({ method: 'POST', url: '/reconcile?a=1&dryRun=no', payload: { all: true } });
+    assert.equal(response.statusCode, 400);
+    assert.deepEqual(json(response.body), {
+      error: 'invalid query',
+      problems: [
+        'unknown query parameter "a": the only one is dryRun (true or false)',
+        'query parameter "dryRun" must be true or false, not "no"',
+      ],
+    });
+  });
+
+  it('reads percent-encoded names and values as the signature does', async (t) => {
+    const { app, definition } = await build(t);
+    const response = await app.inject({ method: 'POST', url: '/reconcile?dry%52un=%74rue', payload: { all: true } });
+    assert.equal(response.statusCode, 200, response.body);
+    assert.equal(definition.calls[0]?.options.dryRun, true);
+  });
+
   const bad: { name: string; payload?: string; contentType?: string; error?: string; problems: string[] }[] = [
     { name: 'no body', problems: [hint] },
     { name: 'a JSON array', payload: '["worker-1"]', problems: [hint] },
@@ -618,6 +692,7 @@ describe('logging', () => {
       );
     };
     const { app, logs } = await build(t, recording({ one }));
+    const atStart = logs.length; // the warning that requests are not authenticated
     const response = await app.inject({
       method: 'POST',
       url: '/',
@@ -650,7 +725,7 @@ describe('logging', () => {
     assert.equal(done[0]['code'], 202);
     assert.equal(typeof done[0]['durationMs'], 'number');
     assert.deepEqual(done[0]['results'], { initialized: 1 });
-    assert.equal(logs.length, 2, 'no other lines: Fastify request logging is off');
+    assert.equal(logs.length - atStart, 2, 'no other lines: Fastify request logging is off');
   });
 
   it('uses its own request id, not the event id, and a new one per request', async (t) => {
@@ -809,7 +884,12 @@ describe('load shedding', () => {
   // A heap limit of 1 byte is exceeded at the first sample, 10 ms after start.
   async function overloaded(t: TestContext, retryAfter?: number): Promise<Harness> {
     const harness = await build(t, recording(), {
-      pressure: { maxHeapUsedBytes: 1, sampleInterval: 10, ...(retryAfter === undefined ? {} : { retryAfter }) },
+      pressure: {
+        maxHeapUsedBytes: 1,
+        maxEventLoopDelay: 0, // its first samples can read as an infinite delay: the heap must do it
+        sampleInterval: 10,
+        ...(retryAfter === undefined ? {} : { retryAfter }),
+      },
     });
     for (let i = 0; i < 200; i += 1) {
       const response = await harness.app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
@@ -861,6 +941,352 @@ describe('load shedding', () => {
     const { app } = await build(t, recording(), { pressure: false });
     await sleep(30);
     assert.equal((await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } })).statusCode, 200);
+  });
+});
+
+describe('load shedding by memory', () => {
+  it('answers 503 with Retry-After once the resident set is over maxRssBytes', async (t) => {
+    // The event-loop check off: its first samples can read as an infinite delay (no histogram yet).
+    const { app, definition } = await build(t, recording(), {
+      pressure: { maxRssBytes: 1, maxEventLoopDelay: 0, sampleInterval: 10 },
+    });
+    let response = await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
+    for (let i = 0; i < 200 && response.statusCode !== 503; i += 1) {
+      await sleep(10);
+      response = await app.inject({ method: 'POST', url: '/reconcile', payload: { all: true } });
+    }
+    assert.equal(response.statusCode, 503);
+    assert.equal(response.headers['retry-after'], '5');
+    const calls = definition.calls.length;
+    const event = await app.inject({
+      method: 'POST',
+      url: '/',
+      headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      payload: nodeObject,
+    });
+    assert.equal(event.statusCode, 503);
+    assert.equal(definition.calls.length, calls, 'nothing more was reconciled');
+  });
+
+  it('is on by default: RSS over 80 % of the memory budget, V8 heap over 85 % of its limit', () => {
+    assert.equal(defaultPressure.maxRssBytes, Math.floor(0.8 * memoryBudget()));
+    assert.ok(defaultPressure.maxRssBytes > 0);
+    assert.ok(defaultPressure.maxHeapUsedBytes > 0);
+    const limit = process.constrainedMemory();
+    assert.equal(memoryBudget(), limit > 0 && limit < totalmem() ? limit : unconstrainedMemoryBytes);
+  });
+});
+
+describe('load shedding by requests in flight', { timeout: 10_000 }, () => {
+  // A function whose reconciles wait until the test releases them.
+  function held(): { definition: Recording; running: () => number; release: () => void } {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let running = 0;
+    const wait = async (options: ReconcileOptions): Promise<Report> => {
+      running += 1;
+      await gate;
+      return report(options);
+    };
+    return {
+      definition: recording({ one: (_key, options) => wait(options), all: wait }),
+      running: () => running,
+      release,
+    };
+  }
+
+  async function until(condition: () => boolean): Promise<void> {
+    for (let i = 0; i < 500 && !condition(); i += 1) await sleep(5);
+    assert.ok(condition(), 'in time');
+  }
+
+  const all = { method: 'POST' as const, url: '/reconcile', payload: { all: true } };
+
+  it('answers the excess 503 with Retry-After at once, and the others 2xx', async (t) => {
+    const { definition, running, release } = held();
+    const { app } = await build(t, definition, { pressure: { maxConcurrentRequests: 2 } });
+    const admitted = [
+      app.inject(all),
+      app.inject({
+        ...all,
+        url: '/?dryRun=true',
+        payload: nodeObject,
+        headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+      }),
+    ];
+    await until(() => running() === 2);
+    const excess = await Promise.all([app.inject(all), app.inject(all), app.inject({ ...all, url: '/' })]);
+    for (const response of excess) {
+      assert.equal(response.statusCode, 503, response.body);
+      assert.equal(response.headers['retry-after'], '5');
+      assert.deepEqual(json(response.body), {
+        error: 'overloaded: 2 requests in flight, the most this instance takes; try again later',
+      });
+    }
+    assert.equal(definition.calls.length, 2, 'the excess was not reconciled');
+    release();
+    assert.deepEqual(
+      (await Promise.all(admitted)).map((r) => r.statusCode),
+      [200, 202],
+    );
+    assert.equal((await app.inject(all)).statusCode, 200, 'their places are free again');
+    assert.match(
+      (await app.inject({ method: 'GET', url: '/metrics' })).body,
+      /cirrus_reconcile_requests_total\{function="node-init",trigger="manual",code="503"\} 2/,
+    );
+  });
+
+  it('frees the place of a request refused or failed on the way', async (t) => {
+    const { app } = await build(t, recording({ all: () => Promise.reject(new Error('boom')) }), {
+      pressure: { maxConcurrentRequests: 1 },
+    });
+    for (let i = 0; i < 3; i += 1) {
+      assert.equal(
+        (await app.inject({ ...all, payload: '{', headers: { 'content-type': 'application/json' } })).statusCode,
+        400,
+      );
+      assert.equal((await app.inject({ ...all, url: '/reconcile?dryrun=true' })).statusCode, 400);
+      assert.equal((await app.inject(all)).statusCode, 500);
+    }
+  });
+
+  it('is one limit for all the functions of a process (`cirrus start`)', async (t) => {
+    const { definition, running, release } = held();
+    const app = await buildMultiApp([definition, { ...recording(), name: 'routes' }], {
+      logger: silentLogger(),
+      processMetrics: false,
+      pressure: { maxConcurrentRequests: 1 },
+    });
+    t.after(() => app.close());
+    const first = app.inject({ ...all, url: '/node-init/reconcile' });
+    await until(() => running() === 1);
+    assert.equal((await app.inject({ ...all, url: '/routes/reconcile' })).statusCode, 503);
+    release();
+    assert.equal((await first).statusCode, 200);
+    assert.equal((await app.inject({ ...all, url: '/routes/reconcile' })).statusCode, 200);
+  });
+
+  it("has the default of --max-concurrent-requests, the relay's --concurrent-deliveries", () => {
+    assert.equal(defaultPressure.maxConcurrentRequests, defaultMaxConcurrentRequests);
+    assert.equal(optionSpec('maxConcurrentRequests').schema.parse(undefined), defaultMaxConcurrentRequests);
+    assert.equal(optionSpec('concurrentDeliveries').schema.parse(undefined), defaultMaxConcurrentRequests);
+  });
+
+  it('is off with pressure: false (AWS Lambda)', async (t) => {
+    const { definition, running, release } = held();
+    const { app } = await build(t, definition, { pressure: false });
+    const many = Array.from({ length: 80 }, () => app.inject(all));
+    await until(() => running() === 80);
+    release();
+    assert.ok((await Promise.all(many)).every((r) => r.statusCode === 200));
+  });
+
+  describe('over a socket', { timeout: 20_000 }, () => {
+    async function listening(t: TestContext, definition: Recording, options: Partial<AppOptions>): Promise<number> {
+      const { app } = await build(t, definition, options);
+      const stop = new AbortController();
+      const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 100 });
+      t.after(async () => {
+        stop.abort();
+        await server.closed;
+      });
+      return server.port;
+    }
+
+    it('answers 503 before the body of the excess request is sent, and closes its connection', async (t) => {
+      const { definition, running, release } = held();
+      const port = await listening(t, definition, { pressure: { maxConcurrentRequests: 1 } });
+      const first = fetch(`http://127.0.0.1:${port}/reconcile`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"all":true}',
+      });
+      await until(() => running() === 1);
+      const reply = await answerWithoutBody(port, {
+        path: '/',
+        headers: binaryHeaders('dev.knative.apiserver.resource.add'),
+        contentLength: maxEventBytes,
+      });
+      assert.equal(reply.status, 503);
+      assert.equal(reply.headers['retry-after'], '5');
+      assert.equal(reply.headers['connection'], 'close');
+      assert.equal(reply.closedByServer, true);
+      release();
+      assert.equal((await first).status, 200);
+    });
+
+    it('keeps the place of a reconcile whose client hung up until the reconcile ends', async (t) => {
+      const { definition, running, release } = held();
+      const port = await listening(t, definition, { pressure: { maxConcurrentRequests: 1 } });
+      const client = connect(port, '127.0.0.1');
+      client.write(
+        'POST /reconcile HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{"all":true}',
+      );
+      await until(() => running() === 1);
+      client.destroy();
+      await sleep(50);
+      const post = (): Promise<Response> =>
+        fetch(`http://127.0.0.1:${port}/reconcile`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"all":true}',
+        });
+      assert.equal((await post()).status, 503, 'the hung-up reconcile still runs');
+      release();
+      await until(() => running() === 1);
+      await sleep(20);
+      assert.equal((await post()).status, 200);
+    });
+
+    it('is retried by the relay after the Retry-After, not dropped', async (t) => {
+      const { definition, running, release } = held();
+      const secret = 'relay secret';
+      const app = await buildMultiApp([definition], {
+        logger: silentLogger(),
+        processMetrics: false,
+        auth: { secret },
+        pressure: { maxConcurrentRequests: 1 },
+      });
+      const stop = new AbortController();
+      const server = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 100 });
+      t.after(async () => {
+        stop.abort();
+        await server.closed;
+      });
+      // As the relay sends them under `cirrus start`: to /<function>, signed for that path.
+      const url = `http://127.0.0.1:${server.port}/node-init`;
+      const event = (name: string): EventRequest => ({
+        headers: binaryHeaders('dev.knative.apiserver.resource.add', { kind: 'Node', name, namespace: '' }),
+        body: JSON.stringify({ ...nodeObject, metadata: { name } }),
+        signingSecret: secret,
+      });
+      const outcomes: string[] = [];
+      const clock = new ManualClock(Date.now());
+      const queue = new DeliveryQueue<EventRequest>({
+        concurrency: 4,
+        retry: { initialMs: 60_000, maxMs: 300_000, jitter: 0 },
+        merge: () => undefined,
+        send: async (_destination, key, request, signal): Promise<DeliveryOutcome> => {
+          const outcome = await deliver(url, request, { timeoutMs: 10_000, signal });
+          outcomes.push(`${key}: ${outcome.kind} ${'status' in outcome ? String(outcome.status) : ''}`);
+          return outcome;
+        },
+        metrics: createRelayMetrics({ processMetrics: false, gauges: () => undefined }),
+        log: silentLogger(),
+        clock,
+      });
+      t.after(() => {
+        queue.stop();
+      });
+      queue.push('node-init', 'Node/a', event('a'));
+      await until(() => running() === 1);
+      queue.push('node-init', 'Node/b', event('b'));
+      await until(() => outcomes.length === 1);
+      assert.deepEqual(outcomes, ['Node/b: retry 503']);
+      assert.deepEqual(
+        clock.pending.map((p) => p.ms),
+        [5000],
+        'waiting out the Retry-After, not the 60 s backoff',
+      );
+      assert.deepEqual(queue.retrying(), new Map([['node-init', 1]]));
+      release();
+      await until(() => outcomes.length === 2);
+      clock.advance(5000);
+      await queue.idle();
+      assert.deepEqual(outcomes, ['Node/b: retry 503', 'Node/a: accepted 202', 'Node/b: accepted 202']);
+      assert.deepEqual(
+        definition.calls.map((c) => c.key?.name),
+        ['a', 'b'],
+      );
+    });
+  });
+});
+
+describe('the body limit, agreed with the relay', () => {
+  it('is maxEventBytes by default: a body one byte over is a 400', async (t) => {
+    const { app } = await build(t);
+    const body = JSON.stringify({ ...nodeObject, padding: '' });
+    const padded = body.replace('"padding":""', `"padding":"${'x'.repeat(maxEventBytes - body.length + 1)}"`);
+    assert.equal(Buffer.byteLength(padded), maxEventBytes + 1);
+    const headers = binaryHeaders('dev.knative.apiserver.resource.add');
+    const over = await app.inject({ method: 'POST', url: '/', headers, payload: padded });
+    assert.equal(over.statusCode, 400);
+    const at = await app.inject({ method: 'POST', url: '/', headers, payload: padded.replace('x"', '"') });
+    assert.equal(at.statusCode, 202, 'exactly maxEventBytes is taken');
+  });
+
+  it('is one the relay does not exceed: a larger event is rejected without being sent', async () => {
+    const outcome = await deliver(
+      'http://127.0.0.1:1/',
+      { headers: { 'content-type': 'application/json' }, body: 'x'.repeat(maxEventBytes + 1) },
+      { timeoutMs: 1000, signal: new AbortController().signal },
+    );
+    assert.deepEqual(outcome, {
+      kind: 'rejected',
+      status: 0,
+      reason: `the event is ${maxEventBytes + 1} bytes, more than a function takes (${maxEventBytes})`,
+    });
+  });
+});
+
+describe('a public endpoint (AWS Lambda)', () => {
+  const secret = 'lambda secret';
+  const signedHeaders = (method: string, url: string): Record<string, string> => ({
+    [signatureHeader]: signRequest(secret, { method, url, headers: {}, body: '' }),
+  });
+
+  it('needs the signature for /metrics and anything else but /healthz and /readyz', async (t) => {
+    const { app } = await build(t, recording(), { auth: { secret }, publicEndpoint: true });
+    for (const url of ['/healthz', '/readyz'])
+      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url);
+    const metrics = await app.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(metrics.statusCode, 401);
+    assert.deepEqual(json(metrics.body), { error: `unauthorized: missing ${signatureHeader} header` });
+    const signed = await app.inject({ method: 'GET', url: '/metrics', headers: signedHeaders('GET', '/metrics') });
+    assert.equal(signed.statusCode, 200);
+    assert.match(signed.body, /cirrus_reconcile_requests_total/);
+    const elsewhere = await app.inject({ method: 'GET', url: '/metrics', headers: signedHeaders('GET', '/healthz') });
+    assert.equal(elsewhere.statusCode, 401, 'signed for another path');
+    assert.equal((await app.inject({ method: 'HEAD', url: '/metrics' })).statusCode, 401);
+    assert.equal((await app.inject({ method: 'HEAD', url: '/healthz' })).statusCode, 200);
+    assert.equal((await app.inject({ method: 'OPTIONS', url: '/' })).statusCode, 401);
+    assert.equal((await app.inject({ method: 'GET', url: '/anything' })).statusCode, 401, 'not even a 404');
+  });
+
+  it('still serves signed reconciles, and refuses unsigned ones', async (t) => {
+    const { app } = await build(t, recording(), { auth: { secret }, publicEndpoint: true });
+    const body = '{"all":true}';
+    const headers = { 'content-type': 'application/json' };
+    const signature = signRequest(secret, { method: 'POST', url: '/reconcile', headers, body });
+    const ok = await app.inject({
+      method: 'POST',
+      url: '/reconcile',
+      headers: { ...headers, [signatureHeader]: signature },
+      body,
+    });
+    assert.equal(ok.statusCode, 200, ok.body);
+    assert.equal((await app.inject({ method: 'POST', url: '/reconcile', headers, body })).statusCode, 401);
+  });
+
+  it('cannot be built without a secret', async () => {
+    await assert.rejects(buildApp(recording(), { logger: silentLogger(), publicEndpoint: true }), {
+      name: 'TypeError',
+      message: 'a public endpoint needs auth: a signing secret',
+    });
+  });
+});
+
+describe('without a signing secret', () => {
+  it('warns at start that reconcile requests are not authenticated', async (t) => {
+    const { logs } = await build(t);
+    assert.deepEqual(
+      logs.filter((l) => l['level'] === 'warn').map((l) => l['msg']),
+      [
+        'no signing secret (--signing-secret-file): reconcile requests are not authenticated, anyone who can reach this server can make it reconcile',
+      ],
+    );
+    const { logs: signed } = await build(t, recording(), { auth: { secret: 's' } });
+    assert.deepEqual(signed, []);
   });
 });
 
