@@ -9,13 +9,14 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Bench } from '../context.ts';
 import { sleep } from '../kube.ts';
 import type { Figure, ScenarioResult } from '../report.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/shedding.ts';
 import { catalogue } from '../../functions/catalogue.ts';
+import { freePort } from '../../shared/control-plane/processes.ts';
+import { healthy } from './coldstart.ts';
 
 const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
 const fn = catalogue.find((entry) => entry.target.kind === 'Node' && entry.target.wholeCluster !== true)?.name ?? '';
@@ -187,27 +188,4 @@ async function waitHealthy(port: number, child: ChildProcess): Promise<void> {
       throw new Error(`cirrus serve ${fn} did not answer /healthz`);
     await sleep(20);
   }
-}
-
-async function healthy(port: number): Promise<boolean> {
-  try {
-    const reply = await fetch(`http://127.0.0.1:${port}/healthz`);
-    await reply.arrayBuffer();
-    return reply.status === 200;
-  } catch {
-    return false;
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        resolve(typeof address === 'object' && address !== null ? address.port : 0);
-      });
-    });
-  });
 }

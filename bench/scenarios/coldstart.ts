@@ -5,7 +5,6 @@
 
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { clusterCidr } from '../cirrus.ts';
@@ -14,6 +13,7 @@ import { percentile, sleep } from '../kube.ts';
 import type { Figure, ScenarioResult } from '../report.ts';
 import { startSecretsExtension } from '../../test/helpers/lambda.ts';
 import { catalogue } from '../../functions/catalogue.ts';
+import { freePort } from '../../shared/control-plane/processes.ts';
 
 const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
 const sandbox = fileURLToPath(new URL('../lambda-sandbox.ts', import.meta.url));
@@ -146,7 +146,8 @@ async function coldStart(fn: string, kubeconfig: string): Promise<{ startMs: num
   }
 }
 
-async function healthy(port: number): Promise<boolean> {
+/** Whether a server on 127.0.0.1:`port` answers /healthz with 200. */
+export async function healthy(port: number): Promise<boolean> {
   try {
     const reply = await fetch(`http://127.0.0.1:${port}/healthz`);
     await reply.arrayBuffer();
@@ -154,17 +155,4 @@ async function healthy(port: number): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        resolve(typeof address === 'object' && address !== null ? address.port : 0);
-      });
-    });
-  });
 }

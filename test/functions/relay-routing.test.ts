@@ -5,12 +5,11 @@
 // destination (fed everything) has received that change, and a little later.
 
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Node } from '@kubernetes/client-node';
-import { ControlPlane, resolveAssets } from '../../shared/control-plane/index.ts';
+import { PatchStrategy, setHeaderOptions, type V1Node } from '@kubernetes/client-node';
 import { createNode, newNode, uninitialized, uninitializedTaint } from '../helpers/builders.ts';
-import { controlPlaneSkip, uniqueName } from '../helpers/cluster.ts';
+import { controlPlaneSkip, ownControlPlane, uniqueName } from '../helpers/cluster.ts';
 import { functionServer, ready, testRelay, waitFor, type FunctionServer } from './relay-harness.ts';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -23,16 +22,7 @@ interface Counts {
 }
 
 describe('relay routing', { skip: controlPlaneSkip }, () => {
-  let plane: ControlPlane;
-  let core: CoreV1Api;
-  let admin: KubeConfig;
-  before(async () => {
-    plane = await ControlPlane.start({ assets: await resolveAssets({ build: false }) });
-    admin = new KubeConfig();
-    admin.loadFromFile(plane.info.adminKubeconfig);
-    core = admin.makeApiClient(CoreV1Api);
-  });
-  after(() => plane.stop());
+  const cluster = ownControlPlane();
 
   interface Servers {
     readonly nodeInit: FunctionServer;
@@ -95,7 +85,7 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
 
   it('sends each function the node changes it acts on, and the sink everything', async (t) => {
     const s = await servers(t);
-    const relay = testRelay(t, admin, {
+    const relay = testRelay(t, cluster.admin, {
       to: [
         `node-init=${s.nodeInit.url}`,
         `node-lifecycle=${s.lifecycle.url}`,
@@ -106,15 +96,15 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
     });
     await ready(relay);
     const lb = uniqueName('lb');
-    await core.createNamespacedService({
+    await cluster.core.createNamespacedService({
       namespace: 'default',
       body: { metadata: { name: lb }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
     });
     await waitFor('service-lb to hear of the new Service', () => s.serviceLb.about(lb).length === 1);
     const name = uniqueName('route');
-    const patch = async (body: object): Promise<V1Node> => core.patchNode({ name, body }, mergePatch);
+    const patch = async (body: object): Promise<V1Node> => cluster.core.patchNode({ name, body }, mergePatch);
     const status = async (ready: string): Promise<V1Node> =>
-      core.patchNodeStatus(
+      cluster.core.patchNodeStatus(
         { name, body: { status: { conditions: [{ type: 'Ready', status: ready, reason: 'Test' }] } } },
         mergePatch,
       );
@@ -124,7 +114,7 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
       name,
       {
         what: 'a new, uninitialized node',
-        change: () => createNode(core, newNode(name, uninitialized)),
+        change: () => createNode(cluster.core, newNode(name, uninitialized)),
         expected: { nodeInit: 1, lifecycle: 1, serviceLb: 1, routes: 1 },
       },
       lb,
@@ -227,7 +217,7 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
       {
         what: 'deleted',
         change: async () => {
-          await core.deleteNode({ name });
+          await cluster.core.deleteNode({ name });
           return undefined;
         },
         expected: { nodeInit: 3, lifecycle: 4, serviceLb: 4, routes: 3 },
@@ -248,22 +238,22 @@ describe('relay routing', { skip: controlPlaneSkip }, () => {
 
   it('sends service-lb the Services that have or had a load balancer, and no others', async (t) => {
     const s = await servers(t);
-    const relay = testRelay(t, admin, { to: [`service-lb=${s.serviceLb.url}`], sink: s.sink.url });
+    const relay = testRelay(t, cluster.admin, { to: [`service-lb=${s.serviceLb.url}`], sink: s.sink.url });
     await ready(relay);
     const [plain, balanced] = [uniqueName('plain'), uniqueName('lb')];
     const service = (name: string, type: string): Promise<unknown> =>
-      core.createNamespacedService({
+      cluster.core.createNamespacedService({
         namespace: 'default',
         body: { metadata: { name }, spec: { type, ports: [{ port: 80 }] } },
       });
     await service(plain, 'ClusterIP');
     await service(balanced, 'LoadBalancer');
-    await core.patchNamespacedService(
+    await cluster.core.patchNamespacedService(
       { name: balanced, namespace: 'default', body: { spec: { type: 'ClusterIP' } } },
       mergePatch,
     );
-    await core.deleteNamespacedService({ name: plain, namespace: 'default' });
-    await core.deleteNamespacedService({ name: balanced, namespace: 'default' });
+    await cluster.core.deleteNamespacedService({ name: plain, namespace: 'default' });
+    await cluster.core.deleteNamespacedService({ name: balanced, namespace: 'default' });
     await waitFor('the sink to see both deletions', () =>
       [plain, balanced].every((name) => s.sink.about(name).some((r) => r.type === 'delete')),
     );

@@ -1,9 +1,12 @@
 // Access to the run's control plane (started by test/global-setup.ts) from a test file.
 
 import { randomBytes } from 'node:crypto';
+import { after, before } from 'node:test';
 import { KubeConfig, CoreV1Api } from '@kubernetes/client-node';
 import {
   attachControlPlane,
+  ControlPlane,
+  resolveAssets,
   kubeconfigFor,
   kubeconfigWithToken,
   type ControlPlaneInfo,
@@ -75,4 +78,27 @@ function ignoreConflict(error: unknown): void {
 /** A name no other test uses: `prefix-` and 8 hex digits. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+/** A control plane of one suite's own: its admin client, set once the suite's `before` ran. */
+export interface OwnControlPlane {
+  admin: KubeConfig;
+  core: CoreV1Api;
+}
+
+/**
+ * Starts a control plane of the calling suite's own before its tests and stops it after them, for
+ * suites that watch the whole cluster (on the shared one, other test files' objects would reach
+ * them, or theirs others'). Call it inside `describe`.
+ */
+export function ownControlPlane(): OwnControlPlane {
+  const own = {} as OwnControlPlane;
+  let plane: ControlPlane | undefined;
+  before(async () => {
+    plane = await ControlPlane.start({ assets: await resolveAssets({ build: false }) });
+    own.admin = loadKubeConfig(plane.info.adminKubeconfig);
+    own.core = own.admin.makeApiClient(CoreV1Api);
+  });
+  after(() => plane?.stop());
+  return own;
 }

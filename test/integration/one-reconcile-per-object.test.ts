@@ -6,34 +6,24 @@
 // key never runs twice at once, so a Service created together with Nodes is ensured exactly once.
 
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, KubeConfig, type V1Service } from '@kubernetes/client-node';
+import type { V1Service } from '@kubernetes/client-node';
 import { startCirrus } from '../../bench/cirrus.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
-import { ControlPlane, resolveAssets } from '../../shared/control-plane/index.ts';
 import { createNode, newNode } from '../helpers/builders.ts';
-import { controlPlaneSkip, uniqueName } from '../helpers/cluster.ts';
+import { controlPlaneSkip, ownControlPlane, uniqueName } from '../helpers/cluster.ts';
 import { waitFor } from '../functions/relay-harness.ts';
 
 describe('one reconcile per object at a time', { skip: controlPlaneSkip }, () => {
-  let plane: ControlPlane;
-  let admin: KubeConfig;
-  let core: CoreV1Api;
-  before(async () => {
-    plane = await ControlPlane.start({ assets: await resolveAssets({ build: false }) });
-    admin = new KubeConfig();
-    admin.loadFromFile(plane.info.adminKubeconfig);
-    core = admin.makeApiClient(CoreV1Api);
-  });
-  after(() => plane.stop());
+  const cluster = ownControlPlane();
 
   // cirrus with a fake cloud whose ensure takes a while, so that a second ensure of the same
   // Service, if anything started one, would overlap the first.
   async function cirrusWith(t: TestContext): Promise<FakeCloud> {
     const cloud = new FakeCloud();
     cloud.latencyMs.set('ensureLoadBalancer', 300);
-    const cirrus = await startCirrus(admin, cloud, 'silent');
+    const cirrus = await startCirrus(cluster.admin, cloud, 'silent');
     t.after(() => cirrus.stop());
     return cloud;
   }
@@ -50,7 +40,7 @@ describe('one reconcile per object at a time', { skip: controlPlaneSkip }, () =>
     await waitFor(
       'every Service to have its address',
       async () => {
-        const { items } = await core.listNamespacedService({ namespace: 'default' });
+        const { items } = await cluster.core.listNamespacedService({ namespace: 'default' });
         const done = items.filter(
           (s) => names.includes(s.metadata?.name ?? '') && s.status?.loadBalancer?.ingress?.length,
         );
@@ -75,13 +65,13 @@ describe('one reconcile per object at a time', { skip: controlPlaneSkip }, () =>
     const cloud = await cirrusWith(t);
     const [service, node] = [uniqueName('web'), uniqueName('node')];
     await Promise.all([
-      createNode(core, newNode(node)),
-      core.createNamespacedService({ namespace: 'default', body: loadBalancer(service) }),
+      createNode(cluster.core, newNode(node)),
+      cluster.core.createNamespacedService({ namespace: 'default', body: loadBalancer(service) }),
     ]);
     await settled(cloud, [service]);
     assert.equal(ensures(cloud, service), 1, cloud.methods().join(', '));
     // Each Event is counted: a repeat of one would raise its count rather than add an Event.
-    const { items } = await core.listNamespacedEvent({
+    const { items } = await cluster.core.listNamespacedEvent({
       namespace: 'default',
       fieldSelector: `involvedObject.name=${service}`,
     });
@@ -97,8 +87,10 @@ describe('one reconcile per object at a time', { skip: controlPlaneSkip }, () =>
     const services = Array.from({ length: 50 }, () => uniqueName('burst'));
     const nodes = Array.from({ length: 20 }, () => uniqueName('burst-node'));
     await Promise.all([
-      ...nodes.map((name) => createNode(core, newNode(name))),
-      ...services.map((name) => core.createNamespacedService({ namespace: 'default', body: loadBalancer(name) })),
+      ...nodes.map((name) => createNode(cluster.core, newNode(name))),
+      ...services.map((name) =>
+        cluster.core.createNamespacedService({ namespace: 'default', body: loadBalancer(name) }),
+      ),
     ]);
     await settled(cloud, services);
     const counts = services.map((name) => ensures(cloud, name));
