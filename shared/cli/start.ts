@@ -12,6 +12,7 @@ import { initCloudProvider } from '../cloud/registry.ts';
 import type { CloudProvider } from '../cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { FunctionDefinition } from '../host/function.ts';
+import { apiStatus } from '../kube/api.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
 import type { Io } from './io.ts';
@@ -111,7 +112,7 @@ async function clusterFor(config: Config<StartOptions>, io: Io, stoppers: Stoppe
     .makeApiClient(CoreV1Api)
     .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
     .catch((error: unknown) => {
-      if ((error as { code?: number }).code !== 409) throw error;
+      if (apiStatus(error) !== 409) throw error;
     });
   return kubeConfig;
 }
