@@ -29,6 +29,7 @@ import {
   startSecretsExtension,
   type SecretsExtension,
 } from '../helpers/lambda.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 import { knativeServiceSchema } from './knative.ts';
 import { build, knativeRoot } from './kustomize.ts';
 
@@ -187,6 +188,16 @@ describe('serverless.yml, packaged by osls', () => {
       assert.equal(file, 'bin/lambda', name);
       assert.equal(entry[exported ?? '']?.functionName, name, `${lambda.Handler} serves ${name}`);
     }
+    // Every function of the catalogue is deployed, and served by an export of bin/lambda.js.
+    assert.deepEqual([...lambdas.keys()].sort(), catalogue.map((e) => e.name).sort(), 'one Lambda per catalogue entry');
+    const exported = Object.values(entry).flatMap((handler) =>
+      handler?.functionName === undefined ? [] : [handler.functionName],
+    );
+    assert.deepEqual(
+      exported.sort(),
+      catalogue.map((e) => e.name).sort(),
+      'one bin/lambda.js export per catalogue entry',
+    );
   });
 
   it("serves each function at a public function URL (the relay's signature authenticates), and no API Gateway", () => {
