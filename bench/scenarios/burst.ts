@@ -9,16 +9,14 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import type { Bench } from '../context.ts';
 import { sleep } from '../kube.ts';
 import type { Figure, ScenarioResult } from '../report.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/shedding.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 import { freePort } from '../../shared/control-plane/processes.ts';
-import { healthy } from './coldstart.ts';
+import { healthy, serveArgs } from './coldstart.ts';
 
-const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
 const fn = catalogue.find((entry) => entry.target.kind === 'Node' && entry.target.wholeCluster !== true)?.name ?? '';
 const requests = 500;
 const large = 100;
@@ -84,27 +82,8 @@ function burstFigures(result: Burst): Figure[] {
 
 async function burstOnce(kubeconfig: string, limit: number): Promise<Burst> {
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      cli,
-      'serve',
-      fn,
-      '--cloud-provider',
-      'fake',
-      '--kubeconfig',
-      kubeconfig,
-      '--port',
-      String(port),
-      '--bind-address',
-      '127.0.0.1',
-      '--log-level',
-      'error',
-      '--max-concurrent-requests',
-      String(limit),
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+  const args = [...serveArgs(fn, { kubeconfig, port, logLevel: 'error' }), '--max-concurrent-requests', String(limit)];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) =>
     child.once('exit', () => {
       resolve();

@@ -104,23 +104,8 @@ async function lambdaColdStart(handler: string, kubeconfig: string): Promise<{ s
 
 async function coldStart(fn: string, kubeconfig: string): Promise<{ startMs: number; rssMb: number }> {
   const port = await freePort();
-  const args = [
-    cli,
-    'serve',
-    fn,
-    '--cloud-provider',
-    'fake',
-    '--kubeconfig',
-    kubeconfig,
-    '--port',
-    String(port),
-    '--bind-address',
-    '127.0.0.1',
-    '--log-level',
-    'warn',
-  ];
-  // Only routes reads it; the others take it and ignore it.
-  args.push('--cluster-cidr', clusterCidr);
+  // Only routes reads the cluster CIDR; the others take it and ignore it.
+  const args = [...serveArgs(fn, { kubeconfig, port, logLevel: 'warn' }), '--cluster-cidr', clusterCidr];
   const start = performance.now();
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) =>
@@ -144,6 +129,17 @@ async function coldStart(fn: string, kubeconfig: string): Promise<{ startMs: num
     child.kill('SIGTERM');
     await exited;
   }
+}
+
+/** The command line of `cirrus serve <fn>` on 127.0.0.1:`port` with the fake provider, as the bench runs it. */
+export function serveArgs(fn: string, options: { kubeconfig: string; port: number; logLevel: string }): string[] {
+  const { kubeconfig, port, logLevel } = options;
+  return [cli, 'serve', fn, '--cloud-provider', 'fake', '--kubeconfig', kubeconfig, '--port', String(port)].concat([
+    '--bind-address',
+    '127.0.0.1',
+    '--log-level',
+    logLevel,
+  ]);
 }
 
 /** Whether a server on 127.0.0.1:`port` answers /healthz with 200. */
