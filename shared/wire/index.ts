@@ -26,7 +26,7 @@ export { InvalidRequestError, parseErrorBody, type ErrorBody } from './replies.t
 export {
   defaultToleranceSeconds,
   signatureHeader,
-  signedHeaders,
+  signedHeaderPrefix,
   signRequest,
   unixNow,
   verifyRequest,

@@ -2,30 +2,35 @@
 // a shared secret over a timestamp, what the request asks for (method, path, query), the event's
 // attributes and the body, in one header:
 //
-//   X-Cirrus-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256>
+//   X-Cirrus-Signature: t=<unix seconds>,v3=<hex HMAC-SHA256>
 //
-// The signed string (scheme v2; ADR 0007 has the same text) is, each part followed by a newline
+// The signed string (scheme v3; ADR 0007 has the same text) is, each part followed by a newline
 // except the body:
 //
-//   v2
+//   v3
 //   <t>                         the timestamp of the header, decimal
 //   <METHOD>                    upper case: POST
 //   <path>                      the request target up to its first `?`, exactly as sent (still
 //                               percent-encoded, never normalized): /node-init/reconcile
 //   <canonical query>           see canonicalQuery(); empty without a query
-//   <value of each of signedHeaders, in that order; empty when absent, repeated ones joined by ",">
+//   <content-type>              the header's value; empty when absent
+//   <name>:<value>              one line for each `ce-` header present, by name in ascending
+//                               order (names lower case; repeated ones joined by ",")
+//   <empty line>                the end of the headers
 //   <body>                      the raw bytes
 //
 // Why each part: the CloudEvent attributes travel in headers in binary mode, so signing the body
 // alone would let anyone holding one signed request (say, a `reconcile.all` with an empty body)
-// send any event for five minutes. The method, path and query say what the request does
+// send any event for five minutes. Every `ce-` header is signed, the contract's extensions
+// included (`cirrustarget`, `cirrusnodeset`), so that no attribute a function reads is unsigned. The method, path and query say what the request does
 // (`?dryRun=true` is a different request from `?dryRun=false`, `/routes` from `/node-init` under
 // `cirrus start`), so they are signed too: the signer signs the path it requests, and the
 // function verifies the path it received. A gateway that rewrites paths between them (an API
 // Gateway stage prefix) must be configured not to, or the signer given the rewritten path.
 //
-// Scheme v1 (until 2026-11-25) signed neither method, path nor query; a v1-only header is refused
-// with a message saying so, rather than failing as a signature that does not match.
+// Earlier schemes are refused with a message saying so, rather than failing as a signature that
+// does not match: v1 (until 2026-11-25) signed neither method, path nor query; v2 (2026-11-25,
+// one day) signed a fixed list of headers and so not the extensions cirrus added later.
 //
 // What this protects: a function that verifies answers only to senders holding the secret, and a
 // captured request is worthless after the tolerance (5 minutes either way, for clock skew). Within
@@ -43,22 +48,10 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 export const signatureHeader = 'x-cirrus-signature';
 
 /** The version of the signed string this module writes and accepts. */
-export const signatureScheme = 'v2';
+export const signatureScheme = 'v3';
 
-/** Headers covered by the signature, in signing order. */
-export const signedHeaders: readonly string[] = [
-  'content-type',
-  'ce-specversion',
-  'ce-id',
-  'ce-source',
-  'ce-type',
-  'ce-subject',
-  'ce-time',
-  'ce-kind',
-  'ce-apiversion',
-  'ce-name',
-  'ce-namespace',
-];
+/** The headers a signature covers: `content-type`, and every header whose name starts with this. */
+export const signedHeaderPrefix = 'ce-';
 
 /** How far a signature's timestamp may be from the verifier's clock, either way: 5 minutes. */
 export const defaultToleranceSeconds = 300;
@@ -120,7 +113,7 @@ export function signRequest(secret: string, request: SignedRequest, timestamp: n
 
 /**
  * The part of verification that needs no body: the {@link signatureHeader} in `headers` is
- * present, well formed, of scheme v2, and its timestamp within the tolerance of now. For a
+ * present, well formed, of scheme v3, and its timestamp within the tolerance of now. For a
  * server's first look at a request, so that a stranger is refused before its body is read;
  * {@link verifyRequest} does this and checks the HMAC.
  */
@@ -131,7 +124,7 @@ export function checkSignatureHeader(headers: SignedRequest['headers'], options:
 
 /**
  * Checks the {@link signatureHeader} of `request` against the secret(s) in `options`: it must pass
- * {@link checkSignatureHeader}, and one of its `v2` signatures must be the HMAC of the request with
+ * {@link checkSignatureHeader}, and one of its `v3` signatures must be the HMAC of the request with
  * one of the secrets (compared in constant time).
  */
 export function verifyRequest(request: SignedRequest, options: AuthOptions): Verification {
@@ -214,9 +207,24 @@ function digest(secret: string, timestamp: number, request: SignedRequest): Buff
   const hmac = createHmac('sha256', secret);
   hmac.update(`${signatureScheme}\n${timestamp}\n${request.method.toUpperCase()}\n${path}\n`);
   hmac.update(`${canonicalQuery(request.url)}\n`);
-  for (const name of signedHeaders) hmac.update(`${headerValue(request.headers[name])}\n`);
+  for (const line of headerLines(request.headers)) hmac.update(`${line}\n`);
+  hmac.update('\n');
   hmac.update(request.body);
   return hmac.digest();
+}
+
+// The content type's value, then `name:value` for each `ce-` header, sorted. Names are compared
+// lower case, as HTTP has them case-insensitive and Node hands them to a server lower case.
+function headerLines(headers: SignedRequest['headers']): string[] {
+  let contentType = '';
+  const events: string[] = [];
+  for (const [raw, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const name = raw.toLowerCase();
+    if (name === 'content-type') contentType = headerValue(value);
+    else if (name.startsWith(signedHeaderPrefix)) events.push(`${name}:${headerValue(value)}`);
+  }
+  return [contentType, ...events.sort()];
 }
 
 function headerValue(value: string | readonly string[] | undefined): string {
@@ -237,12 +245,12 @@ function readHeader(
   const header = headerValue(headers[signatureHeader]);
   if (header === '') return { reason: `missing ${signatureHeader} header` };
   const parsed = parseSignature(header);
-  if (parsed === 'v1')
+  if (parsed === 'v1' || parsed === 'v2')
     return {
-      reason: `${signatureHeader} is signature scheme v1, which is no longer accepted: sign with v2, which also covers the method, path and query (ADR 0007)`,
+      reason: `${signatureHeader} is signature scheme ${parsed}, which is no longer accepted: sign with v3, which covers the method, path, query and every ce- header (ADR 0007)`,
     };
   if (parsed === undefined)
-    return { reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v2=<hex>` };
+    return { reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v3=<hex>` };
   const tolerance = options.toleranceSeconds ?? defaultToleranceSeconds;
   const now = (options.now ?? unixNow)();
   if (Math.abs(now - parsed.timestamp) > tolerance)
@@ -250,9 +258,9 @@ function readHeader(
   return parsed;
 }
 
-// `t=<digits>` once and one or more `v2=<64 hex>`; other schemes (a future v3) are skipped, and a
-// header with only well-formed v1 signatures is recognized as the old scheme.
-function parseSignature(header: string): ParsedSignature | 'v1' | undefined {
+// `t=<digits>` once and one or more `v3=<64 hex>`; other schemes (a future v4) are skipped, and a
+// header with only well-formed signatures of an old scheme is recognized as that scheme.
+function parseSignature(header: string): ParsedSignature | 'v1' | 'v2' | undefined {
   const fields = header.split(',').map((part) => {
     const [name = '', value = ''] = part.trim().split('=', 2);
     return { name, value, hex: /^[0-9a-f]{64}$/i.test(value) };
@@ -263,5 +271,5 @@ function parseSignature(header: string): ParsedSignature | 'v1' | undefined {
     .filter((field) => field.name === signatureScheme && field.hex)
     .map((field) => Buffer.from(field.value, 'hex'));
   if (signatures.length > 0) return { timestamp: Number(time.value), signatures };
-  return fields.some((field) => field.name === 'v1' && field.hex) ? 'v1' : undefined;
+  return (['v2', 'v1'] as const).find((old) => fields.some((field) => field.name === old && field.hex));
 }

@@ -54,9 +54,9 @@ function signed(request: SignedRequest, options: { secret?: string; at?: number 
 const refused = { ok: false, reason: 'signature does not match' };
 
 describe('request signatures', () => {
-  it('verify with the secret they were made with, as scheme v2', () => {
+  it('verify with the secret they were made with, as scheme v3', () => {
     const request = signed(event);
-    assert.match(String(request.headers[signatureHeader]), /^t=1800000000,v2=[0-9a-f]{64}$/);
+    assert.match(String(request.headers[signatureHeader]), /^t=1800000000,v3=[0-9a-f]{64}$/);
     assert.deepEqual(verifyRequest(request, { secret, now: clock }), { ok: true });
   });
 
@@ -81,6 +81,30 @@ describe('request signatures', () => {
       ),
       refused,
     );
+  });
+
+  it("cover every ce- header, the contract's extensions included, whatever the case of its name", () => {
+    const request = signed({ ...event, headers: { ...event.headers, 'ce-cirrusnodeset': 'abc' } });
+    for (const [name, value] of [
+      ['ce-cirrusnodeset', 'abd'],
+      ['ce-cirrustarget', 'routes'],
+      ['ce-anything', ''],
+      ['content-type', 'application/cloudevents+json'],
+    ] as const) {
+      assert.deepEqual(
+        verifyRequest({ ...request, headers: { ...request.headers, [name]: value } }, { secret, now: clock }),
+        refused,
+        name,
+      );
+    }
+    const { 'ce-cirrusnodeset': removed, ...without } = request.headers;
+    assert.equal(removed, 'abc');
+    assert.deepEqual(verifyRequest({ ...request, headers: without }, { secret, now: clock }), refused);
+    // Header names are case-insensitive: a signer's `Ce-Id` is a server's `ce-id`.
+    const mixed = { ...event, headers: { 'Content-Type': 'application/json', 'Ce-Id': 'e1', 'x-other': '1' } };
+    const lower = { ...event, headers: { 'content-type': 'application/json', 'ce-id': 'e1', 'x-else': '2' } };
+    assert.deepEqual(verifyRequest(signed(lower), { secret, now: clock }), { ok: true });
+    assert.equal(signRequest(secret, mixed, now), signRequest(secret, lower, now));
   });
 
   it('cover the method, the path and the query', () => {
@@ -130,31 +154,33 @@ describe('request signatures', () => {
       ok: false,
       reason: `missing ${signatureHeader} header`,
     });
-    for (const value of ['v2=abc', 't=1800000000', 't=soon,v2=00', `t=${now},v2=${'0'.repeat(63)}`]) {
+    for (const value of ['v3=abc', 't=1800000000', 't=soon,v3=00', `t=${now},v3=${'0'.repeat(63)}`]) {
       assert.deepEqual(
         verifyRequest({ ...event, headers: { ...event.headers, [signatureHeader]: value } }, { secret, now: clock }),
         {
           ok: false,
-          reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v2=<hex>`,
+          reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v3=<hex>`,
         },
         value,
       );
     }
   });
 
-  it('of the old scheme v1 are refused, saying so, rather than failing to match', () => {
-    const v1 = signRequest(secret, event, now).replace(',v2=', ',v1=');
-    const expected = {
-      ok: false,
-      reason: `${signatureHeader} is signature scheme v1, which is no longer accepted: sign with v2, which also covers the method, path and query (ADR 0007)`,
-    };
-    const request = { ...event, headers: { ...event.headers, [signatureHeader]: v1 } };
-    assert.deepEqual(verifyRequest(request, { secret, now: clock }), expected);
-    assert.deepEqual(checkSignatureHeader(request.headers, { secret, now: clock }), expected);
-  });
+  for (const old of ['v1', 'v2']) {
+    it(`of the old scheme ${old} are refused, saying so, rather than failing to match`, () => {
+      const signature = signRequest(secret, event, now).replace(',v3=', `,${old}=`);
+      const expected = {
+        ok: false,
+        reason: `${signatureHeader} is signature scheme ${old}, which is no longer accepted: sign with v3, which covers the method, path, query and every ce- header (ADR 0007)`,
+      };
+      const request = { ...event, headers: { ...event.headers, [signatureHeader]: signature } };
+      assert.deepEqual(verifyRequest(request, { secret, now: clock }), expected);
+      assert.deepEqual(checkSignatureHeader(request.headers, { secret, now: clock }), expected);
+    });
+  }
 
   it('are checked without the body for form and freshness only', () => {
-    const forged = { [signatureHeader]: `t=${now},v2=${'0'.repeat(64)}` };
+    const forged = { [signatureHeader]: `t=${now},v3=${'0'.repeat(64)}` };
     assert.deepEqual(checkSignatureHeader(forged, { secret, now: clock }), { ok: true });
     assert.deepEqual(checkSignatureHeader({}, { secret, now: clock }), {
       ok: false,
@@ -167,7 +193,7 @@ describe('request signatures', () => {
     assert.deepEqual(verifyRequest(signed(event, { secret: 'old' }), { secret: ['new', 'old'], now: clock }), {
       ok: true,
     });
-    const both = `${signRequest('old', event, now)},v2=${signRequest('new', event, now).split('v2=')[1] ?? ''}`;
+    const both = `${signRequest('old', event, now)},v3=${signRequest('new', event, now).split('v3=')[1] ?? ''}`;
     assert.deepEqual(
       verifyRequest(
         { ...event, headers: { ...event.headers, [signatureHeader]: both } },
@@ -355,7 +381,7 @@ describe('the function host with signatures required', () => {
     it('answers 401 to a stale or old-scheme signature before the body is sent', async (t) => {
       const port = await listening(t);
       const stale = signRequest(secret, event, Math.floor(Date.now() / 1000) - 3600);
-      for (const signature of [stale, signRequest(secret, event).replace(',v2=', ',v1=')]) {
+      for (const signature of [stale, signRequest(secret, event).replace(',v3=', ',v1=')]) {
         const reply = await answerWithoutBody(port, {
           path: '/',
           headers: { ...eventHeaders, [signatureHeader]: signature },
