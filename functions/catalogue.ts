@@ -10,7 +10,7 @@ import type { CloudProvider } from '../shared/cloud/provider.ts';
 import { nodeInitFeed } from './node-init/feed.ts';
 import { nodeLifecycleFeed } from './node-lifecycle/feed.ts';
 import { routesFeed } from './routes/feed.ts';
-import { serviceLbFeed } from './service-lb/feed.ts';
+import { serviceLbFeed, serviceLbNodeSet } from './service-lb/feed.ts';
 
 const noInstances = (cloud: CloudProvider): string | undefined =>
   cloud.instancesV2() || cloud.instances() ? undefined : `provider ${cloud.providerName()} has no instances`;
@@ -57,6 +57,7 @@ const serviceLb: FunctionEntry = {
   feed: serviceLbFeed,
   // A node-set change: one event per load-balanced Service, never a pass over all of them.
   fanOut: 'Service',
+  nodeSetDigest: serviceLbNodeSet,
   // The service controller has no periodic pass over all Services (its resyncs are filtered out).
   period: { option: 'serviceSyncPeriod', defaultMs: 0 },
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),

@@ -73,6 +73,13 @@ export interface FunctionEntry {
    * instances. Without it, one coalesced `reconcile.all`.
    */
   readonly fanOut?: string;
+  /**
+   * A digest of the Nodes that matter to it (service-lb: the load balancers' node set). The relay
+   * computes it over its watch of Nodes, once per change of the Nodes, and sends it with every
+   * event for the function (extension `cirrusnodeset`), so that the function can tell whether a
+   * node list it already holds is current without listing the Nodes again.
+   */
+  readonly nodeSetDigest?: (nodes: Iterable<KubeObject>) => string;
   /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
   readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
   /** Why it cannot run with this provider and configuration (as the Go CCM skips a controller); undefined when it can. */

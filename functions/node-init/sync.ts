@@ -35,12 +35,21 @@ export interface SyncOptions {
   readonly dryRun: boolean;
   readonly log: Logger;
   readonly signal?: AbortSignal;
+  /** An event's object (a claim, see ReconcileOptions): when it shows nothing to do, the node is not read. */
+  readonly claimed?: unknown;
 }
 
 const component = 'cloud-node-controller';
 
-/** Reconciles the node called `name`: initialize it, or reconcile its labels. */
+/**
+ * Reconciles the node called `name`: initialize it, or reconcile its labels. An event whose object
+ * is initialized with consistent labels (an ApiServerSource sends every Node change) costs no
+ * request; anything else is decided on the node as the API server has it.
+ */
 export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {
+  const claimed = options.claimed as V1Node | undefined;
+  if (claimed !== undefined && !isUninitialized(claimed) && Object.keys(labelReconcile(claimed)).length === 0)
+    return { key: `Node/${name}`, result: 'unchanged', changes: [] };
   return deps.serializer.run(`Node/${name}`, () => readAndSync(deps, name, options));
 }
 

@@ -29,18 +29,43 @@ export interface MonitorOptions {
   readonly dryRun: boolean;
   readonly log: Logger;
   readonly signal?: AbortSignal;
+  /** An event's object (a claim, see ReconcileOptions): when it shows nothing to write, the node is not read. */
+  readonly claimed?: unknown;
 }
 
 const component = 'cloud-node-lifecycle-controller';
 const shutdownTaint: V1Taint = { key: taintShutdown, effect: 'NoSchedule' };
 
-/** Reconciles the node called `name`. */
+/**
+ * Reconciles the node called `name`. An event's object is enough to decide that nothing is to be
+ * written — Ready without the shutdown taint; not Ready, and its instance exists and is not shut
+ * down (or already tainted) — as the Go controller decides from its informer's copy; a delete or
+ * a taint change is decided again on the node as the API server has it.
+ */
 export async function monitorNode(
   deps: NodeLifecycleDeps,
   name: string,
   options: MonitorOptions,
 ): Promise<ObjectReport> {
-  return deps.serializer.run(`Node/${name}`, () => readAndMonitor(deps, name, options));
+  return deps.serializer.run(`Node/${name}`, async () => {
+    const claimed = options.claimed as V1Node | undefined;
+    const quiet = claimed === undefined ? undefined : await nothingToWrite(deps, claimed, options);
+    return quiet ?? readAndMonitor(deps, name, options);
+  });
+}
+
+// The report for a node that needs no write, judged from `node` (the cloud asked as for any
+// node); undefined when a write may be needed.
+async function nothingToWrite(
+  deps: NodeLifecycleDeps,
+  node: V1Node,
+  options: MonitorOptions,
+): Promise<ObjectReport | undefined> {
+  const key = `Node/${node.metadata?.name ?? ''}`;
+  if (readyStatus(node) === 'True') return hasShutdownTaint(node) ? undefined : { key, result: 'ready', changes: [] };
+  if (!(await instanceExists(deps.cloud, node, options.signal))) return undefined;
+  if (!(await instanceShutdown(deps.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
+  return hasShutdownTaint(node) ? { key, result: 'shutdown', changes: [] } : undefined;
 }
 
 async function readAndMonitor(deps: NodeLifecycleDeps, name: string, options: MonitorOptions): Promise<ObjectReport> {

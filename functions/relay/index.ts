@@ -14,6 +14,7 @@ import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../../shared/clock.ts';
+import { extensionNames } from '../../shared/wire/index.ts';
 import type { Readiness } from '../../shared/host/probes.ts';
 import { checkBackoff, type BackoffPolicy } from './backoff.ts';
 import { deliver, eventRequest, type DeliveryContext } from './delivery.ts';
@@ -256,6 +257,9 @@ class Delivering {
   readonly #loops: Promise<void>[];
   readonly #timers: NodeJS.Timeout[] = [];
   readonly #destinations: ReadonlyMap<string, Destination>;
+  // Each function's node-set digest over the Node watch, computed when first needed after a change
+  // of the Nodes (once per change, not once per event: a fan-out sends one event per Service).
+  readonly #nodeSets = new Map<string, string>();
 
   constructor(settings: Settings, onReady: () => void) {
     this.#settings = settings;
@@ -310,6 +314,7 @@ class Delivering {
   };
 
   #onChange(change: ResourceChange): void {
+    if (change.resource.kind === 'Node') this.#nodeSets.clear();
     for (const routed of route(this.#settings.table, change, this.#known)) {
       const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, {
         observedAt: change.observedAt,
@@ -343,10 +348,33 @@ class Delivering {
     const destination = this.#destinations.get(destinationName);
     if (destination === undefined)
       return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
-    return deliver(destination.url, eventRequest(outgoing, this.#settings.request), {
+    const nodeSet = this.#nodeSet(destination.feed);
+    const request =
+      nodeSet === undefined
+        ? this.#settings.request
+        : {
+            ...this.#settings.request,
+            ceOverrides: { ...this.#settings.request.ceOverrides, [extensionNames.nodeSet]: nodeSet },
+          };
+    return deliver(destination.url, eventRequest(outgoing, request), {
       timeoutMs: this.#settings.queue.timeoutMs,
       signal,
     });
+  }
+
+  // The digest of the Nodes for the function `feed` names, as the watch of Nodes has them at the
+  // moment of sending; undefined when the function wants none, or the watch has not listed them
+  // all yet (a digest of a partial list would be wrong, and the function then lists the nodes).
+  #nodeSet(feed: string): string | undefined {
+    const digest = this.#settings.table.functions.get(feed)?.nodeSetDigest;
+    const watch = this.#watches.find((w) => w.type.kind === 'Node');
+    if (digest === undefined || watch === undefined || !watch.established) return undefined;
+    let value = this.#nodeSets.get(feed);
+    if (value === undefined) {
+      value = digest(Array.from(watch.objects(), ([, node]) => node));
+      this.#nodeSets.set(feed, value);
+    }
+    return value;
   }
 }
 

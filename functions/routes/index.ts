@@ -1,7 +1,7 @@
 // The routes function: the route controller as an HTTP function. Routes are cluster-wide, so a
 // Node event, a manual reconcile of one node and the periodic trigger (upstream every 10 s) all
 // run the same whole-cluster pass; requests that arrive while one runs share the next pass
-// (./coalesce.ts) instead of piling up.
+// (shared/coalesce.ts) instead of piling up, and passes are at least a second apart.
 
 import type { CoreV1Api } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
@@ -15,7 +15,7 @@ import type {
   Report,
 } from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
-import { Coalescer } from './coalesce.ts';
+import { Coalescer } from '../../shared/coalesce.ts';
 import { parseClusterCidrs } from './plan.ts';
 import { reconcileRoutes, type RoutesDeps, type SyncOptions } from './sync.ts';
 
@@ -34,6 +34,8 @@ export interface RoutesOptions {
   readonly configureCloudRoutes?: boolean;
   /** Provider route calls in flight at once, and node status writes at once (default 10). */
   readonly concurrency?: number;
+  /** A pass starts no sooner than this after the previous one started (default {@link defaultMinPassIntervalMs}). */
+  readonly minPassIntervalMs?: number;
 }
 
 // The start-up checks of upstream's startRouteController, in its order, plus our own option.
@@ -59,6 +61,13 @@ function startup(options: RoutesOptions): Pick<RoutesDeps, 'routes' | 'clusterCi
 export const defaultRouteConcurrency = 10;
 
 /**
+ * The default spacing of passes: a burst of node changes (500 nodes joining) costs one pass, one
+ * LIST of the nodes and one of the routes, per second instead of one per node. Upstream's
+ * periodic reconcile runs every 10 s, and its watch-based one (alpha) at most once per 10 s.
+ */
+export const defaultMinPassIntervalMs = 1_000;
+
+/**
  * The routes function. Every request reconciles the whole cluster (the key of a Node event or a
  * manual reconcile is only checked to be a valid node name) and answers 2xx with a report of every
  * node and every deleted route; failed creations, deletions and condition writes are reported on
@@ -67,7 +76,7 @@ export const defaultRouteConcurrency = 10;
  *
  * Concurrent requests coalesce within the process: a request joins the pass queued behind the
  * running one (at most one runs and one waits), so its report reflects state at least as new as
- * its arrival. Dry runs coalesce among themselves only. Replicas do not coalesce with each other
+ * its arrival; a pass starts no sooner than `minPassIntervalMs` after the one before it. Dry runs coalesce among themselves only. Replicas do not coalesce with each other
  * (harmless, but duplicate cloud calls): deploy routes as a single instance.
  *
  * Throws at start-up, saying which, when routes are disabled (`configureCloudRoutes: false`), the
@@ -82,7 +91,8 @@ export function routesFunction(options: RoutesOptions): FunctionDefinition {
   const pass = async (run: SyncOptions, signal: AbortSignal): Promise<ObjectReport[]> =>
     reconcileRoutes(deps, { ...run, signal });
   // Separate queues: a dry run must not answer with a real pass's report, nor a real request with a dry one's.
-  const passes = { real: new Coalescer(pass), dry: new Coalescer(pass) };
+  const spacing = { minIntervalMs: options.minPassIntervalMs ?? defaultMinPassIntervalMs };
+  const passes = { real: new Coalescer(pass, spacing), dry: new Coalescer(pass, spacing) };
   const reconcile = async (run: ReconcileOptions): Promise<Report> => {
     const objects = await (run.dryRun ? passes.dry : passes.real).join(
       { dryRun: run.dryRun, log: run.log },

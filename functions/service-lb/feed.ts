@@ -7,7 +7,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import type { Feed, WatchChange } from '../../shared/catalogue.ts';
 import type { KubeObject } from '../../shared/kube/object.ts';
-import { finalizer, inLoadBalancers, syncedAnnotation } from './predicates.ts';
+import { nodeListDigest, finalizer, inLoadBalancers, syncedAnnotation } from './predicates.ts';
 
 // The predicates are typed for client-node's V1Node; they read only labels, taints and
 // deletionTimestamp (for presence), which the raw JSON has in the same shape.
@@ -52,3 +52,8 @@ export const serviceLbFeed: Feed = (change) => {
   if (change.resource.kind === 'Node') return nodeSetMayChange(change) ? 'all' : undefined;
   return involvesLoadBalancer(change.object) || involvesLoadBalancer(change.previous) ? 'object' : undefined;
 };
+
+/** The digest of the load balancers' nodes over the relay's Nodes (the `cirrusnodeset` extension). */
+export function serviceLbNodeSet(nodes: Iterable<KubeObject>): string {
+  return nodeListDigest(Array.from(nodes, asNode));
+}

@@ -10,6 +10,7 @@ import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '..
 import { invalidLabelName } from '../../shared/kube/names.ts';
 import { syncAllServices, syncService, type ServiceLbDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
+import { NodeLister } from './nodes.ts';
 
 /** What service-lb needs. */
 export interface ServiceLbOptions {
@@ -32,6 +33,7 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     clusterName: options.clusterName,
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
+    nodes: new NodeLister(options.core),
   };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'service-lb', dryRun, objects });
   return {

@@ -89,6 +89,21 @@ export function nodesFingerprint(nodes: readonly V1Node[]): string {
   );
 }
 
+/**
+ * Which versions of the nodes a load balancer should have, out of all of `nodes`: their names and
+ * resourceVersions. Equal digests mean the same eligible nodes, unchanged in any field. The relay
+ * sends it with every service-lb event (computed over its watch of Nodes); the function keeps the
+ * node list it last read under its digest, and reads the nodes again only when the two differ.
+ */
+export function nodeListDigest(nodes: Iterable<V1Node>): string {
+  return fingerprint(
+    Array.from(nodes)
+      .filter(inLoadBalancers)
+      .map((n) => [n.metadata?.name ?? '', n.metadata?.resourceVersion ?? ''])
+      .sort(([a = ''], [b = '']) => (a < b ? -1 : a > b ? 1 : 0)),
+  );
+}
+
 /** What the last successful sync saw. */
 export interface SyncRecord {
   readonly spec: string;

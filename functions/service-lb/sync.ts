@@ -2,7 +2,8 @@
 // one Service per call and without memory: what the Go controller caches (the last synced Service
 // and node set) is a fingerprint recorded on the Service itself (annotation `syncedAnnotation`),
 // written with the status after each successful sync. A Service whose spec and node set match its
-// record costs one GET and one node LIST, and no cloud call.
+// record costs one GET, and no cloud call: the node list comes from the instance's last one when
+// the event says it is current (./nodes.ts), so a reconcile of one Service lists nothing.
 
 import type { CoreV1Api, V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -13,10 +14,10 @@ import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
+import type { NodeLister } from './nodes.ts';
 import {
   finalizer,
   hasFinalizer,
-  inLoadBalancers,
   loadBalancerStatusEqual,
   needsCleanup,
   nodeNamesForMessage,
@@ -36,6 +37,8 @@ export interface ServiceLbDeps {
   readonly concurrency: number;
   /** One reconcile per Service at a time, whatever asked for it: two ensures at once could make two load balancers. */
   readonly serializer: KeyedSerializer;
+  /** The eligible nodes, listed only when the instance's last list is not known to be current. */
+  readonly nodes: NodeLister;
 }
 
 /** How one reconcile runs. */
@@ -45,6 +48,10 @@ export interface ServiceSyncOptions {
   readonly signal?: AbortSignal;
   /** A delete event's last known object. */
   readonly lastKnown?: unknown;
+  /** The event's digest of the current node list (`cirrusnodeset`), when it has one. */
+  readonly nodeSet?: string;
+  /** An add or update event's object (a claim, see ReconcileOptions). */
+  readonly claimed?: unknown;
 }
 
 const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
@@ -58,13 +65,20 @@ interface Run {
   readonly changes: Change[];
 }
 
-/** Reconciles the Service `namespace/name`. */
+/**
+ * Reconciles the Service `namespace/name`. An event whose object has no load balancer to ensure
+ * or clean up (an ApiServerSource sends every Service change) costs no request; anything else is
+ * decided on the Service as the API server has it.
+ */
 export async function syncService(
   deps: ServiceLbDeps,
   namespace: string,
   name: string,
   options: ServiceSyncOptions,
 ): Promise<ObjectReport> {
+  const claimed = options.claimed as V1Service | undefined;
+  if (claimed !== undefined && !wantsLoadBalancer(claimed) && !needsCleanup(claimed))
+    return { key: `Service/${namespace}/${name}`, result: 'ignored', changes: [] };
   return deps.serializer.run(`Service/${namespace}/${name}`, () => readAndSync(deps, namespace, name, options));
 }
 
@@ -77,8 +91,9 @@ async function readAndSync(
   const key = `Service/${namespace}/${name}`;
   const service = await readService(deps.core, namespace, name);
   if (service === undefined) return vanished(deps, key, options);
-  // The node set is listed only when the load balancer is ensured, not for a cleanup.
-  const sync = (): Promise<ObjectReport> => syncFetched(deps, service, () => stableNodes(deps.core), options);
+  // The node set is needed only when the load balancer is ensured, not for a cleanup.
+  const nodes = (): Promise<readonly V1Node[]> => deps.nodes.nodes(options.nodeSet, options.signal);
+  const sync = (): Promise<ObjectReport> => syncFetched(deps, service, nodes, options);
   // A delete event is a claim. The API server says a Service of that name is there: if it is the
   // one the event names, the level-triggered reconcile does what it needs and nothing the event
   // asked for; if it has another uid, the event's incarnation is gone and is cleaned up first.
@@ -102,7 +117,10 @@ async function readAndSync(
  * changed since their last sync cost a cloud call. Failures are reported per Service.
  */
 export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncOptions): Promise<ObjectReport[]> {
-  const [{ items }, nodes] = await Promise.all([deps.core.listServiceForAllNamespaces(), stableNodes(deps.core)]);
+  const [{ items }, nodes] = await Promise.all([
+    deps.core.listServiceForAllNamespaces(),
+    deps.nodes.nodes(undefined, options.signal),
+  ]);
   const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
   return mapLimit(relevant, deps.concurrency, async (service) => {
     try {
@@ -133,14 +151,10 @@ async function readService(core: CoreV1Api, namespace: string, name: string): Pr
   }
 }
 
-async function stableNodes(core: CoreV1Api): Promise<V1Node[]> {
-  return (await core.listNode()).items.filter(inLoadBalancers);
-}
-
 async function syncFetched(
   deps: ServiceLbDeps,
   service: V1Service,
-  nodes: () => Promise<V1Node[]>,
+  nodes: () => Promise<readonly V1Node[]>,
   options: ServiceSyncOptions,
 ): Promise<ObjectReport> {
   const run: Run = { deps, options, service, key: serviceKey(service), changes: [] };
@@ -184,7 +198,7 @@ async function deleteBranch(run: Run): Promise<string> {
   return exists ? 'deleted' : 'cleaned-up';
 }
 
-async function ensureBranch(run: Run, nodes: V1Node[]): Promise<string> {
+async function ensureBranch(run: Run, nodes: readonly V1Node[]): Promise<string> {
   const spec = specFingerprint(run.service);
   const nodeSet = nodesFingerprint(nodes);
   const record = syncRecord(run.service);
@@ -200,7 +214,7 @@ async function ensureBranch(run: Run, nodes: V1Node[]): Promise<string> {
 
 // UpdateLoadBalancer for a changed node set. False when it failed and the load balancer exists:
 // then, as upstream, the Service is ensured in full (here, at once).
-async function updateHosts(run: Run, nodes: V1Node[]): Promise<boolean> {
+async function updateHosts(run: Run, nodes: readonly V1Node[]): Promise<boolean> {
   const { deps, service } = run;
   try {
     await cloud(run, 'updateLoadBalancer', () =>
@@ -232,7 +246,7 @@ async function updateHosts(run: Run, nodes: V1Node[]): Promise<boolean> {
   return true;
 }
 
-async function ensure(run: Run, nodes: V1Node[], record: { spec: string; nodes: string }): Promise<string> {
+async function ensure(run: Run, nodes: readonly V1Node[], record: { spec: string; nodes: string }): Promise<string> {
   const { deps, service } = run;
   await event(run, { type: 'Normal', reason: 'EnsuringLoadBalancer', message: 'Ensuring load balancer' });
   await addFinalizer(run);

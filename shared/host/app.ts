@@ -16,7 +16,7 @@ import type {
 } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { acceptedEventTypes, eventMode, eventTypes } from '../wire/types.ts';
+import { acceptedEventTypes, eventMode, eventTypes, extensionNames } from '../wire/types.ts';
 import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
 import { eventObjectKey, formatKey, type ObjectKey } from '../wire/keys.ts';
 import { maxEventBytes, queryParameters, verifyRequest, type AuthOptions } from '../wire/signing.ts';
@@ -299,6 +299,8 @@ interface Job {
   readonly success: 200 | 202;
   readonly eventId?: string;
   readonly lastKnown?: unknown;
+  readonly claimed?: unknown;
+  readonly nodeSet?: string;
 }
 
 async function handleEvent(
@@ -319,6 +321,8 @@ async function handleEvent(
   triggers.set(request, event.type);
   const target = mode === 'all' ? 'all' : acceptKind(host.definition, eventObjectKey(event, mode));
   const lastKnown = event.type === eventTypes.resourceDelete ? event.data : undefined;
+  const claimed = mode === 'resource' && lastKnown === undefined ? claimFor(target, event.data) : undefined;
+  const nodeSet = event.extensions[extensionNames.nodeSet];
   return runReconcile(host, request, reply, {
     trigger: event.type,
     target,
@@ -326,7 +330,19 @@ async function handleEvent(
     success: 202,
     eventId: event.id,
     lastKnown,
+    claimed,
+    ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
   });
+}
+
+// An add or update event's object, when it is the object the event's key names (its name and
+// namespace); anything else claims nothing, and the function reads the object as for any event.
+function claimFor(target: ObjectKey | 'all', data: unknown): unknown {
+  if (target === 'all' || typeof data !== 'object' || data === null) return undefined;
+  const metadata = (data as { metadata?: { name?: unknown; namespace?: unknown } }).metadata;
+  const sameName = metadata?.name === target.name;
+  const sameNamespace = (metadata?.namespace ?? '') === (target.namespace ?? '');
+  return sameName && sameNamespace ? data : undefined;
 }
 
 async function handleManual(host: Host, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -417,6 +433,8 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
     signal: abandonSignal(reply),
     log,
     ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
+    ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
+    ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
   };
   const started = performance.now();
   host.admission.hold(request);

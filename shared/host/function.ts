@@ -23,6 +23,14 @@ export interface ReconcileOptions {
    * manual reconciles do not have it).
    */
   readonly lastKnown?: unknown;
+  /**
+   * For a Resource-mode add or update event: the object as the event states it. A claim — a
+   * function may decide from it that there is nothing to do (and so read nothing), but re-reads the
+   * object from the API server before it writes anything or mutates the cloud.
+   */
+  readonly claimed?: unknown;
+  /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
+  readonly nodeSet?: string;
 }
 
 /** One change a reconcile made (or, in a dry run, would make). */

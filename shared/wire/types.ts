@@ -55,6 +55,12 @@ export const extensionNames = {
   target: 'cirrustarget',
   /** Trigger: why it was sent (`periodic`, `nodes`). */
   reason: 'cirrusreason',
+  /**
+   * A digest of the node set the function's load balancers should have, as the relay's watch of
+   * Nodes sees it when it sends the event (on service-lb's events). A hint to pick a cached node
+   * list by; an event without it (ApiServerSource) makes the function read the nodes itself.
+   */
+  nodeSet: 'cirrusnodeset',
 } as const;
 
 /** `source` of the relay's own `reconcile.all` triggers. */

@@ -1,11 +1,9 @@
-// routes against the real API server with the recording fake cloud (ccm-behaviour §5), and the
-// coalescing of concurrent passes.
+// routes against the real API server with the recording fake cloud (ccm-behaviour §5).
 
 import assert from 'node:assert/strict';
 import { afterEach, before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, type V1Node, type V1NodeAddress, type V1NodeCondition } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { Coalescer } from '../../functions/routes/coalesce.ts';
 import { routesFunction, type RoutesOptions } from '../../functions/routes/index.ts';
 import { findCause, RetryError } from '../../shared/cloud/errors.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
@@ -118,7 +116,7 @@ describe('routes', { skip: controlPlaneSkip }, () => {
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = routesFunction({ core, cloud, clusterName: 'kubernetes', clusterCidrs });
+    fn = routesFunction({ core, cloud, clusterName: 'kubernetes', clusterCidrs, minPassIntervalMs: 0 });
     mine = [];
   });
   // Every pass lists every node of the shared cluster: nodes with pod CIDRs must not outlive their test.
@@ -413,7 +411,7 @@ describe('routes', { skip: controlPlaneSkip }, () => {
       }),
     );
     counting.latencyMs.set('deleteRoute', 30);
-    const comparing = routesFunction({ core, cloud: counting, clusterName: 'kubernetes', clusterCidrs });
+    const comparing = routesFunction({ core, cloud: counting, clusterName: 'kubernetes', clusterCidrs, minPassIntervalMs: 0 });
 
     const report = await comparing.reconcileAll(run);
 
@@ -514,7 +512,14 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     counting.latencyMs.set('deleteRoute', 20);
     const gone = uniqueName('gone');
     for (let i = 0; i < 10; i += 1) counting.routeTable.push(route(`10.244.${100 + i}.0/24`, gone));
-    const limited = routesFunction({ core, cloud: counting, clusterName: 'kubernetes', clusterCidrs, concurrency: 3 });
+    const limited = routesFunction({
+      core,
+      cloud: counting,
+      clusterName: 'kubernetes',
+      clusterCidrs,
+      concurrency: 3,
+      minPassIntervalMs: 0,
+    });
 
     await limited.reconcileAll(run);
 
@@ -568,92 +573,5 @@ describe('routes start-up refusals', () => {
       routesFunction(options({ clusterCidrs: ['fd00:10:244::/56'], configureCloudRoutes: true })).name,
       'routes',
     );
-  });
-});
-
-describe('Coalescer', () => {
-  // A pass that reports the state it saw when it started, and ends when the test says so.
-  function gatedPasses(): {
-    coalescer: Coalescer<number, string>;
-    starts: string[];
-    state: { value: number };
-    release: () => void;
-    signals: AbortSignal[];
-  } {
-    const starts: string[] = [];
-    const signals: AbortSignal[] = [];
-    const state = { value: 1 };
-    const gates: (() => void)[] = [];
-    const coalescer = new Coalescer<number, string>(async (context, signal) => {
-      starts.push(context);
-      signals.push(signal);
-      const seen = state.value;
-      await new Promise<void>((resolve) => gates.push(resolve));
-      return seen;
-    });
-    return { coalescer, starts, state, signals, release: () => gates.shift()?.() };
-  }
-  const never = new AbortController().signal;
-  const tick = async (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-  it('answers every request with a pass that started after it arrived, and runs at most one queued pass', async () => {
-    const { coalescer, starts, state, release } = gatedPasses();
-    const first = coalescer.join('a', never);
-    state.value = 2; // changes after the running pass has read it
-    const joined = [coalescer.join('b', never), coalescer.join('c', never), coalescer.join('d', never)];
-    await tick();
-    assert.deepEqual(starts, ['a']);
-    release();
-    assert.equal(await first, 1);
-    await tick();
-    assert.deepEqual(starts, ['a', 'b']);
-    release();
-    assert.deepEqual(await Promise.all(joined), [2, 2, 2]);
-    assert.equal(coalescer.busy, false);
-  });
-
-  it('starts a fresh pass for a request after the last one ended', async () => {
-    const { coalescer, starts, release } = gatedPasses();
-    const first = coalescer.join('a', never);
-    release();
-    await first;
-    const second = coalescer.join('b', never);
-    await tick();
-    release();
-    await second;
-    assert.deepEqual(starts, ['a', 'b']);
-  });
-
-  it('gives every waiting request the error of their pass, and goes on with the next', async () => {
-    let fail = true;
-    const coalescer = new Coalescer<string, string>(async () => {
-      await tick();
-      if (fail) throw new Error('list failed');
-      return 'ok';
-    });
-    const failing = [coalescer.join('a', never)];
-    const queued = [coalescer.join('b', never), coalescer.join('c', never)];
-    await assert.rejects(failing[0] ?? Promise.resolve(), { message: 'list failed' });
-    await assert.rejects(Promise.all(queued), { message: 'list failed' });
-    fail = false;
-    assert.equal(await coalescer.join('d', never), 'ok');
-  });
-
-  it('aborts a pass only when every request waiting for it has gone', async () => {
-    const { coalescer, signals, release } = gatedPasses();
-    const running = coalescer.join('a', never);
-    const [one, two] = [new AbortController(), new AbortController()];
-    const queued = [coalescer.join('b', one.signal), coalescer.join('c', two.signal)];
-    release();
-    await running;
-    await tick();
-    const [, queuedSignal] = signals;
-    assert.ok(queuedSignal);
-    one.abort();
-    assert.equal(queuedSignal.aborted, false);
-    two.abort();
-    assert.equal(queuedSignal.aborted, true);
-    release();
-    await Promise.all(queued);
   });
 });
