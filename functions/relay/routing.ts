@@ -326,12 +326,12 @@ function fanOut(
   if (found === undefined) return [trigger(fn.name)];
   const out: Outgoing[] = [];
   for (const [key, object] of found.objects) {
+    // No previous state: the object did not change, the function is asked to look at it again.
     const each: ResourceChange = {
       resource: found.resource,
       type: 'update',
       key,
       object,
-      previous: object,
       observedAt: change.observedAt,
     };
     if (fn.feed(each) === 'object') out.push({ kind: 'object', change: each });

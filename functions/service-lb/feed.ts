@@ -4,10 +4,10 @@
 // deletionTimestamp or ToBeDeletedByClusterAutoscaler taint changed — upstream's
 // shouldSyncUpdatedNode and stable node predicates).
 
-import type { V1Node } from '@kubernetes/client-node';
+import type { V1Node, V1Service } from '@kubernetes/client-node';
 import type { Feed, WatchChange } from '../../shared/catalogue.ts';
 import type { KubeObject } from '../../shared/kube/object.ts';
-import { nodeListDigest, finalizer, inLoadBalancers, syncedAnnotation } from './predicates.ts';
+import { finalizer, inLoadBalancers, nodeListDigest, specFingerprint, syncedAnnotation } from './predicates.ts';
 
 // The predicates are typed for client-node's V1Node; they read only labels, taints and
 // deletionTimestamp (for presence), which the raw JSON has in the same shape.
@@ -47,10 +47,28 @@ export function involvesLoadBalancer(service: KubeObject | undefined): boolean {
   );
 }
 
+/**
+ * Whether a Service change can change what its reconcile does: anything but an update that leaves
+ * the spec fingerprint, the finalizers and the deletion timestamp as they were — such as the echo
+ * of service-lb's own status and sync-record write (upstream's informer filters updates with
+ * needsUpdate in the same way). A change without a previous state (an add, a fan-out) always can.
+ */
+export function serviceChangeMatters(change: WatchChange): boolean {
+  if (change.type !== 'update' || change.previous === undefined) return true;
+  return decisionInputs(change.previous) !== decisionInputs(change.object);
+}
+
+function decisionInputs(object: KubeObject): string {
+  const service = object as unknown as V1Service;
+  const metadata = service.metadata;
+  return JSON.stringify([specFingerprint(service), metadata?.finalizers ?? [], metadata?.deletionTimestamp ?? null]);
+}
+
 /** Service events for load-balanced Services; a `reconcile.all` when the node set may have changed. */
 export const serviceLbFeed: Feed = (change) => {
   if (change.resource.kind === 'Node') return nodeSetMayChange(change) ? 'all' : undefined;
-  return involvesLoadBalancer(change.object) || involvesLoadBalancer(change.previous) ? 'object' : undefined;
+  if (!involvesLoadBalancer(change.object) && !involvesLoadBalancer(change.previous)) return undefined;
+  return serviceChangeMatters(change) ? 'object' : undefined;
 };
 
 /** The digest of the load balancers' nodes over the relay's Nodes (the `cirrusnodeset` extension). */

@@ -411,7 +411,13 @@ describe('routes', { skip: controlPlaneSkip }, () => {
       }),
     );
     counting.latencyMs.set('deleteRoute', 30);
-    const comparing = routesFunction({ core, cloud: counting, clusterName: 'kubernetes', clusterCidrs, minPassIntervalMs: 0 });
+    const comparing = routesFunction({
+      core,
+      cloud: counting,
+      clusterName: 'kubernetes',
+      clusterCidrs,
+      minPassIntervalMs: 0,
+    });
 
     const report = await comparing.reconcileAll(run);
 

@@ -95,9 +95,9 @@ describe('Coalescer', () => {
     const clock = new ManualClock(1_000);
     const starts: number[] = [];
     const coalescer = new Coalescer<number, string>(
-      async () => {
+      () => {
         starts.push(clock.now());
-        return clock.now();
+        return Promise.resolve(clock.now());
       },
       { minIntervalMs: 1_000, clock },
     );
