@@ -205,18 +205,17 @@ export class ResourceWatch {
     return this.#replace(listed, signal);
   }
 
-  // Emits the differences between the last known state and `listed`, then takes it as the state.
-  // If emitting fails the state is left as it was, so the next LIST emits the same differences.
+  // Takes `listed` as the state, then emits the differences from the last known one (recorded
+  // first, so that a handler reading objects() sees the state its change belongs to). If emitting
+  // fails the last state is put back, so the next LIST emits the same differences.
   async #replace(listed: Listed, signal: AbortSignal): Promise<boolean> {
-    const next = new Map<string, KubeObject>();
+    const last = this.#known;
     try {
-      const observedAt = this.#clock.now();
-      for (const raw of listed.items) this.#diffItem(normalize(this.type, raw), next, observedAt);
-      for (const [key, object] of this.#known) {
-        if (!next.has(key))
-          this.#emit({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
-      }
+      const { next, changes } = this.#diff(listed);
+      this.#known = next;
+      for (const change of changes) this.#emit(change);
     } catch (error) {
+      this.#known = last;
       this.#listReason = 'handler';
       const delayMs = this.#backoff.next();
       this.#log.error({ err: error, delayMs }, 'handling the LIST failed; listing again');
@@ -225,38 +224,54 @@ export class ResourceWatch {
     }
     this.#log.info(
       {
-        objects: next.size,
-        known: this.#known.size,
+        objects: this.#known.size,
+        known: last.size,
         resourceVersion: listed.resourceVersion,
         reason: this.#listReason,
       },
       'listed',
     );
-    this.#known = next;
     this.#resourceVersion = listed.resourceVersion;
     this.#listed = true;
     return true;
   }
 
-  #diffItem(object: KubeObject, next: Map<string, KubeObject>, observedAt: number): void {
-    const key = objectKey(this.type, object);
-    if (key === undefined) return;
-    next.set(key, object);
-    const previous = this.#known.get(key);
-    if (previous !== undefined && resourceVersionOf(previous) === resourceVersionOf(object)) return;
-    this.#emit({
-      resource: this.type,
-      type: previous === undefined ? 'add' : 'update',
-      key,
-      object,
-      previous,
-      observedAt,
-    });
+  // The state `listed` makes, and the changes from the last known state to it.
+  #diff(listed: Listed): { next: Map<string, KubeObject>; changes: ResourceChange[] } {
+    const next = new Map<string, KubeObject>();
+    const changes: ResourceChange[] = [];
+    const observedAt = this.#clock.now();
+    for (const raw of listed.items) {
+      const object = normalize(this.type, raw);
+      const key = objectKey(this.type, object);
+      if (key === undefined) continue;
+      next.set(key, object);
+      const previous = this.#known.get(key);
+      if (previous !== undefined && resourceVersionOf(previous) === resourceVersionOf(object)) continue;
+      const type = previous === undefined ? 'add' : 'update';
+      changes.push({ resource: this.type, type, key, object, previous, observedAt });
+    }
+    for (const [key, object] of this.#known) {
+      if (!next.has(key))
+        changes.push({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
+    }
+    return { next, changes };
   }
 
   #emit(change: ResourceChange): void {
     this.#deps.onChange(change);
     this.#deps.metrics.changes.inc({ resource: this.type.resource, type: change.type });
+  }
+
+  // Emits a change already recorded; if the handler throws, the object's last state is put back.
+  #emitOrRestore(change: ResourceChange): void {
+    try {
+      this.#emit(change);
+    } catch (error) {
+      if (change.previous === undefined) this.#known.delete(change.key);
+      else this.#known.set(change.key, change.previous);
+      throw error;
+    }
   }
 
   // Opens one watch from #resourceVersion and resolves with why it ended.
@@ -342,16 +357,11 @@ export class ResourceWatch {
     if (key !== undefined) {
       const previous = this.#known.get(key);
       if (previous === undefined || resourceVersionOf(previous) !== resourceVersionOf(object)) {
-        // Emitted before it is recorded: if emitting throws, the relist sees the change as new.
-        this.#emit({
-          resource: this.type,
-          type: previous === undefined ? 'add' : 'update',
-          key,
-          object,
-          previous,
-          observedAt: this.#clock.now(),
-        });
+        // Recorded before it is emitted (a handler reading objects() sees it), and taken back if
+        // emitting throws, so that the relist sees the change as new.
         this.#known.set(key, object);
+        const type = previous === undefined ? 'add' : 'update';
+        this.#emitOrRestore({ resource: this.type, type, key, object, previous, observedAt: this.#clock.now() });
       }
     }
     this.#resourceVersion = resourceVersionOf(object) || this.#resourceVersion;
@@ -361,8 +371,15 @@ export class ResourceWatch {
     const key = objectKey(this.type, object);
     if (key !== undefined) {
       const previous = this.#known.get(key);
-      this.#emit({ resource: this.type, type: 'delete', key, object, previous, observedAt: this.#clock.now() });
       this.#known.delete(key);
+      this.#emitOrRestore({
+        resource: this.type,
+        type: 'delete',
+        key,
+        object,
+        previous,
+        observedAt: this.#clock.now(),
+      });
     }
     this.#resourceVersion = resourceVersionOf(object) || this.#resourceVersion;
   }

@@ -150,6 +150,30 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     await waitFor('the delete', () => fn.about(name).some((r) => r.type === 'delete'));
   });
 
+  it("sends service-lb the digest of the load balancers' nodes, which a node joining changes, and no one else", async (t) => {
+    const [lb, init] = [await functionServer(t), await functionServer(t)];
+    const relay = testRelay(t, admin, { to: [`service-lb=${lb.url}`, `node-init=${init.url}`] });
+    await ready(relay);
+    const [service, node] = [uniqueName('digest'), uniqueName('digest-node')];
+    await core.createNamespacedService({
+      namespace: 'default',
+      body: { metadata: { name: service }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
+    });
+    await waitFor('the Service', () => lb.about(service).length === 1);
+    await createNode(core, newNode(node, uninitialized));
+    await waitFor('the Node at node-init', () => init.about(node).length >= 1);
+    await waitFor('the fan-out for the new node', () => lb.about(service).length >= 2);
+    const digests = lb.about(service).map((r) => r.headers['ce-cirrusnodeset']);
+    assert.ok(
+      digests.every((d) => typeof d === 'string' && /^[0-9a-f]{16}$/.test(d)),
+      JSON.stringify(digests),
+    );
+    assert.notEqual(digests[0], digests.at(-1), 'the node set changed');
+    assert.equal(init.about(node)[0]?.headers['ce-cirrusnodeset'], undefined);
+    await core.deleteNode({ name: node });
+    await core.deleteNamespacedService({ name: service, namespace: 'default' });
+  });
+
   it('is understood by the function host: keys, the last known state on delete, reconcile.all', async (t) => {
     const calls: Call[] = [];
     const url = await servedHost(t, calls);

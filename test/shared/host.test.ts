@@ -165,6 +165,31 @@ describe('POST / with a Kubernetes event', () => {
     }
   }
 
+  it("hands the function an add or update event's object as a claim, a delete's as the last known state, and the node-set digest", async (t) => {
+    const { app, definition } = await build(t);
+    const send = async (type: string, extra: Record<string, string>, payload: unknown): Promise<void> => {
+      const headers = binaryHeaders(type, { ...extensions, ...extra });
+      const response = await app.inject({ method: 'POST', url: '/', headers, payload: JSON.stringify(payload) });
+      assert.equal(response.statusCode, 202, response.body);
+    };
+    await send('dev.knative.apiserver.resource.update', { cirrusnodeset: 'abc123' }, nodeObject);
+    await send('dev.knative.apiserver.resource.add', {}, nodeObject);
+    await send('dev.knative.apiserver.resource.delete', {}, nodeObject);
+    // An object that is not the one the event names claims nothing; neither does a reference.
+    await send('dev.knative.apiserver.resource.update', {}, { ...nodeObject, metadata: { name: 'worker-2' } });
+    await send('dev.knative.apiserver.ref.update', {}, refData);
+    assert.deepEqual(
+      definition.calls.map(({ options: { claimed, lastKnown, nodeSet } }) => ({ claimed, lastKnown, nodeSet })),
+      [
+        { claimed: nodeObject, lastKnown: undefined, nodeSet: 'abc123' },
+        { claimed: nodeObject, lastKnown: undefined, nodeSet: undefined },
+        { claimed: undefined, lastKnown: nodeObject, nodeSet: undefined },
+        { claimed: undefined, lastKnown: undefined, nodeSet: undefined },
+        { claimed: undefined, lastKnown: undefined, nodeSet: undefined },
+      ],
+    );
+  });
+
   const keys: { name: string; kinds?: string[]; headers: Record<string, string>; payload?: object; key: ObjectKey }[] =
     [
       {
