@@ -23,7 +23,7 @@ import {
   withProviderId,
   withTaints,
 } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../helpers/cluster.ts';
 
 const log = silentLogger();
 const run = { dryRun: false, log, signal: new AbortController().signal };
@@ -95,6 +95,17 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     ]);
     assert.deepEqual(await events(name), ['Normal/Synced/Node synced successfully']);
     assert.deepEqual(cloud.methods(), ['instanceMetadata']);
+  });
+
+  it("decides from an event's object that an initialized node with consistent labels needs nothing, reading nothing", async () => {
+    const quiet = nodeInitFunction({ core: offlineCore(), cloud });
+    const name = uniqueName('claimed');
+    const claimed = newNode(name, withProviderId(`fake://${name}`));
+    const report = await quiet.reconcileOne({ kind: 'Node', name }, { ...run, claimed });
+    assert.equal(report.objects[0]?.result, 'unchanged');
+    // A node the event shows tainted is read (and here, with no API server, that fails).
+    await assert.rejects(quiet.reconcileOne({ kind: 'Node', name }, { ...run, claimed: newNode(name, uninitialized) }));
+    assert.deepEqual(cloud.methods(), []);
   });
 
   it('writes nothing on a dry run, and reports the same changes', async () => {

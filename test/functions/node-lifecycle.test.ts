@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
@@ -19,7 +19,7 @@ import {
   withProviderId,
   withReady,
 } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../helpers/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const shutdownTaint = { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' };
@@ -111,6 +111,33 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'not-ready');
     assert.equal((await core.readNode({ name })).metadata?.resourceVersion, before.metadata?.resourceVersion);
     assert.deepEqual(cloud.methods(), ['instanceExists', 'instanceShutdown']);
+  });
+
+  it("decides from an event's object that nothing is to be written, without reading the node", async () => {
+    const quiet = nodeLifecycleFunction({ core: offlineCore(), cloud });
+    const name = uniqueName('claimed');
+    cloud.machines.push({ id: name, nodeName: name });
+    const claim = (node: V1Node): typeof run & { claimed: unknown } => ({ ...run, claimed: node });
+    const notReady = newNode(name, withReady('False'));
+    assert.equal(result(await quiet.reconcileOne({ kind: 'Node', name }, claim(notReady))), 'not-ready');
+    assert.equal(
+      result(await quiet.reconcileOne({ kind: 'Node', name }, claim(newNode(name, withReady('True'))))),
+      'ready',
+    );
+    // What needs a write is decided again on the node as the API server has it.
+    await assert.rejects(
+      quiet.reconcileOne({ kind: 'Node', name: 'gone' }, claim(newNode('gone', withReady('False')))),
+    );
+  });
+
+  it("acts on the node as read, not as an event's object claims it", async () => {
+    const name = uniqueName('claim-stale');
+    cloud.machines.push({ id: name, nodeName: name, shutdown: true });
+    await createNode(core, newNode(name, withReady('True')));
+    // The event says NotReady (stale or forged); the node is Ready: no shutdown taint.
+    const claimed = newNode(name, withReady('False'));
+    assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, { ...run, claimed })), 'ready');
+    assert.deepEqual(ownTaints(await core.readNode({ name })), []);
   });
 
   it('treats a shutdown check the provider does not implement as "not shut down"', async () => {

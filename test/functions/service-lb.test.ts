@@ -10,7 +10,7 @@ import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { mergePatch } from '../../shared/kube/api.ts';
 import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../helpers/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
@@ -53,6 +53,16 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
   const events = async (name: string): Promise<string[]> =>
     (await eventsAbout(core, namespace, name)).map((e) => e.split('/').slice(0, 2).join('/'));
 
+  it("decides from an event's object that a Service without a load balancer needs nothing, reading nothing", async () => {
+    const quiet = serviceLbFunction({ core: offlineCore(), cloud, clusterName: 'kubernetes' });
+    const key = { kind: 'Service', namespace: 'default', name: 'plain' };
+    const claimed: V1Service = { metadata: { name: 'plain', namespace: 'default' }, spec: { type: 'ClusterIP' } };
+    assert.equal((await quiet.reconcileOne(key, { ...run, claimed })).objects[0]?.result, 'ignored');
+    // A load balancer to ensure is decided on the Service as read.
+    const wanted: V1Service = { ...claimed, spec: { type: 'LoadBalancer' } };
+    await assert.rejects(quiet.reconcileOne(key, { ...run, claimed: wanted }));
+    assert.deepEqual(cloud.methods(), []);
+  });
   it('creates the load balancer: finalizer first, then the cloud, then status and Events', async () => {
     const name = uniqueName('web');
     await createService(name, {}, { finalizers: ['example.com/keep'] });

@@ -102,3 +102,13 @@ export function ownControlPlane(): OwnControlPlane {
   after(() => plane?.stop());
   return own;
 }
+
+/**
+ * A client of an API server that is not there (a closed port): any request through it fails, so a
+ * reconcile that succeeds with it made none.
+ */
+export function offlineCore(): CoreV1Api {
+  const config = new KubeConfig();
+  config.loadFromClusterAndUser({ name: 'offline', server: 'http://127.0.0.1:9', skipTLSVerify: true }, { name: 'u' });
+  return config.makeApiClient(CoreV1Api);
+}
