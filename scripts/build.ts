@@ -1,0 +1,262 @@
+// `npm run build`: what cirrus ships, built from the TypeScript that development and the tests run
+// directly (ADR 0011). Into dist/:
+//
+//   lib/, types/        the npm package cirrus-ccm: its modules as JavaScript, dependencies left to
+//                       npm (package.json's exports and bin point here), and the .d.ts
+//   image/              the container image's cirrus: the whole command line, every dependency
+//                       bundled, one lazily loaded chunk per command, function and provider
+//   functions/<name>/   one function's artifact: the AWS Lambda handler (lambda.js → `handler`) and
+//                       a command line that serves only it; no other function, no relay
+//   relay/              a command line that runs only the relay
+//
+// Every deployment artifact is one folder of ES modules (bundled, tree-shaken, minified by
+// esbuild) that needs no node_modules; index.js in it is the library a --provider-module imports
+// as 'cirrus-ccm' (shared/cli/main.ts). A function or command an artifact leaves out is replaced by
+// a module that throws, naming the artifact, if anything ever imports it.
+//
+//   node scripts/build.ts [lib|image|functions|relay]… [--out-dir dir]   (default: all, into dist/)
+
+import { copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { gzipSync } from 'node:zlib';
+import * as esbuild from 'esbuild';
+import { catalogue } from '../functions/catalogue.ts';
+
+const root = fileURLToPath(new URL('../', import.meta.url));
+const at = (path: string): string => join(root, path);
+
+/** The targets, in build order. */
+export const targets = ['lib', 'image', 'functions', 'relay'] as const;
+export type Target = (typeof targets)[number];
+
+/** One folder written by a build: its size, and the files it was built from (relative to the repository). */
+export interface Artifact {
+  readonly dir: string;
+  readonly files: number;
+  readonly bytes: number;
+  readonly gzipBytes: number;
+  readonly inputs: readonly string[];
+}
+
+// The modules a narrower artifact leaves out: each function's implementation, the relay, and the
+// commands of shared/cli/main.ts (each imported lazily, so leaving one out costs nothing until used).
+const implementation = (name: string): string => at(`functions/${name}/index.ts`);
+const relayModule = at('functions/relay/index.ts');
+const commandModules = ['cluster', 'reconcile', 'relay', 'serve', 'start'].map((c) => at(`shared/cli/${c}.ts`));
+
+// CommonJS dependencies bundled into ES modules still call require() for Node's built-ins.
+const requireShim =
+  "import { createRequire as __cirrusCreateRequire } from 'node:module'; const require = __cirrusCreateRequire(import.meta.url);";
+
+function absentPlugin(artifact: string, absent: ReadonlySet<string>): esbuild.Plugin {
+  return {
+    name: 'cirrus-absent',
+    setup(build) {
+      build.onResolve({ filter: /\.ts$/ }, (args) => {
+        if (args.kind === 'entry-point') return undefined;
+        const path = resolve(args.resolveDir, args.path);
+        return absent.has(path) ? { path, namespace: 'cirrus-absent' } : undefined;
+      });
+      build.onLoad({ filter: /.*/, namespace: 'cirrus-absent' }, (args) => ({
+        contents: `throw new Error(${JSON.stringify(`${relative(root, args.path)} is not in this artifact (${artifact}); the image's cirrus has everything`)});`,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+// The Lambda entry of one function: its handler, started during the sandbox's init phase.
+function lambdaEntryPlugin(name: string): esbuild.Plugin {
+  return {
+    name: 'cirrus-lambda-entry',
+    setup(build) {
+      build.onResolve({ filter: /^cirrus:lambda$/ }, () => ({ path: 'lambda', namespace: 'cirrus-entry' }));
+      build.onLoad({ filter: /.*/, namespace: 'cirrus-entry' }, () => ({
+        contents: `import { sandboxHandler } from './shared/lambda/index.ts';\nexport const handler = sandboxHandler(${JSON.stringify(name)});\n`,
+        resolveDir: root,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+interface Bundle {
+  readonly name: string;
+  readonly entries: Record<string, string>;
+  readonly absent?: ReadonlySet<string>;
+  readonly plugins?: esbuild.Plugin[];
+}
+
+// A deployment artifact: everything bundled, one folder, ES modules. Resolves with its inputs.
+async function bundle(out: string, spec: Bundle, version: string): Promise<string[]> {
+  const { metafile } = await esbuild.build({
+    absWorkingDir: root,
+    metafile: true,
+    entryPoints: Object.entries(spec.entries).map(([name, path]) => ({ in: path, out: name })),
+    outdir: out,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node24',
+    minify: true,
+    legalComments: 'eof',
+    banner: { js: requireShim },
+    // debug (client-node's) tries an optional require('supports-color'); only a devDependency
+    // installs it here, and an artifact holds production code only: left to fail, as debug expects.
+    external: ['supports-color'],
+    plugins: [absentPlugin(spec.name, spec.absent ?? new Set()), ...(spec.plugins ?? [])],
+    logLevel: 'warning',
+  });
+  const manifest = { name: `cirrus-${spec.name.replaceAll('/', '-')}`, version, private: true, type: 'module' };
+  await writeFile(join(out, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  return Object.keys(metafile.inputs);
+}
+
+// The npm package's modules: cirrus's own code bundled per entry (shared chunks, so the registry
+// and the error classes exist once), dependencies imported from node_modules.
+async function buildLib(out: string): Promise<string[]> {
+  const { metafile } = await esbuild.build({
+    absWorkingDir: root,
+    metafile: true,
+    entryPoints: [
+      { in: at('shared/index.ts'), out: 'index' },
+      { in: at('providers/fake/index.ts'), out: 'fake' },
+      { in: at('bin/cirrus.js'), out: 'cirrus' },
+    ],
+    outdir: join(out, 'lib'),
+    bundle: true,
+    splitting: true,
+    packages: 'external',
+    format: 'esm',
+    platform: 'node',
+    target: 'node24',
+    logLevel: 'warning',
+  });
+  // `cirrus cluster` and `start` build the control plane from the Go module beside their code.
+  for (const file of ['go.mod', 'go.sum']) await copyFile(at(`shared/control-plane/${file}`), join(out, 'lib', file));
+  await declarations(join(out, 'types'));
+  return Object.keys(metafile.inputs);
+}
+
+// The .d.ts of the package's entries and what they reference, with import paths ending in .js as
+// a consumer's TypeScript expects.
+async function declarations(out: string): Promise<void> {
+  const tsc = at('node_modules/typescript/bin/tsc');
+  const child = spawn(process.execPath, [tsc, '-p', at('tsconfig.build.json'), '--outDir', out], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code !== 0) throw new Error(`tsc -p tsconfig.build.json failed (exit ${String(code)})`);
+  for (const file of await filesUnder(out)) {
+    if (!file.endsWith('.d.ts')) continue;
+    const text = await readFile(file, 'utf8');
+    await writeFile(file, text.replace(/((?:from|import)\s*\(?\s*['"]\.{1,2}\/[^'"]*)\.ts(['"])/g, '$1.js$2'));
+  }
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
+  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name));
+}
+
+const functionNames = catalogue.map((entry) => entry.name);
+
+// The artifacts of one target, as bundles (lib is built apart).
+function bundles(target: Exclude<Target, 'lib'>): Bundle[] {
+  const library = at('shared/index.ts');
+  const cli = at('bin/cirrus.js');
+  if (target === 'image') return [{ name: 'image', entries: { cirrus: cli, index: library } }];
+  const exceptServe = commandModules.filter((m) => !m.endsWith('/serve.ts'));
+  if (target === 'relay') {
+    const absent = new Set([
+      ...functionNames.map(implementation),
+      ...commandModules.filter((m) => !m.endsWith('/relay.ts')),
+    ]);
+    return [{ name: 'relay', entries: { cirrus: cli, index: library }, absent }];
+  }
+  return functionNames.map((name) => ({
+    name: `functions/${name}`,
+    entries: { cirrus: cli, lambda: 'cirrus:lambda', index: library },
+    absent: new Set([...functionNames.filter((n) => n !== name).map(implementation), relayModule, ...exceptServe]),
+    plugins: [lambdaEntryPlugin(name)],
+  }));
+}
+
+/**
+ * Builds `which` targets into `outDir` (default dist/). Each artifact is written into a staging
+ * folder inside `outDir` and moved in when complete, so a reader never sees half of one.
+ */
+export async function build(which: readonly Target[] = targets, outDir = at('dist')): Promise<Artifact[]> {
+  const { version } = JSON.parse(await readFile(at('package.json'), 'utf8')) as { version: string };
+  const staging = join(outDir, `.staging-${String(process.pid)}`);
+  const done = new Map<string, string[]>();
+  try {
+    for (const target of which) {
+      if (target === 'lib') {
+        const inputs = await buildLib(staging);
+        done.set('lib', inputs).set('types', []);
+        continue;
+      }
+      for (const spec of bundles(target)) {
+        done.set(spec.name, await bundle(join(staging, spec.name), spec, version));
+        if (target === 'image')
+          for (const file of ['go.mod', 'go.sum'])
+            await copyFile(at(`shared/control-plane/${file}`), join(staging, spec.name, file));
+      }
+    }
+    for (const dir of done.keys()) await moveIn(join(staging, dir), join(outDir, dir));
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+  return Promise.all([...done].map(async ([dir, inputs]) => measure(join(outDir, dir), inputs)));
+}
+
+// Replaces `target` by `source`; another build may have put a `target` back in between, once.
+async function moveIn(source: string, target: string): Promise<void> {
+  await mkdir(dirname(target), { recursive: true });
+  for (let attempt = 1; ; attempt += 1) {
+    await rm(target, { recursive: true, force: true });
+    try {
+      await rename(source, target);
+      return;
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (attempt === 3 || (code !== 'ENOTEMPTY' && code !== 'EEXIST')) throw error;
+    }
+  }
+}
+
+async function measure(dir: string, inputs: readonly string[]): Promise<Artifact> {
+  const files = await filesUnder(dir);
+  let bytes = 0;
+  let gzipBytes = 0;
+  for (const file of files) {
+    bytes += (await stat(file)).size;
+    gzipBytes += gzipSync(await readFile(file)).length;
+  }
+  return { dir, files: files.length, bytes, gzipBytes, inputs };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values, positionals } = parseArgs({ options: { 'out-dir': { type: 'string' } }, allowPositionals: true });
+  const unknown = positionals.filter((p) => !(targets as readonly string[]).includes(p));
+  if (unknown.length > 0) {
+    process.stderr.write(`build: unknown target ${unknown.join(', ')} (targets: ${targets.join(', ')})\n`);
+    process.exit(2);
+  }
+  const started = performance.now();
+  const which = positionals.length === 0 ? targets : (positionals as Target[]);
+  const artifacts = await build(which, values['out-dir'] === undefined ? undefined : resolve(values['out-dir']));
+  const mb = (n: number): string => `${(n / 1048576).toFixed(2)} MB`;
+  // On stderr: npm runs this as prepack, and `npm pack --json` owns stdout.
+  for (const a of artifacts)
+    process.stderr.write(
+      `${relative(process.cwd(), a.dir).padEnd(28)} ${String(a.files).padStart(4)} files  ${mb(a.bytes).padStart(9)}  gzip ${mb(a.gzipBytes)}\n`,
+    );
+  process.stderr.write(`built in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+}
