@@ -11,7 +11,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +36,7 @@ import {
 } from './knative.ts';
 import { build, identity, knativeRoot, referencedFiles, type KubeObject } from './kustomize.ts';
 import { catalogue } from '../../functions/catalogue.ts';
+import { build as buildArtifacts } from '../../scripts/build.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const exampleDir = join(knativeRoot, 'overlays/example');
@@ -476,10 +477,17 @@ describe('deploy/Dockerfile', () => {
     .replace(/\\\n/g, ' ')
     .split('\n')
     .filter((line) => /^[A-Z]+\s/.test(line));
-  const all = (keyword: string): string[] =>
-    instructions.filter((line) => line.startsWith(`${keyword} `)).map((line) => line.slice(keyword.length + 1).trim());
+  // The stages, each its instructions after FROM; the last one is the image.
+  const stages = instructions.reduce<string[][]>((all, line) => {
+    if (line.startsWith('FROM ')) all.push([]);
+    all.at(-1)?.push(line);
+    return all;
+  }, []);
+  const [buildStage = [], image = []] = stages;
+  const all = (keyword: string, from: readonly string[] = instructions): string[] =>
+    from.filter((line) => line.startsWith(`${keyword} `)).map((line) => line.slice(keyword.length + 1).trim());
 
-  it('builds on Node.js 24 with production dependencies only, and runs cirrus as a non-root user', () => {
+  it('builds cirrus on Node.js 24 in a stage of its own, and runs the built cirrus as a non-root user', () => {
     assert.ok(
       all('ARG').some((arg) => /^NODE_IMAGE=node:24(-|$)/.test(arg)),
       'Node.js 24 base image',
@@ -488,68 +496,119 @@ describe('deploy/Dockerfile', () => {
       all('FROM').every((from) => from.startsWith('${NODE_IMAGE}')),
       'every stage on that image',
     );
+    assert.equal(stages.length, 2, 'a build stage and the image');
+    assert.match(all('FROM', buildStage)[0] ?? '', /\sAS build$/);
     assert.ok(
-      all('RUN').some((run) => run.includes('npm ci --omit=dev')),
-      'npm ci --omit=dev',
+      all('RUN', buildStage).some((run) => run.startsWith('npm ci')),
+      'npm ci: the lockfile',
+    );
+    assert.ok(all('RUN', buildStage).includes('node scripts/build.ts image'), 'the build of the image artifact');
+    assert.deepEqual(
+      all('COPY', image),
+      ['--from=build /src/dist/image ./'],
+      'the image holds the built artifact only',
+    );
+    assert.deepEqual(all('WORKDIR', image), ['/app']);
+    assert.ok(
+      all('RUN', image).every((run) => !run.includes('npm')),
+      'no npm, no node_modules in the image',
     );
     const user = all('USER').at(-1) ?? '';
     assert.match(user, /^[1-9]\d*(:\d+)?$/, 'a numeric non-root user, which runAsNonRoot can verify');
     assert.equal(user.split(':')[0], '1000', 'the uid the manifests set (runAsUser: 1000)');
-    assert.deepEqual(entrypoint(dockerfile), ['node', '/app/bin/cirrus.js']);
+    assert.deepEqual(entrypoint(dockerfile), ['node', '/app/cirrus.js']);
   });
 
-  it('copies every module cirrus loads, and those modules import only production dependencies', () => {
-    const copied = all('COPY')
-      .filter((c) => !c.startsWith('--from'))
-      .flatMap((c) => c.split(/\s+/).slice(0, -1));
-    const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
-      dependencies: Record<string, string>;
-    };
-    // The build imports every module of shared/, functions/ and providers/ (the compile cache warm-up).
-    const modules = [
-      join(repoRoot, 'bin/cirrus.js'),
-      ...['shared', 'functions', 'providers'].flatMap((dir) => tsFiles(join(repoRoot, dir))),
-    ];
-    for (const file of modules) {
-      for (const specifier of importsOf(file)) {
-        if (specifier.startsWith('node:')) continue;
-        if (!specifier.startsWith('.')) {
-          const name = specifier.startsWith('@')
-            ? specifier.split('/').slice(0, 2).join('/')
-            : (specifier.split('/')[0] ?? '');
+  it('gives the build stage every file the image is built from, through the build context', async () => {
+    const scratch = mkdtempSync(join(tmpdir(), 'cirrus-image-build-'));
+    try {
+      const [artifact] = await buildArtifacts(['image'], scratch);
+      assert.ok(artifact);
+      const copied = all('COPY', buildStage).flatMap((c) => c.split(/\s+/).slice(0, -1));
+      for (const input of artifact.inputs) {
+        const inPackage = /^node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input)?.[1];
+        if (inPackage === undefined)
           assert.ok(
-            Object.hasOwn(pkg.dependencies, name),
-            `${relative(repoRoot, file)} imports ${name}, not a production dependency`,
+            copied.some((path) => input === path || input.startsWith(`${path}/`)),
+            `the image is built from ${input}, which the build stage lacks`,
           );
-          continue;
-        }
-        const target = relative(repoRoot, join(dirname(file), specifier));
-        assert.ok(
-          copied.some((path) => target === path || target.startsWith(`${path}/`)),
-          `${relative(repoRoot, file)} imports ${target}, which the image lacks`,
-        );
+        else if (!input.startsWith('node_modules/.'))
+          assert.ok(isProduction(inPackage), `${input}: bundled from ${inPackage}, not a production dependency`);
       }
+      // BuildKit reads deploy/Dockerfile.dockerignore for this Dockerfile: `**`, then what it lets in.
+      const ignore = readFileSync(join(repoRoot, 'deploy/Dockerfile.dockerignore'), 'utf8').split('\n');
+      const admitted = ignore.filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/\*\*$/, ''));
+      for (const path of copied) assert.ok(admitted.includes(path), `the build context lets ${path} in`);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  });
+
+  it('ships a self-contained cirrus: it runs from a folder with no node_modules, and a provider module gets it as cirrus-ccm', async () => {
+    const scratch = mkdtempSync(join(tmpdir(), 'cirrus-image-'));
+    try {
+      await buildArtifacts(['image'], join(scratch, 'dist'));
+      const app = join(scratch, 'dist/image');
+      const [, script = ''] = entrypoint(dockerfile);
+      const cli = join(app, relative('/app', script));
+      const version = spawnSync(process.execPath, [cli, '--version'], { encoding: 'utf8' });
+      assert.equal(version.status, 0, version.stderr);
+      assert.match(version.stdout, /^cirrus \d+\.\d+\.\d+/);
+      // An operator's provider, outside /app and with no node_modules of its own.
+      mkdirSync(join(scratch, 'provider'));
+      writeFileSync(
+        join(scratch, 'provider/acme.ts'),
+        [
+          "import { InstanceNotFoundError, registerCloudProvider } from 'cirrus-ccm';",
+          'const none = () => undefined;',
+          "registerCloudProvider('acme', () => ({ providerName: () => 'acme', hasClusterId: () => true,",
+          '  instancesV2: () => ({ instanceExists: async () => false, instanceShutdown: async () => false,',
+          '    instanceMetadata: async () => { throw new InstanceNotFoundError(); } }),',
+          '  instances: none, zones: none, clusters: none, routes: none, loadBalancer: none }));',
+          '',
+        ].join('\n'),
+      );
+      writeFileSync(join(scratch, 'kubeconfig'), anyKubeconfig);
+      const child = spawn(
+        process.execPath,
+        [cli, 'serve', 'node-lifecycle', '--provider-module', join(scratch, 'provider/acme.ts')].concat(
+          ['--cloud-provider', 'acme', '--kubeconfig', join(scratch, 'kubeconfig'), '--port', '0'],
+          ['--bind-address', '127.0.0.1'],
+        ),
+        { cwd: scratch, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = once(child, 'exit') as Promise<[number | null]>;
+      // Serving with the module's provider: registered in the running cirrus's registry.
+      const serving = firstLine(
+        child.stdout,
+        (entry) => entry['msg'] === 'node-lifecycle serving' && entry['provider'] === 'acme',
+      );
+      await Promise.race([
+        serving,
+        exited.then(([code]) => {
+          throw new Error(`exited with ${String(code)} before serving:\n${stderr}`);
+        }),
+      ]);
+      child.kill('SIGTERM');
+      assert.equal((await exited)[0], 0, stderr);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
     }
   });
 });
 
 describe('each container, started with its arguments and environment', () => {
   let scratch: string;
-  before(() => {
+  // What the image holds at /app: the Dockerfile copies the built dist/image there.
+  let app: string;
+  before(async () => {
     scratch = mkdtempSync(join(tmpdir(), 'cirrus-containers-'));
+    await buildArtifacts(['image'], join(scratch, 'dist'));
+    app = join(scratch, 'dist/image');
     // Any kubeconfig will do: neither a function nor the relay needs the API server to start.
-    writeFileSync(
-      join(scratch, 'kubeconfig'),
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'current-context: c',
-        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
-        'users: [{name: u, user: {token: t}}]',
-        'contexts: [{name: c, context: {cluster: c, user: u}}]',
-        '',
-      ].join('\n'),
-    );
+    writeFileSync(join(scratch, 'kubeconfig'), anyKubeconfig);
   });
   after(() => {
     rmSync(scratch, { recursive: true, force: true });
@@ -588,7 +647,7 @@ describe('each container, started with its arguments and environment', () => {
     const env = { ...materialize(workload, objects, options.root), ...options.env };
     const [command = '', script = ''] = entrypoint(readFileSync(join(repoRoot, 'deploy/Dockerfile'), 'utf8'));
     assert.equal(command, 'node');
-    const argv = [join(repoRoot, relative('/app', script)), ...workload.container.args];
+    const argv = [join(app, relative('/app', script)), ...workload.container.args];
     const child = spawn(process.execPath, argv, {
       // As Knative and the kubelet would: PORT from the container port (0: any free one here).
       env: {
@@ -880,25 +939,30 @@ function roleRefOf(binding: KubeObject): { kind: string; name: string } {
   return binding['roleRef'] as { kind: string; name: string };
 }
 
+// Any kubeconfig will do where nothing calls the API server.
+const anyKubeconfig = [
+  'apiVersion: v1',
+  'kind: Config',
+  'current-context: c',
+  'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
+  'users: [{name: u, user: {token: t}}]',
+  'contexts: [{name: c, context: {cluster: c, user: u}}]',
+  '',
+].join('\n');
+
+// Whether package `name` is installed for a production dependency, directly or not (the lockfile
+// marks what only devDependencies need `dev`).
+function isProduction(name: string): boolean {
+  const lock = JSON.parse(readFileSync(join(repoRoot, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { dev?: boolean } | undefined>;
+  };
+  const entry = lock.packages[`node_modules/${name}`];
+  return entry !== undefined && entry.dev !== true;
+}
+
 function entrypoint(dockerfile: string): string[] {
   const line = dockerfile.split('\n').find((l) => l.startsWith('ENTRYPOINT '));
   return JSON.parse(line?.slice('ENTRYPOINT '.length) ?? '[]') as string[];
-}
-
-function tsFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
-    .map((e) => join(e.parentPath, e.name));
-}
-
-// Static and literal dynamic imports (and re-exports); type-only imports are erased and skipped.
-function importsOf(file: string): string[] {
-  const source = readFileSync(file, 'utf8');
-  const found = [
-    ...source.matchAll(/^\s*(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm),
-    ...source.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
-  ];
-  return found.map((match) => match[1] ?? '');
 }
 
 // kustomize wraps a Secret's base64 lines at 76 characters; the data is the same.
