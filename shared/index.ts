@@ -1,5 +1,6 @@
-// cirrus as a library, for providers written outside this repository: register a provider and
-// run the stock command line from your own main, or ship a module for --provider-module.
+// cirrus as a library (the npm package cirrus-ccm), for providers written outside this repository:
+// register a provider and run the stock command line from your own main, or ship a module for
+// --provider-module (which then imports the very cirrus that loads it: shared/cli/main.ts).
 //
 //   import { registerCloudProvider, runFromProcess } from 'cirrus-ccm';
 //   registerCloudProvider('acme', (context) => new AcmeCloud(context.config));
@@ -18,6 +19,9 @@ export type {
   Zones,
 } from './cloud/provider.ts';
 export { defaultLoadBalancerName } from './cloud/provider.ts';
+// The Kubernetes objects the contract's methods take and return, so a provider needs no
+// @kubernetes/client-node of its own for their types.
+export type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
 export {
   CloudConfigError,
   findCause,

@@ -6,7 +6,6 @@
 // cloud-config (YAML or JSON):   pattern: '^(?<zone>[a-z]+-[0-9])-(?<type>[a-z0-9]+)-[0-9]+$'
 //                                region: eu-west   # optional
 
-import type { V1Node } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
 import {
   CloudConfigError,
@@ -14,6 +13,7 @@ import {
   registerCloudProvider,
   type CloudProvider,
   type InstancesV2,
+  type V1Node,
 } from 'cirrus-ccm';
 
 interface NamingConfig {

@@ -2,7 +2,7 @@
 // (shared/config.ts) and loads its implementation only when it runs, so `cirrus --help` and a
 // bad flag answer at once.
 
-import { readFileSync } from 'node:fs';
+import { registerHooks } from 'node:module';
 import {
   ConfigError,
   envName,
@@ -151,24 +151,30 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
   const [first, ...rest] = argv;
   if (first === undefined || helpWords.has(first)) return help(rest[0], io);
   if (first === '--version') {
-    io.stdout.write(`cirrus ${packageVersion()}\n`);
+    io.stdout.write(`cirrus ${await packageVersion()}\n`);
     return 0;
   }
   if (!isCommand(first)) {
     return usageError(first.startsWith('-') ? `unknown flag '${first}'` : `unknown command '${first}'`, io);
   }
-  const cmd: Command<OptionName> = commands[first];
   if (rest.some((arg) => helpWords.has(arg) && arg !== 'help')) {
     io.stdout.write(commandHelp(first));
     return 0;
   }
-  // A ConfigError is a usage error, whether the parser or the command found it; any other error
-  // stops the command with its message (start-up failures: unknown provider, bad cloud-config).
+  return run(first, rest, io);
+}
+
+// A ConfigError is a usage error, whether the parser or the command found it; any other error
+// stops the command with its message (start-up failures: unknown provider, bad cloud-config).
+async function run(name: CommandName, args: readonly string[], io: Io): Promise<number> {
+  const cmd: Command<OptionName> = commands[name];
   try {
-    return await cmd.run(parseCommandLine(cmd, rest, io.env), io);
+    const line = parseCommandLine(cmd, args, io.env);
+    if (line.config.providerModule !== undefined) shareLibraryWithProviderModules();
+    return await cmd.run(line, io);
   } catch (error) {
-    if (error instanceof ConfigError) return usageError(error.message, io, first);
-    io.stderr.write(`cirrus ${first}: ${error instanceof Error ? error.message : String(error)}\n`);
+    if (error instanceof ConfigError) return usageError(error.message, io, name);
+    io.stderr.write(`cirrus ${name}: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   }
 }
@@ -241,7 +247,30 @@ function functionList(): string {
   return catalogue.map((e) => `${e.name} [${e.controller.name}, ${e.controller.alias}]`).join(', ');
 }
 
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+// Imported, not read from a path: a build inlines it, wherever its files end up.
+async function packageVersion(): Promise<string> {
+  const { default: pkg } = await import('../../package.json', { with: { type: 'json' } });
   return pkg.version;
+}
+
+// This cirrus's library entry: shared/index.ts in a checkout; in a build (scripts/build.ts), index.js
+// in the one folder that holds all of an artifact's modules.
+const libraryEntry = new URL(import.meta.url.endsWith('.ts') ? '../index.ts' : './index.js', import.meta.url).href;
+let shared = false;
+
+/**
+ * Makes `import … from 'cirrus-ccm'` in modules loaded from now on (a --provider-module) resolve
+ * to this running cirrus, wherever the module lives and whatever its node_modules hold: its
+ * registerCloudProvider must reach this process's registry, and the errors it throws must be the
+ * classes the functions look for. (Without it, a module in an image of your own or a Lambda
+ * package would find no 'cirrus-ccm', or a second copy whose registry nobody reads.)
+ * `cirrus-ccm/fake` and every other specifier resolve as usual.
+ */
+export function shareLibraryWithProviderModules(): void {
+  if (shared) return;
+  shared = true;
+  registerHooks({
+    resolve: (specifier, context, nextResolve) =>
+      specifier === 'cirrus-ccm' ? { url: libraryEntry, shortCircuit: true } : nextResolve(specifier, context),
+  });
 }

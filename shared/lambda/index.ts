@@ -18,6 +18,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
 import type { FunctionEntry } from '../catalogue.ts';
+import { shareLibraryWithProviderModules } from '../cli/main.ts';
 import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
 import { createLogger } from '../log.ts';
 import { extensionSecretStore, materializeSecrets } from './secrets.ts';
@@ -102,6 +103,17 @@ export function lambdaHandler(name: string, options: LambdaHandlerOptions = {}):
   });
 }
 
+/**
+ * The handler of a one-function artifact (scripts/build.ts, `dist/functions/<name>/lambda.js`): in a
+ * Lambda sandbox (which sets _HANDLER) it starts building the app at once, during the init phase,
+ * before its first event.
+ */
+export function sandboxHandler(name: string): LambdaHandler {
+  const handler = lambdaHandler(name);
+  if (process.env['_HANDLER'] !== undefined) handler.prepare();
+  return handler;
+}
+
 async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions): Promise<Proxy> {
   const { name } = entry;
   const env = options.env ?? process.env;
@@ -109,6 +121,7 @@ async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions
   const log = createLogger({ name, level: parsed.logLevel });
   try {
     const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
+    if (config.providerModule !== undefined) shareLibraryWithProviderModules();
     // Lambda freezes a sandbox between events: the event-loop delay measured across a freeze is
     // not load, and a sandbox takes one event at a time anyway (its memory is the function's
     // MemorySize, and reserved concurrency caps the sandboxes). No load shedding here.
