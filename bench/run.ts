@@ -7,6 +7,13 @@
 //   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
+//
+//   npm run bench -- --compare go       instead: the stock Go cloud-controller-manager (built once per machine
+//                                       from bench/go-ccm/) at its defaults, tuned and at cirrus's width, and
+//                                       `cirrus start`, each in a process of its own, through issue 21's
+//                                       scenarios; a table of every figure, cirrus's ratio and the goals
+//                                       (bench/compare/). With --full: 1000 objects; --objects <n>: n objects;
+//                                       --contenders go-defaults,go-tuned,go-width,cirrus: some of them.
 
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -24,6 +31,8 @@ import { loadBalancers } from './scenarios/lb.ts';
 import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
 import { burst } from './scenarios/burst.ts';
+import { compareWithGo } from './compare/index.ts';
+import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
 const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst'] as const;
 
@@ -32,14 +41,19 @@ const { values } = parseArgs({
     full: { type: 'boolean', default: false },
     only: { type: 'string' },
     'log-level': { type: 'string', default: 'warn' },
+    compare: { type: 'string' },
+    objects: { type: 'string' },
+    contenders: { type: 'string', default: contenderNames.join(',') },
   },
 });
+if (values.compare !== undefined && values.compare !== 'go') throw new Error('--compare: only "go" is known');
 const only = new Set(values.only?.split(',') ?? scenarioNames);
 const progress = (line: string): void => {
   process.stderr.write(`bench: ${line}\n`);
 };
 
 const results: Record<string, ScenarioResult> = {};
+let comparison: Awaited<ReturnType<typeof compareWithGo>> | undefined;
 const startedAt = new Date().toISOString();
 const assets = await resolveAssets({ build: true, progress });
 const controlPlane = await ControlPlane.start({ assets });
@@ -54,20 +68,25 @@ try {
     progress,
   };
   progress(`kube-apiserver ${controlPlane.info.kubernetesVersion} at ${controlPlane.info.server}`);
-  await runAll(bench, values['log-level'] as LevelWithSilent);
+  if (values.compare === undefined) await runAll(bench, values['log-level'] as LevelWithSilent);
+  else comparison = await compareWithGo(bench, controlPlane, compareOptions());
 } finally {
   await controlPlane.stop();
 }
 
-const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
-const file = await writeResults(fileURLToPath(new URL('results/', import.meta.url)), {
-  startedAt,
-  full: values.full,
-  machine: machine(),
-  kubernetes: controlPlane.info.kubernetesVersion,
-  results,
-});
-process.stdout.write(`\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\n`);
+const common = { startedAt, full: values.full, machine: machine(), kubernetes: controlPlane.info.kubernetesVersion };
+const file = await writeResults(
+  fileURLToPath(new URL('results/', import.meta.url)),
+  comparison === undefined ? { ...common, results } : { ...common, ...comparison.content },
+);
+if (comparison !== undefined) {
+  process.stdout.write(`\n${comparison.table}\n\nJSON: ${file}\n`);
+} else {
+  const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
+  process.stdout.write(
+    `\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\n`,
+  );
+}
 
 async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {
   let ceiling: number | undefined;
@@ -115,6 +134,17 @@ async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
   results['nodes-steady'] = await nodeInit(bench, { mode: 'steady', count, ratePerSecond: 20 }, ceiling);
   progress(`node init, burst: ${count} nodes`);
   results['nodes-burst'] = await nodeInit(bench, { mode: 'burst', count }, ceiling);
+}
+
+function compareOptions(): Parameters<typeof compareWithGo>[2] {
+  const objects = values.objects === undefined ? undefined : Number(values.objects);
+  if (objects !== undefined && !(Number.isInteger(objects) && objects > 0))
+    throw new Error('--objects: a positive integer');
+  const chosen = values.contenders.split(',');
+  const unknown = chosen.filter((n) => !(contenderNames as readonly string[]).includes(n));
+  if (unknown.length > 0)
+    throw new Error(`--contenders: unknown ${unknown.join(', ')}; known: ${contenderNames.join(', ')}`);
+  return { full: values.full, objects, contenders: chosen as ContenderName[], progress };
 }
 
 function notMeasured(): string[] {

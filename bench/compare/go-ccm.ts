@@ -1,0 +1,118 @@
+// Builds the stock Go cloud-controller-manager with the benchmark cloud (bench/go-ccm/) once per
+// machine, as shared/control-plane/assets.ts builds kube-apiserver: into
+// <cache>/go-ccm/kubernetes-<version>-<hash>/cloud-controller-manager, keyed by the Go module's
+// files, staged in a temporary folder and renamed into place, so that a build that dies half-way
+// never looks complete. The module must pin k8s.io/cloud-provider at the control plane's version.
+
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { access, constants, mkdir, mkdtemp, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { cacheRoot, pinnedVersions } from '../../shared/control-plane/index.ts';
+
+const moduleDir = fileURLToPath(new URL('../go-ccm/', import.meta.url));
+const binaryName = 'cloud-controller-manager';
+
+export interface GoCcm {
+  readonly binary: string;
+  /** The Kubernetes version it was built at, e.g. v1.36.3. */
+  readonly kubernetes: string;
+  /** Seconds the build took, when this call built it; undefined when it came from the cache. */
+  readonly builtInSeconds: number | undefined;
+}
+
+/** The cached binary, built first when missing (several minutes on 2 cores with cold Go caches). */
+export async function goCcm(progress: (line: string) => void): Promise<GoCcm> {
+  const kubernetes = await checkedVersion();
+  const dir = join(cacheRoot(), 'go-ccm', `kubernetes-${kubernetes}-${await moduleHash()}`);
+  const binary = join(dir, binaryName);
+  if (await isExecutable(binary)) return { binary, kubernetes, builtInSeconds: undefined };
+  await mkdir(dirname(dir), { recursive: true });
+  const staging = await mkdtemp(`${dir}.building-`);
+  const started = performance.now();
+  progress(`building the Go cloud-controller-manager (Kubernetes ${kubernetes}) once into ${dir}`);
+  try {
+    await goBuild(join(staging, binaryName), kubernetes, progress);
+    await rename(staging, dir).catch(async (error: unknown) => {
+      // Another build finished first: its folder is as good as ours.
+      if (!(await isExecutable(binary))) throw error;
+    });
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+  const builtInSeconds = (performance.now() - started) / 1000;
+  progress(`built the Go cloud-controller-manager in ${builtInSeconds.toFixed(0)} s`);
+  return { binary, kubernetes, builtInSeconds };
+}
+
+// k8s.io/cloud-provider v0.X.Y belongs to Kubernetes v1.X.Y: it must be the control plane's.
+async function checkedVersion(): Promise<string> {
+  const { kubernetes } = await pinnedVersions();
+  const goMod = await readFile(join(moduleDir, 'go.mod'), 'utf8');
+  const cloudProvider = /^\s*k8s\.io\/cloud-provider (v\S+)/m.exec(goMod)?.[1];
+  const expected = kubernetes.replace(/^v1\./, 'v0.');
+  if (cloudProvider !== expected) {
+    throw new Error(
+      `bench/go-ccm/go.mod requires k8s.io/cloud-provider ${cloudProvider ?? '(none)'}, but the control plane is ` +
+        `Kubernetes ${kubernetes}: set ${expected} there (and the other k8s.io modules), then run go mod tidy`,
+    );
+  }
+  return kubernetes;
+}
+
+async function moduleHash(): Promise<string> {
+  const hash = createHash('sha256');
+  const files = (await readdir(moduleDir)).filter((f) => f === 'go.mod' || f === 'go.sum' || f.endsWith('.go'));
+  for (const file of files.sort())
+    hash
+      .update(file)
+      .update('\0')
+      .update(await readFile(join(moduleDir, file)));
+  return hash.digest('hex').slice(0, 12);
+}
+
+async function isExecutable(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// `go build -v` names each package as it compiles it; a line every 15 s says how far it got.
+async function goBuild(output: string, kubernetes: string, progress: (line: string) => void): Promise<void> {
+  const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(kubernetes) ?? [];
+  const stamps = ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap((pkg) => [
+    `-X ${pkg}.gitVersion=${kubernetes}`,
+    `-X ${pkg}.gitMajor=${major ?? ''}`,
+    `-X ${pkg}.gitMinor=${minor ?? ''}`,
+  ]);
+  const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...stamps].join(' '), '-o', output, '.'];
+  const child = spawn('go', args, {
+    cwd: moduleDir,
+    env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let compiled = 0;
+  const tail: string[] = [];
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    compiled += 1;
+    tail.push(line);
+    if (tail.length > 30) tail.shift();
+  });
+  const timer = setInterval(() => {
+    progress(`  go-ccm: ${compiled} packages compiled so far`);
+  }, 15_000);
+  try {
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', resolve);
+    });
+    if (code !== 0) throw new Error(`go build in bench/go-ccm failed (exit ${code}):\n${tail.join('\n')}`);
+  } finally {
+    clearInterval(timer);
+  }
+}

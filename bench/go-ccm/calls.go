@@ -1,0 +1,84 @@
+// What the benchmark reads from the cloud: calls per method, the most in flight at once per
+// method, and each updateLoadBalancer with its node names and when it returned (Unix ms). Served
+// as JSON on GET /calls?updatesFrom=N, in the shape bench/compare/provider.ts serves for cirrus.
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+type lbUpdate struct {
+	Service string   `json:"service"`
+	Nodes   []string `json:"nodes"`
+	At      float64  `json:"at"`
+}
+
+type callLog struct {
+	mu          sync.Mutex
+	calls       map[string]int
+	inFlight    map[string]int
+	maxInFlight map[string]int
+	updates     []lbUpdate
+}
+
+func newCallLog() *callLog {
+	return &callLog{
+		calls:       map[string]int{},
+		inFlight:    map[string]int{},
+		maxInFlight: map[string]int{},
+		updates:     []lbUpdate{}, // JSON [] rather than null
+	}
+}
+
+// begin counts a call of method; the function it returns marks the call finished.
+func (l *callLog) begin(method string) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls[method]++
+	l.inFlight[method]++
+	l.maxInFlight[method] = max(l.maxInFlight[method], l.inFlight[method])
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.inFlight[method]--
+	}
+}
+
+func (l *callLog) update(service string, nodes []string) {
+	at := float64(time.Now().UnixMicro()) / 1000
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.updates = append(l.updates, lbUpdate{Service: service, Nodes: nodes, At: at})
+}
+
+// serve answers GET /calls on address until the process ends.
+func (l *callLog) serve(address string) error {
+	listener, err := net.Listen("tcp", address)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /calls", func(w http.ResponseWriter, r *http.Request) {
+		from, _ := strconv.Atoi(r.URL.Query().Get("updatesFrom"))
+		l.mu.Lock()
+		body, err := json.Marshal(map[string]any{
+			"calls":       l.calls,
+			"maxInFlight": l.maxInFlight,
+			"updates":     l.updates[min(max(from, 0), len(l.updates)):],
+		})
+		l.mu.Unlock()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})
+	go func() { _ = http.Serve(listener, mux) }()
+	return nil
+}
