@@ -4,13 +4,11 @@
 // files, staged in a temporary folder and renamed into place, so that a build that dies half-way
 // never looks complete. The module must pin k8s.io/cloud-provider at the control plane's version.
 
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, constants, mkdir, mkdtemp, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { cacheRoot, pinnedVersions } from '../../shared/control-plane/index.ts';
+import { cacheRoot, goBuild, isExecutable, pinnedVersions, versionStamps } from '../../shared/control-plane/index.ts';
 
 const moduleDir = fileURLToPath(new URL('../go-ccm/', import.meta.url));
 const binaryName = 'cloud-controller-manager';
@@ -34,7 +32,15 @@ export async function goCcm(progress: (line: string) => void): Promise<GoCcm> {
   const started = performance.now();
   progress(`building the Go cloud-controller-manager (Kubernetes ${kubernetes}) once into ${dir}`);
   try {
-    await goBuild(join(staging, binaryName), kubernetes, progress);
+    await goBuild({
+      dir: moduleDir,
+      pkg: '.',
+      output: join(staging, binaryName),
+      ldflags: versionStamps(kubernetes),
+      name: 'go-ccm',
+      env: process.env,
+      progress,
+    });
     await rename(staging, dir).catch(async (error: unknown) => {
       // Another build finished first: its folder is as good as ours.
       if (!(await isExecutable(binary))) throw error;
@@ -71,48 +77,4 @@ async function moduleHash(): Promise<string> {
       .update('\0')
       .update(await readFile(join(moduleDir, file)));
   return hash.digest('hex').slice(0, 12);
-}
-
-async function isExecutable(path: string): Promise<boolean> {
-  try {
-    await access(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-// `go build -v` names each package as it compiles it; a line every 15 s says how far it got.
-async function goBuild(output: string, kubernetes: string, progress: (line: string) => void): Promise<void> {
-  const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(kubernetes) ?? [];
-  const stamps = ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap((pkg) => [
-    `-X ${pkg}.gitVersion=${kubernetes}`,
-    `-X ${pkg}.gitMajor=${major ?? ''}`,
-    `-X ${pkg}.gitMinor=${minor ?? ''}`,
-  ]);
-  const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...stamps].join(' '), '-o', output, '.'];
-  const child = spawn('go', args, {
-    cwd: moduleDir,
-    env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let compiled = 0;
-  const tail: string[] = [];
-  createInterface({ input: child.stderr }).on('line', (line) => {
-    compiled += 1;
-    tail.push(line);
-    if (tail.length > 30) tail.shift();
-  });
-  const timer = setInterval(() => {
-    progress(`  go-ccm: ${compiled} packages compiled so far`);
-  }, 15_000);
-  try {
-    const code = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('close', resolve);
-    });
-    if (code !== 0) throw new Error(`go build in bench/go-ccm failed (exit ${code}):\n${tail.join('\n')}`);
-  } finally {
-    clearInterval(timer);
-  }
 }

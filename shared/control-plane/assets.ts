@@ -128,7 +128,8 @@ async function mustBeExecutable(path: string, setting: string): Promise<void> {
   if (!(await isExecutable(path))) throw new Error(`${setting}: ${path} is not an executable file`);
 }
 
-async function isExecutable(path: string): Promise<boolean> {
+/** Whether `path` is a file this process may execute. */
+export async function isExecutable(path: string): Promise<boolean> {
   try {
     await access(path, constants.X_OK);
     return true;
@@ -160,14 +161,21 @@ async function buildInto(
       dir,
   );
   try {
-    const build = { env, progress };
-    await goBuild('go.etcd.io/etcd/server/v3', join(staging, 'etcd'), [], build);
-    await goBuild(
-      'k8s.io/kubernetes/cmd/kube-apiserver',
-      join(staging, 'kube-apiserver'),
-      versionStamps(pinned),
-      build,
-    );
+    const build = { dir: moduleDir, env, progress };
+    await goBuild({
+      ...build,
+      pkg: 'go.etcd.io/etcd/server/v3',
+      output: join(staging, 'etcd'),
+      ldflags: [],
+      name: 'etcd',
+    });
+    await goBuild({
+      ...build,
+      pkg: 'k8s.io/kubernetes/cmd/kube-apiserver',
+      output: join(staging, 'kube-apiserver'),
+      ldflags: versionStamps(pinned.kubernetes),
+      name: 'kube-apiserver',
+    });
     await rename(staging, dir).catch(async (error: unknown) => {
       // Another build finished first: its folder is as good as ours.
       if (!(await isExecutable(join(dir, 'kube-apiserver')))) throw error;
@@ -178,33 +186,40 @@ async function buildInto(
   progress(`built in ${Math.round((Date.now() - started) / 1000)} s`);
 }
 
-function versionStamps(pinned: PinnedVersions): string[] {
-  const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(pinned.kubernetes) ?? [];
-  const stamps: string[] = [];
-  for (const pkg of ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version']) {
-    stamps.push(
-      `-X ${pkg}.gitVersion=${pinned.kubernetes}`,
-      `-X ${pkg}.gitMajor=${major}`,
-      `-X ${pkg}.gitMinor=${minor}`,
-    );
-  }
-  return stamps;
+/** The -ldflags that stamp Kubernetes `version` (as its release build does) into a binary built from these modules. */
+export function versionStamps(kubernetes: string): string[] {
+  const [, major, minor] = /^v(\d+)\.(\d+)\./.exec(kubernetes) ?? [];
+  return ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap((pkg) => [
+    `-X ${pkg}.gitVersion=${kubernetes}`,
+    `-X ${pkg}.gitMajor=${major ?? ''}`,
+    `-X ${pkg}.gitMinor=${minor ?? ''}`,
+  ]);
 }
 
-// `go build -v` names each package as it compiles it; one line every 15 s says how far it got.
-async function goBuild(
-  pkg: string,
-  output: string,
-  ldflags: string[],
-  { env, progress }: { env: NodeJS.ProcessEnv; progress: ProgressSink },
-): Promise<void> {
-  const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...ldflags].join(' '), '-o', output, pkg];
+/** One `go build` of `pkg` in the Go module at `dir` into `output`, statically linked and stripped. */
+export interface GoBuild {
+  readonly dir: string;
+  readonly pkg: string;
+  readonly output: string;
+  readonly ldflags: readonly string[];
+  /** What the progress lines call it. */
+  readonly name: string;
+  readonly env: NodeJS.ProcessEnv;
+  readonly progress: ProgressSink;
+}
+
+/**
+ * Runs the build; rejects with the last lines of go's output when it fails. `go build -v` names
+ * each package as it compiles it; one progress line every 15 s says how far it got.
+ */
+export async function goBuild(build: GoBuild): Promise<void> {
+  const { pkg, output, name, progress } = build;
+  const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...build.ldflags].join(' '), '-o', output, pkg];
   const child = spawn('go', args, {
-    cwd: moduleDir,
-    env: { ...env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
+    cwd: build.dir,
+    env: { ...build.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const name = pkg.split('/').at(-1) === 'v3' ? 'etcd' : 'kube-apiserver';
   let compiled = 0;
   const tail: string[] = [];
   createInterface({ input: child.stderr }).on('line', (line) => {
@@ -220,7 +235,7 @@ async function goBuild(
       child.once('error', reject);
       child.once('close', resolve);
     });
-    if (code !== 0) throw new Error(`go build ${pkg} failed (exit ${code}):\n${tail.join('\n')}`);
+    if (code !== 0) throw new Error(`go build ${pkg} in ${build.dir} failed (exit ${code}):\n${tail.join('\n')}`);
   } finally {
     clearInterval(timer);
   }

@@ -1,6 +1,15 @@
 // The local control plane: real kube-apiserver and etcd binaries, built once per machine, started
 // on loopback for the integration tests and for `cirrus cluster`.
-export { AssetsUnavailableError, cacheRoot, pinnedVersions, resolveAssets, type ControlPlaneAssets } from './assets.ts';
+export {
+  AssetsUnavailableError,
+  cacheRoot,
+  goBuild,
+  isExecutable,
+  pinnedVersions,
+  resolveAssets,
+  versionStamps,
+  type ControlPlaneAssets,
+} from './assets.ts';
 export {
   attachControlPlane,
   ControlPlane,
