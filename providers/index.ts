@@ -4,8 +4,10 @@
 
 import { registerCloudProvider } from '../shared/cloud/registry.ts';
 
-/** Registers `fake` and `static`. Call once per process (a name registered twice is an error). */
+/** Registers the built-in providers (`fake`, `static`, `aws`, and others). Call once per process (a name registered twice is an error). */
 export function registerBuiltInProviders(): void {
   registerCloudProvider('fake', async (context) => (await import('./fake/index.ts')).fakeFromConfig(context));
   registerCloudProvider('static', async (context) => (await import('./static/index.ts')).createStaticProvider(context));
+  registerCloudProvider('http', async (context) => (await import('./http/index.ts')).createHttpProvider(context));
+  registerCloudProvider('aws', async (context) => (await import('./aws/index.ts')).createAwsProvider(context));
 }

@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { CloudProvider } from './provider.ts';
 
 /** What a factory gets to build its provider from. */
@@ -22,6 +23,8 @@ export interface ProviderContext {
    * that keep state in the cluster; undefined where none was given.
    */
   readonly kubeConfig: KubeConfig | undefined;
+  /** The registry the process serves on /metrics, for a provider's own series (e.g. its cloud API calls); undefined where none is served. */
+  readonly metrics?: Registry | undefined;
 }
 
 /** Builds a provider; throws CloudConfigError for a config it cannot use. */
@@ -53,6 +56,7 @@ export interface InitOptions {
   readonly signal: AbortSignal;
   readonly log: Logger;
   readonly kubeConfig?: KubeConfig;
+  readonly metrics?: Registry;
 }
 
 /**
@@ -79,7 +83,7 @@ export async function initCloudProvider(
   }
   try {
     const log = options.log.child({ provider: name });
-    return await factory({ config, configPath, signal: options.signal, log, kubeConfig: options.kubeConfig });
+    return await factory({ config, configPath, signal: options.signal, log, kubeConfig: options.kubeConfig, metrics: options.metrics });
   } catch (error) {
     throw new Error(`could not init cloud provider "${name}": ${(error as Error).message}`, { cause: error });
   }

@@ -1,0 +1,127 @@
+// The two AWS clients the provider uses (EC2 and Elastic Load Balancing v2, SDK v3), built once per
+// process: credentials from the SDK's standard chain (environment, shared files, web identity for
+// IRSA, container and instance metadata), endpoints from the SDK's standard variables
+// (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2) or upstream's
+// [ServiceOverride] sections, retries by the SDK's retry modes (AWS_RETRY_MODE, AWS_MAX_ATTEMPTS).
+// Every call goes through send(): it passes the reconcile's AbortSignal, counts the call by
+// operation and outcome, and turns throttling that outlived the SDK's retries into RetryError.
+
+import { EC2Client } from '@aws-sdk/client-ec2';
+import { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balancing-v2';
+import { Counter, type Registry } from 'prom-client';
+import { RetryError } from '../../shared/cloud/errors.ts';
+import type { AwsConfig, ServiceOverride } from './config.ts';
+
+export type ServiceName = 'ec2' | 'elbv2';
+
+/** How long a reconcile waits after throttling that the SDK's own retries did not absorb. */
+export const THROTTLED_RETRY_MS = 20_000;
+
+const throttlingCodes = new Set([
+  'RequestLimitExceeded',
+  'Throttling',
+  'ThrottlingException',
+  'ThrottledException',
+  'TooManyRequestsException',
+  'EC2ThrottledException',
+  'RequestThrottled',
+  'RequestThrottledException',
+  'SlowDown',
+  'PriorRequestNotComplete',
+]);
+
+/** Called once per send (not per SDK attempt), with the command's name without "Command". */
+export type CallObserver = (service: ServiceName, operation: string, outcome: 'ok' | 'error') => void;
+
+export interface AwsApi {
+  readonly ec2: EC2Client;
+  readonly elbv2: ElasticLoadBalancingV2Client;
+}
+
+/** An AWS error's wire code (`InvalidInstanceID.NotFound`, `LoadBalancerNotFound`), or undefined. */
+export function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const e = error as { Code?: unknown; name?: unknown; $metadata?: unknown };
+  if (typeof e.Code === 'string') return e.Code;
+  if (e.$metadata !== undefined && typeof e.name === 'string') return e.name.replace(/Exception$/, '');
+  return undefined;
+}
+
+/**
+ * Builds the clients for `config` (region, [ServiceOverride]). Each gets a middleware around the
+ * whole call (outside the SDK's retries) that reports it to `observe` and turns throttling the
+ * retries did not absorb into RetryError. Pass the reconcile's signal: `send(cmd, { abortSignal })`.
+ */
+export function createAwsApi(config: AwsConfig, options: { observe?: CallObserver } = {}): AwsApi {
+  const override = (service: ServiceName): ServiceOverride | undefined =>
+    config.serviceOverrides.find((o) => o.service === service && o.region === config.region);
+  const clientConfig = (service: ServiceName) => {
+    const o = override(service);
+    return { region: o?.signingRegion ?? config.region, ...(o === undefined ? {} : { endpoint: o.url }) };
+  };
+  const ec2 = new EC2Client(clientConfig('ec2'));
+  const elbv2 = new ElasticLoadBalancingV2Client(clientConfig('elbv2'));
+  watch(ec2, 'ec2', options.observe);
+  watch(elbv2, 'elbv2', options.observe);
+  return { ec2, elbv2 };
+}
+
+function watch(
+  client: EC2Client | ElasticLoadBalancingV2Client,
+  service: ServiceName,
+  observe: CallObserver | undefined,
+): void {
+  (client.middlewareStack as EC2Client['middlewareStack']).add(
+    (next, context) => async (args) => {
+      const operation = (context.commandName ?? 'unknown').replace(/Command$/, '');
+      try {
+        const output = await next(args);
+        observe?.(service, operation, 'ok');
+        return output;
+      } catch (error) {
+        observe?.(service, operation, 'error');
+        const code = errorCode(error);
+        if (code !== undefined && throttlingCodes.has(code)) {
+          throw new RetryError(
+            `${service}:${operation} was throttled by AWS (${code}) beyond the SDK's retries; trying again in ${THROTTLED_RETRY_MS / 1000} s`,
+            THROTTLED_RETRY_MS,
+            { cause: error },
+          );
+        }
+        throw error;
+      }
+    },
+    { step: 'initialize', name: 'cirrusCallObserver', priority: 'high' },
+  );
+}
+
+/** `cirrus_aws_api_calls_total{service,operation,outcome}` in `registry`, as a CallObserver. */
+export function callCounter(registry: Registry): CallObserver {
+  const existing = registry.getSingleMetric('cirrus_aws_api_calls_total') as
+    Counter<'service' | 'operation' | 'outcome'> | undefined;
+  const counter =
+    existing ??
+    new Counter({
+      name: 'cirrus_aws_api_calls_total',
+      help: 'Calls to AWS APIs by the aws provider (one per call, however many attempts the SDK made), by service, operation and outcome.',
+      labelNames: ['service', 'operation', 'outcome'] as const,
+      registers: [registry],
+    });
+  return (service, operation, outcome) => {
+    counter.inc({ service, operation, outcome });
+  };
+}
+
+/**
+ * `value`, or an error naming what AWS answered without: the SDK types every field of an answer as
+ * optional, and one the provider needs being absent is AWS's (or an emulator's) fault, not the caller's.
+ */
+export function required<T>(value: T | null | undefined, what: string): T {
+  if (value === undefined || value === null) throw new Error(`AWS answered without ${what}`);
+  return value;
+}
+
+/** The SDK's per-call options for a reconcile's signal (an absent signal must be an absent key). */
+export function abortable(signal: AbortSignal | undefined): { abortSignal?: AbortSignal } {
+  return signal === undefined ? {} : { abortSignal: signal };
+}

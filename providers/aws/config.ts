@@ -1,0 +1,474 @@
+// The aws provider's cloud-config: cloud-provider-aws's INI (gcfg) file, read the way upstream
+// reads it, so a cluster moving from cloud-provider-aws keeps its file. cirrus does not run on an
+// instance, so there is no instance-metadata self-lookup: region, VPC and cluster ID must be in
+// the file. A key cirrus does not know is a start-up error that names it; a key upstream knows but
+// cirrus does not act on is refused when acting on it matters (RoleARN, NLBSecurityGroupMode) and
+// reported as ignored when it does not (ElbSecurityGroup, which only Classic ELBs use).
+
+import { CloudConfigError } from '../../shared/cloud/errors.ts';
+
+export type IpFamily = 'ipv4' | 'ipv6';
+
+/** An upstream `[ServiceOverride "<n>"]` section: another endpoint for one service in one region. */
+export interface ServiceOverride {
+  readonly section: string;
+  /** The SDK service ID: `EC2` or `Elastic Load Balancing v2` (case-insensitive; `ec2`, `elasticloadbalancing` too). */
+  readonly service: 'ec2' | 'elbv2' | 'other';
+  readonly region: string;
+  readonly url: string;
+  readonly signingRegion: string;
+  readonly signingName: string | undefined;
+}
+
+export interface AwsConfig {
+  readonly region: string;
+  readonly vpc: string;
+  readonly subnetId: string | undefined;
+  readonly routeTableId: string | undefined;
+  readonly clusterId: string;
+  /** The cluster ID came from the legacy KubernetesClusterTag: resources are also tagged `KubernetesCluster=<id>`. */
+  readonly legacyClusterTag: boolean;
+  readonly nodeIpFamilies: readonly IpFamily[];
+  readonly healthProbe: { readonly mode: 'ServiceNodePort' | 'Shared'; readonly port: number; readonly path: string };
+  readonly serviceOverrides: readonly ServiceOverride[];
+  /** Keys read but without effect in cirrus, with why: logged once at start. */
+  readonly ignored: readonly string[];
+}
+
+type Section = Map<string, string[]>;
+
+/** The sections of a gcfg file: `[Global]`, `[ServiceOverride "1"]`; names case-insensitive, keys repeatable. */
+export function parseGcfg(text: string, file: string | undefined): Map<string, Section> {
+  const sections = new Map<string, Section>();
+  let current: Section | undefined;
+  let currentName = '';
+  for (const [index, raw] of text.split(/\r?\n/).entries()) {
+    const line = stripComment(raw).trim();
+    if (line === '') continue;
+    const where = `line ${index + 1}`;
+    const header = /^\[\s*([A-Za-z][-A-Za-z0-9.]*)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]$/.exec(line);
+    if (header !== null) {
+      currentName = sectionName(header);
+      current = sections.get(currentName) ?? new Map();
+      sections.set(currentName, current);
+      continue;
+    }
+    const pair = /^([A-Za-z][-A-Za-z0-9]*)\s*(?:=\s*(.*))?$/.exec(line);
+    if (pair === null)
+      throw new CloudConfigError(file, where, `cannot read "${raw.trim()}": expected [Section] or Key = value`);
+    if (current === undefined) throw new CloudConfigError(file, where, `"${pair[1]}" is outside any [Section]`);
+    const [, key = '', value] = pair;
+    addValue(current, key.toLowerCase(), unquote(value ?? 'true', file, `${currentName}.${key}`));
+  }
+  return sections;
+}
+
+/** `global`, or `serviceoverride "1"`: the section name lower-cased, the subsection as given. */
+function sectionName(header: RegExpExecArray): string {
+  const [, name = '', subsection] = header;
+  return subsection === undefined ? name.toLowerCase() : `${name.toLowerCase()} "${subsection}"`;
+}
+
+/** Keys are repeatable: each value is kept, in order. */
+function addValue(section: Section, key: string, value: string): void {
+  section.set(key, [...(section.get(key) ?? []), value]);
+}
+
+function stripComment(line: string): string {
+  let quoted = false;
+  for (let i = 0; i < line.length; i += 1) {
+    const c = line[i];
+    if (c === '\\') i += 1;
+    else if (c === '"') quoted = !quoted;
+    else if (!quoted && (c === ';' || c === '#')) return line.slice(0, i);
+  }
+  return line;
+}
+
+function unquote(value: string, file: string | undefined, field: string): string {
+  const trimmed = value.trim();
+  if (!trimmed.includes('"')) return trimmed;
+  let out = '';
+  let quoted = false;
+  for (let i = 0; i < trimmed.length; i += 1) {
+    const c = trimmed.charAt(i);
+    if (c === '"') quoted = !quoted;
+    else if (c === '\\') {
+      const next = trimmed[i + 1];
+      if (next === undefined) throw new CloudConfigError(file, field, 'ends in a lone backslash');
+      out += next === 'n' ? '\n' : next === 't' ? '\t' : next;
+      i += 1;
+    } else out += c;
+  }
+  if (quoted) throw new CloudConfigError(file, field, 'has an unterminated quote');
+  return out;
+}
+
+/** Every `[Global]` key upstream's CloudConfig has, lower-cased, with the name to show. */
+const globalKeys = new Map(
+  [
+    'Zone',
+    'Region',
+    'VPC',
+    'SubnetID',
+    'RouteTableID',
+    'RoleARN',
+    'SourceARN',
+    'KubernetesClusterTag',
+    'KubernetesClusterID',
+    'DisableSecurityGroupIngress',
+    'ElbSecurityGroup',
+    'NodeIPFamilies',
+    'ClusterServiceLoadBalancerHealthProbeMode',
+    'ClusterServiceSharedLoadBalancerHealthProbePort',
+    'ClusterServiceSharedLoadBalancerHealthProbePath',
+    'SupportedTopologyInstanceTypePattern',
+    'NLBSecurityGroupMode',
+  ].map((k) => [k.toLowerCase(), k]),
+);
+const overrideKeys = new Map(
+  ['Service', 'Region', 'URL', 'SigningRegion', 'SigningMethod', 'SigningName'].map((k) => [k.toLowerCase(), k]),
+);
+
+/** One `[Global]` key's value (undefined when absent or empty); a key given twice is an error. */
+type Reader = (key: string) => string | undefined;
+
+/** Reads and checks the cloud-config; every problem is a CloudConfigError naming the key. */
+export function parseAwsConfig(text: string | undefined, file: string | undefined): AwsConfig {
+  if (text === undefined) {
+    throw new CloudConfigError(
+      file,
+      '',
+      'the aws provider needs --cloud-config (a [Global] section with Region, VPC and KubernetesClusterID)',
+    );
+  }
+  const sections = parseGcfg(text, file);
+  const global = sections.get('global') ?? new Map<string, string[]>();
+  const serviceOverrides = readOverrides(sections, file);
+  checkGlobalKeys(global, file);
+  const one = globalReader(global, file);
+  const region = readRegion(one, file);
+  const vpc = readVpc(one, file);
+  const subnetId = readId(one, 'SubnetID', 'subnet', file);
+  const routeTableId = readId(one, 'RouteTableID', 'rtb', file);
+  const { clusterId, legacyClusterTag } = readClusterId(one, file);
+  refuseUnsupported(one, file);
+  requireIngressDisabled(one, file);
+  const ignored = readIgnored(one, file);
+  return {
+    region,
+    vpc,
+    subnetId,
+    routeTableId,
+    clusterId,
+    legacyClusterTag,
+    nodeIpFamilies: readNodeIpFamilies(global, file),
+    healthProbe: readHealthProbe(one, file),
+    serviceOverrides,
+    ignored,
+  };
+}
+
+/** The `[ServiceOverride "<n>"]` sections; any other section but `[Global]` is an error. */
+function readOverrides(sections: Map<string, Section>, file: string | undefined): ServiceOverride[] {
+  const serviceOverrides: ServiceOverride[] = [];
+  for (const [name, section] of sections) {
+    if (name === 'global') continue;
+    const override = /^serviceoverride "(.*)"$/.exec(name);
+    if (override === null)
+      throw new CloudConfigError(file, `[${name}]`, 'unknown section: expected [Global] or [ServiceOverride "<n>"]');
+    serviceOverrides.push(readOverride(override[1] ?? '', section, file));
+  }
+  checkDuplicateOverrides(serviceOverrides, file);
+  return serviceOverrides;
+}
+
+function checkGlobalKeys(global: Section, file: string | undefined): void {
+  for (const key of global.keys()) {
+    if (!globalKeys.has(key)) {
+      throw new CloudConfigError(
+        file,
+        `Global.${key}`,
+        `unknown key; the [Global] keys are ${[...globalKeys.values()].join(', ')}`,
+      );
+    }
+  }
+}
+
+function globalReader(global: Section, file: string | undefined): Reader {
+  return (key) => {
+    const values = global.get(key.toLowerCase());
+    if (values === undefined) return undefined;
+    if (values.length > 1)
+      throw new CloudConfigError(file, `Global.${key}`, `given ${values.length} times; give it once`);
+    return values[0] === '' ? undefined : values[0];
+  };
+}
+
+/** Region, or the region of Zone (they must agree when both are given). */
+function readRegion(one: Reader, file: string | undefined): string {
+  const region = regionOfZone(one('Zone'), one('Region'), file) ?? one('Region');
+  if (region === undefined) {
+    throw new CloudConfigError(
+      file,
+      'Global.Region',
+      'required: cirrus does not run on an instance, so the region cannot come from instance metadata',
+    );
+  }
+  if (!/^[a-z]{2}(-[a-z]+)+-\d+$/.test(region))
+    throw new CloudConfigError(file, 'Global.Region', `"${region}" is not a region name (e.g. us-east-1)`);
+  return region;
+}
+
+function regionOfZone(
+  zone: string | undefined,
+  region: string | undefined,
+  file: string | undefined,
+): string | undefined {
+  if (zone === undefined) return undefined;
+  const derived = /^([a-zA-Z]+-)+\d+/.exec(zone)?.[0];
+  if (derived === undefined)
+    throw new CloudConfigError(file, 'Global.Zone', `"${zone}" is not an availability zone name (e.g. us-east-1a)`);
+  if (region !== undefined && region !== derived) {
+    throw new CloudConfigError(file, 'Global.Zone', `zone "${zone}" is in ${derived}, but Region is ${region}`);
+  }
+  return derived;
+}
+
+function readVpc(one: Reader, file: string | undefined): string {
+  const vpc = one('VPC');
+  if (vpc === undefined)
+    throw new CloudConfigError(
+      file,
+      'Global.VPC',
+      'required: the VPC whose subnets, route table and instances the cluster uses',
+    );
+  checkId(vpc, 'vpc', 'Global.VPC', file);
+  return vpc;
+}
+
+/** An optional `<prefix>-…` ID key. */
+function readId(one: Reader, key: string, prefix: string, file: string | undefined): string | undefined {
+  const value = one(key);
+  if (value !== undefined) checkId(value, prefix, `Global.${key}`, file);
+  return value;
+}
+
+/** KubernetesClusterID, or the legacy KubernetesClusterTag (then resources also get the legacy tag). */
+function readClusterId(one: Reader, file: string | undefined): { clusterId: string; legacyClusterTag: boolean } {
+  const clusterTag = one('KubernetesClusterTag');
+  const clusterIdKey = one('KubernetesClusterID');
+  if (clusterTag !== undefined && clusterIdKey !== undefined && clusterTag !== clusterIdKey) {
+    throw new CloudConfigError(
+      file,
+      'Global.KubernetesClusterID',
+      `"${clusterIdKey}" differs from KubernetesClusterTag "${clusterTag}"; give one`,
+    );
+  }
+  const clusterId = clusterIdKey ?? clusterTag;
+  if (clusterId === undefined) {
+    throw new CloudConfigError(
+      file,
+      'Global.KubernetesClusterID',
+      'required: the cluster ID in the kubernetes.io/cluster/<id> tags',
+    );
+  }
+  if (!/^[A-Za-z0-9][-A-Za-z0-9_.]{0,126}$/.test(clusterId)) {
+    throw new CloudConfigError(
+      file,
+      'Global.KubernetesClusterID',
+      `"${clusterId}" is not a usable tag key part (letters, digits, -, _, .)`,
+    );
+  }
+  return { clusterId, legacyClusterTag: clusterIdKey === undefined };
+}
+
+/** Keys upstream knows whose effect matters and that cirrus does not offer. */
+function refuseUnsupported(one: Reader, file: string | undefined): void {
+  if (one('RoleARN') !== undefined || one('SourceARN') !== undefined) {
+    throw new CloudConfigError(
+      file,
+      one('RoleARN') !== undefined ? 'Global.RoleARN' : 'Global.SourceARN',
+      "not supported by cirrus: give cirrus the role's credentials through the SDK's chain (IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, a profile with role_arn, or the execution role)",
+    );
+  }
+  const sgMode = one('NLBSecurityGroupMode');
+  if (sgMode !== undefined) {
+    throw new CloudConfigError(
+      file,
+      'Global.NLBSecurityGroupMode',
+      `"${sgMode}": managed NLB security groups are not supported by cirrus`,
+    );
+  }
+}
+
+function requireIngressDisabled(one: Reader, file: string | undefined): void {
+  const disableIngress = bool(one('DisableSecurityGroupIngress'), 'Global.DisableSecurityGroupIngress', file);
+  if (disableIngress !== true) {
+    throw new CloudConfigError(
+      file,
+      'Global.DisableSecurityGroupIngress',
+      "must be true: cirrus does not edit the nodes' security groups; allow the NodePort range (30000-32767) from the clients and the load balancers' subnets, and set DisableSecurityGroupIngress = true",
+    );
+  }
+}
+
+/** Keys read but without effect in cirrus, with why (still checked, so a typo is caught now). */
+function readIgnored(one: Reader, file: string | undefined): string[] {
+  const ignored: string[] = [];
+  if (one('ElbSecurityGroup') !== undefined)
+    ignored.push('ElbSecurityGroup (Classic ELB only; cirrus makes Network Load Balancers)');
+  const topology = one('SupportedTopologyInstanceTypePattern');
+  if (topology !== undefined) {
+    try {
+      new RegExp(topology);
+    } catch (error) {
+      throw new CloudConfigError(
+        file,
+        'Global.SupportedTopologyInstanceTypePattern',
+        `not a regular expression: ${(error as Error).message}`,
+      );
+    }
+    ignored.push('SupportedTopologyInstanceTypePattern (cirrus adds no network-topology labels)');
+  }
+  return ignored;
+}
+
+/** NodeIPFamilies: repeatable and comma-separated; ipv4 when absent. */
+function readNodeIpFamilies(global: Section, file: string | undefined): IpFamily[] {
+  const families = (global.get('nodeipfamilies') ?? [])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  const checked: IpFamily[] = [];
+  for (const family of families) {
+    if (family !== 'ipv4' && family !== 'ipv6')
+      throw new CloudConfigError(file, 'Global.NodeIPFamilies', `"${family}" is not ipv4 or ipv6`);
+    checked.push(family);
+  }
+  if (new Set(checked).size !== checked.length)
+    throw new CloudConfigError(file, 'Global.NodeIPFamilies', 'names a family twice');
+  return checked.length === 0 ? ['ipv4'] : checked;
+}
+
+function readHealthProbe(one: Reader, file: string | undefined): AwsConfig['healthProbe'] {
+  const mode = one('ClusterServiceLoadBalancerHealthProbeMode') ?? 'ServiceNodePort';
+  if (mode !== 'ServiceNodePort' && mode !== 'Shared') {
+    throw new CloudConfigError(
+      file,
+      'Global.ClusterServiceLoadBalancerHealthProbeMode',
+      `"${mode}" is not ServiceNodePort or Shared`,
+    );
+  }
+  return { mode, port: readHealthProbePort(one, file), path: readHealthProbePath(one, file) };
+}
+
+function readHealthProbePort(one: Reader, file: string | undefined): number {
+  const portText = one('ClusterServiceSharedLoadBalancerHealthProbePort');
+  const port = portText === undefined ? 10256 : Number(portText);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new CloudConfigError(
+      file,
+      'Global.ClusterServiceSharedLoadBalancerHealthProbePort',
+      `"${portText}" is not a port (1-65535)`,
+    );
+  }
+  return port;
+}
+
+function readHealthProbePath(one: Reader, file: string | undefined): string {
+  const path = one('ClusterServiceSharedLoadBalancerHealthProbePath') ?? '/healthz';
+  if (!path.startsWith('/'))
+    throw new CloudConfigError(
+      file,
+      'Global.ClusterServiceSharedLoadBalancerHealthProbePath',
+      `"${path}" must start with /`,
+    );
+  return path;
+}
+
+function readOverride(name: string, section: Section, file: string | undefined): ServiceOverride {
+  const field = (key: string): string => `ServiceOverride "${name}".${key}`;
+  for (const key of section.keys()) {
+    if (!overrideKeys.has(key))
+      throw new CloudConfigError(
+        file,
+        field(key),
+        `unknown key; the keys are ${[...overrideKeys.values()].join(', ')}`,
+      );
+  }
+  const optional = (key: string): string | undefined => overrideValue(section, key, field(key), file);
+  const needed = (key: string): string => {
+    const value = optional(key);
+    if (value === undefined) throw new CloudConfigError(file, field(key), 'required');
+    return value;
+  };
+  const service = needed('Service');
+  const url = needed('URL');
+  checkOverrideUrl(url, field('URL'), file);
+  const method = optional('SigningMethod');
+  if (method !== undefined && method !== 'v4' && method !== 'sigv4') {
+    throw new CloudConfigError(file, field('SigningMethod'), `"${method}": only v4 signing is supported`);
+  }
+  return {
+    section: name,
+    service: overrideService(service),
+    region: needed('Region'),
+    url,
+    signingRegion: needed('SigningRegion'),
+    signingName: optional('SigningName'),
+  };
+}
+
+/** A `[ServiceOverride]` key's value, trimmed; undefined when absent or empty; an error when given twice. */
+function overrideValue(section: Section, key: string, field: string, file: string | undefined): string | undefined {
+  const values = section.get(key.toLowerCase());
+  if (values !== undefined && values.length > 1) throw new CloudConfigError(file, field, 'given twice');
+  const value = values?.[0]?.trim();
+  return value === '' ? undefined : value;
+}
+
+function checkOverrideUrl(url: string, field: string, file: string | undefined): void {
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('not http(s)');
+  } catch {
+    throw new CloudConfigError(file, field, `"${url}" is not an http(s) URL`);
+  }
+}
+
+/** The SDK service ID (case-insensitive) as the client it overrides. */
+function overrideService(service: string): ServiceOverride['service'] {
+  const id = service.toLowerCase();
+  if (id === 'ec2') return 'ec2';
+  return id === 'elastic load balancing v2' || id === 'elasticloadbalancing' ? 'elbv2' : 'other';
+}
+
+function checkDuplicateOverrides(overrides: readonly ServiceOverride[], file: string | undefined): void {
+  const seen = new Set<string>();
+  for (const o of overrides) {
+    const key = `${o.service}/${o.region}`;
+    if (o.service !== 'other' && seen.has(key)) {
+      throw new CloudConfigError(
+        file,
+        `ServiceOverride "${o.section}"`,
+        `a second override for ${o.service} in ${o.region}`,
+      );
+    }
+    seen.add(key);
+  }
+}
+
+function checkId(value: string, prefix: string, field: string, file: string | undefined): void {
+  if (!new RegExp(`^${prefix}-[0-9a-f]{8,17}$`).test(value)) {
+    throw new CloudConfigError(file, field, `"${value}" is not a ${prefix}- ID`);
+  }
+}
+
+function bool(value: string | undefined, field: string, file: string | undefined): boolean | undefined {
+  if (value === undefined) return undefined;
+  const v = value.toLowerCase();
+  if (['true', 'yes', 'on', '1'].includes(v)) return true;
+  if (['false', 'no', 'off', '0'].includes(v)) return false;
+  throw new CloudConfigError(file, field, `"${value}" is not a boolean (true or false)`);
+}

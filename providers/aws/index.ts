@@ -1,0 +1,45 @@
+// The `aws` provider: EC2 instances (InstancesV2), Network Load Balancers (LoadBalancer) and VPC
+// route table routes (Routes), on the AWS SDK for JavaScript v3. See docs/providers/aws.md.
+
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import type { ProviderContext } from '../../shared/cloud/registry.ts';
+import { callCounter, createAwsApi, type AwsApi, type CallObserver } from './api.ts';
+import { parseAwsConfig, type AwsConfig } from './config.ts';
+import { AwsInstances } from './instances.ts';
+import { AwsLoadBalancer } from './load-balancer.ts';
+import { AwsRoutes } from './routes.ts';
+
+export { parseAwsConfig, type AwsConfig } from './config.ts';
+export { instanceIdFromProviderId } from './instances.ts';
+
+/** Builds the provider from the cloud-config; `observe` (tests) sees every AWS call besides the metric. */
+export function createAwsProvider(context: ProviderContext, options: { observe?: CallObserver } = {}): CloudProvider {
+  const config = parseAwsConfig(context.config, context.configPath);
+  for (const key of config.ignored) context.log.warn({ key }, 'cloud-config key has no effect in cirrus');
+  const counted = context.metrics === undefined ? undefined : callCounter(context.metrics);
+  const observe: CallObserver | undefined =
+    counted === undefined && options.observe === undefined
+      ? undefined
+      : (service, operation, outcome) => {
+          counted?.(service, operation, outcome);
+          options.observe?.(service, operation, outcome);
+        };
+  return awsProvider(config, createAwsApi(config, observe === undefined ? {} : { observe }));
+}
+
+/** The provider over given clients. */
+export function awsProvider(config: AwsConfig, api: AwsApi): CloudProvider {
+  const instances = new AwsInstances(api, config);
+  const loadBalancer = new AwsLoadBalancer(api, config, instances);
+  const routes = new AwsRoutes(api, config, instances);
+  return {
+    providerName: () => 'aws',
+    hasClusterId: () => true,
+    loadBalancer: () => loadBalancer,
+    instances: () => undefined,
+    instancesV2: () => instances,
+    zones: () => undefined,
+    clusters: () => undefined,
+    routes: () => routes,
+  };
+}
