@@ -4,7 +4,7 @@
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
-//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 //
@@ -31,10 +31,11 @@ import { loadBalancers } from './scenarios/lb.ts';
 import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
 import { burst } from './scenarios/burst.ts';
+import { awsIfAvailable } from './scenarios/aws.ts';
 import { compareWithGo } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
-const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst'] as const;
+const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws'] as const;
 
 const { values } = parseArgs({
   options: {
@@ -124,6 +125,12 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
   if (only.has('burst')) {
     progress('burst: 500 events, 100 of 1 MiB, at one `cirrus serve`');
     results['burst'] = await burst(bench, controlPlane.info.adminKubeconfig);
+  }
+  if (only.has('aws')) {
+    const sizes = bench.full ? { nodes: 200, services: 100 } : { nodes: 50, services: 20 };
+    progress(`aws: the aws provider against moto, ${sizes.nodes} nodes and ${sizes.services} NLB Services`);
+    const aws = await awsIfAvailable(bench, { ...sizes, logLevel: values['log-level'] as LevelWithSilent });
+    if (aws !== undefined) results['aws'] = aws;
   }
 }
 

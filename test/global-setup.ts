@@ -4,19 +4,34 @@
 //   CIRRUS_TEST_CLUSTER                      the control plane's cluster.json (see test/helpers/cluster.ts)
 //   CIRRUS_TEST_CLUSTER_SKIP                 why there is none (integration suites then skip)
 //   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD   the binaries, for tests that start their own
-// With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane fails the run.
+// And one AWS emulator (moto's server, scripts/aws-emulator/server.ts; installed once per machine):
+//   CIRRUS_TEST_AWS_ENDPOINT                 its endpoint, http://127.0.0.1:<port> (see test/helpers/aws.ts)
+//   CIRRUS_TEST_AWS_SKIP                     why there is none (the aws suites then skip)
+// With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane or emulator fails the run.
 
 import { join } from 'node:path';
 import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from '../shared/control-plane/index.ts';
+import { EmulatorUnavailableError, motoVersion, startEmulator, type Emulator } from '../scripts/aws-emulator/server.ts';
+import { warmEmulator } from '../scripts/aws-emulator/world.ts';
 
 let controlPlane: ControlPlane | undefined;
+let emulator: Emulator | undefined;
 
 function say(line: string): void {
   process.stderr.write(`[control plane] ${line}\n`);
 }
 
-/** Starts the control plane, or records why the integration suites must skip. */
+function sayAws(line: string): void {
+  process.stderr.write(`[aws emulator] ${line}\n`);
+}
+
+/** Starts the control plane and the AWS emulator side by side. */
 export async function globalSetup(): Promise<void> {
+  await Promise.all([startControlPlane(), startAwsEmulator()]);
+}
+
+/** Starts the control plane, or records why the integration suites must skip. */
+async function startControlPlane(): Promise<void> {
   const required = process.env['CIRRUS_TEST_REQUIRE_CONTROL_PLANE'] === '1';
   let assets;
   try {
@@ -38,10 +53,35 @@ export async function globalSetup(): Promise<void> {
   );
 }
 
-/** Stops the control plane and keeps its logs for a failure report. */
+/** Starts the AWS emulator (installing it on first use), or records why the aws suites must skip. */
+async function startAwsEmulator(): Promise<void> {
+  const required = process.env['CIRRUS_TEST_REQUIRE_CONTROL_PLANE'] === '1';
+  try {
+    emulator = await startEmulator({ progress: sayAws });
+    await warmEmulator(emulator.endpoint);
+  } catch (error) {
+    if (required || !(error instanceof EmulatorUnavailableError)) throw error;
+    process.env['CIRRUS_TEST_AWS_SKIP'] = error.message;
+    sayAws(`SKIP aws tests: ${error.message}`);
+    return;
+  }
+  process.env['CIRRUS_TEST_AWS_ENDPOINT'] = emulator.endpoint;
+  const { install } = emulator;
+  const installed = install.installedNow ? `installed in ${(install.ms / 1000).toFixed(1)} s (first use), ` : '';
+  sayAws(
+    `moto ${motoVersion} at ${emulator.endpoint}, ${installed}started in ${(emulator.startMs / 1000).toFixed(1)} s`,
+  );
+}
+
+/** Stops the control plane and the emulator and keeps their logs for a failure report. */
 export async function globalTeardown(): Promise<void> {
-  if (controlPlane === undefined) return;
   const logs = join(cacheRoot(), 'last-test-run-logs');
-  await controlPlane.stop({ keepLogsIn: logs });
-  say(`stopped; its logs: ${logs}`);
+  if (controlPlane !== undefined) {
+    await controlPlane.stop({ keepLogsIn: logs });
+    say(`stopped; its logs: ${logs}`);
+  }
+  if (emulator !== undefined) {
+    await emulator.stop({ keepLogIn: logs });
+    sayAws(`stopped; its log: ${join(logs, 'moto.log')}`);
+  }
 }

@@ -74,7 +74,7 @@ describe('the aws provider’s IAM policies', () => {
       Object.assign(process.env, awsTestEnv(world));
       cloud = createAwsProvider(
         {
-          config: world.cloudConfig({ DisableSecurityGroupIngress: 'true' }),
+          config: world.cloudConfig(),
           configPath: 'cloud.conf',
           signal: new AbortController().signal,
           log: pino({ level: 'silent' }),

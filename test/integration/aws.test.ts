@@ -38,7 +38,7 @@ describe('the functions with the aws provider, against the emulator', { skip }, 
     Object.assign(process.env, awsTestEnv(world));
     const cloud = createAwsProvider(
       {
-        config: world.cloudConfig({ DisableSecurityGroupIngress: 'true' }),
+        config: world.cloudConfig(),
         configPath: 'cloud.conf',
         signal: new AbortController().signal,
         log: pino({ level: 'silent' }),

@@ -51,7 +51,7 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
     Object.assign(process.env, awsTestEnv(world));
     cloud = createAwsProvider(
       {
-        config: world.cloudConfig({ DisableSecurityGroupIngress: 'true' }),
+        config: world.cloudConfig(),
         configPath: 'cloud.conf',
         signal: new AbortController().signal,
         log: pino({ level: 'silent' }),
