@@ -26,10 +26,11 @@ describe('cirrus', () => {
       assert.equal(code, 0);
       assert.equal(stderr, '');
       assert.match(stdout, /^Usage: cirrus <command> \[flags\]$/m);
-      assert.match(stdout, /^ {2}cluster {4}Run a local kube-apiserver and etcd/m);
-      assert.match(stdout, /^ {2}serve {6}Serve one function over HTTP/m);
-      assert.match(stdout, /^ {2}reconcile {2}Ask a served function to reconcile/m);
-      assert.match(stdout, /^ {2}relay {6}Watch Nodes and Services/m);
+      assert.match(stdout, /^ {2}cluster {6}Run a local kube-apiserver and etcd/m);
+      assert.match(stdout, /^ {2}serve {8}Serve one function over HTTP/m);
+      assert.match(stdout, /^ {2}reconcile {4}Ask a served function to reconcile/m);
+      assert.match(stdout, /^ {2}relay {8}Watch Nodes and Services/m);
+      assert.match(stdout, /^ {2}conformance {2}\S/m);
     });
   }
 
