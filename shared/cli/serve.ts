@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findFunction, knownNames, type FunctionEntry } from '../catalogue.ts';
+import { Registry } from 'prom-client';
 import { initCloudProvider } from '../cloud/registry.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { AppOptions, FunctionApp, PressureOptions } from '../host/app.ts';
@@ -86,13 +87,21 @@ export async function buildFunctionApp(
   const { signal, log } = context;
   if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
   const kubeConfig = loadKubeConfig(config.kubeconfig);
-  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, { signal, log, kubeConfig });
+  // One registry for /metrics, shared with the provider for its own series (the aws provider's API calls).
+  const registry = new Registry();
+  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, {
+    signal,
+    log,
+    kubeConfig,
+    metrics: registry,
+  });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const definition = await entry.load({ core, cloud, config });
   const { buildApp } = await import('../host/index.ts');
   const secret = await readSecret(config.signingSecretFile);
   const options: AppOptions = {
     logger: log,
+    registry,
     ...(secret === undefined ? {} : { auth: { secret } }),
     ...(context.pressure === undefined ? {} : { pressure: context.pressure }),
     ...(context.publicEndpoint === true ? { publicEndpoint: true } : {}),

@@ -15,6 +15,7 @@ import type {
   RawServerDefault,
 } from 'fastify';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { acceptedEventTypes, eventMode, eventTypes, extensionNames } from '../wire/types.ts';
 import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
@@ -42,6 +43,8 @@ export interface AppOptions {
   readonly bodyLimit?: number;
   /** Also export prom-client's process metrics (default true; see createHostMetrics). */
   readonly processMetrics?: boolean;
+  /** The registry /metrics serves (default a new one): give it to the provider too, for its own series. */
+  readonly registry?: Registry;
   /**
    * Verify the relay's request signatures (shared/wire/signing.ts): a request to a reconcile route
    * without a well-formed, fresh `X-Cirrus-Signature` is answered 401 before its body is read, one
@@ -124,7 +127,7 @@ async function assemble(
   options: AppOptions,
   prefixed: boolean,
 ): Promise<FunctionApp> {
-  const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true });
+  const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true, registry: options.registry });
   const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
   const admission = new Admission(pressure ? pressure.maxConcurrentRequests : 0);
   const bodyLimit = options.bodyLimit ?? defaultBodyLimit;
@@ -441,8 +444,11 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
   const outcome = await invoke(host.definition, job.target, options)
     .then(
       (report): Outcome => {
-        log.info(
-          { outcome: 'done', code: job.success, durationMs: since(started), ...summarize(report) },
+        const summary = summarize(report);
+        // A periodic pass that changed nothing is routine (node-lifecycle's comes every 5 s): debug.
+        const routine = job.target === 'all' && job.trigger !== 'manual' && summary.changes === 0;
+        log[routine ? 'debug' : 'info'](
+          { outcome: 'done', code: job.success, durationMs: since(started), ...summary },
           'reconciled',
         );
         return { status: job.success, body: report };
