@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -77,6 +77,7 @@ const resourceSchema = z.looseObject({ Type: z.string(), Properties: z.looseObje
 const templateSchema = z.looseObject({
   Resources: z.record(z.string(), resourceSchema),
   Outputs: z.record(z.string(), z.unknown()),
+  Conditions: z.unknown(),
 });
 type Resource = z.infer<typeof resourceSchema>;
 const lambdaSchema = z.looseObject({
@@ -138,9 +139,17 @@ async function unzip(file: string, dir: string): Promise<string[]> {
   return names;
 }
 
+/** A role's policies without those that apply only under a condition (the aws provider's). */
+function unconditional(policies: unknown): unknown {
+  return Array.isArray(policies)
+    ? policies.filter((p: unknown) => !(typeof p === 'object' && p !== null && 'Fn::If' in p))
+    : policies;
+}
+
 describe('serverless.yml, packaged by osls', () => {
   let dir: string;
   let resources: Record<string, Resource>;
+  let conditions: unknown;
   let outputs: Record<string, unknown>;
   const lambdas = new Map<string, LambdaProperties>();
 
@@ -148,6 +157,8 @@ describe('serverless.yml, packaged by osls', () => {
     dir = await mkdtemp(join(tmpdir(), 'cirrus-osls-'));
     // The service as an operator packages it: serverless.yml after `npm run build`.
     for (const file of ['serverless.yml', 'package.json']) await copyFile(join(repoRoot, file), join(dir, file));
+    // The aws provider's IAM policies, which serverless.yml includes.
+    await cp(join(repoRoot, 'deploy/aws/iam'), join(dir, 'deploy/aws/iam'), { recursive: true });
     await buildArtifacts(['functions'], join(dir, 'dist'));
     const { status, output } = await runOsls(dir, [
       'package',
@@ -162,6 +173,7 @@ describe('serverless.yml, packaged by osls', () => {
       JSON.parse(await readFile(join(dir, 'package/cloudformation-template-update-stack.json'), 'utf8')),
     );
     resources = template.Resources;
+    conditions = template.Conditions;
     outputs = template.Outputs;
     for (const resource of Object.values(resources)) {
       if (resource.Type !== 'AWS::Lambda::Function') continue;
@@ -298,7 +310,7 @@ describe('serverless.yml, packaged by osls', () => {
     for (const [name, lambda] of lambdas) {
       const [roleName] = lambda.Role['Fn::GetAtt'];
       const statements = policiesSchema
-        .parse(resources[roleName]?.Properties['Policies'])
+        .parse(unconditional(resources[roleName]?.Properties['Policies']))
         .flatMap((p) => p.PolicyDocument.Statement);
       const granted = (action: string): unknown[] =>
         statements.filter((s) => [s.Action].flat().includes(action)).flatMap((s) => [s.Resource].flat());
@@ -333,6 +345,29 @@ describe('serverless.yml, packaged by osls', () => {
       assert.ok(logGroup, `${name}: its log group`);
       for (const action of ['logs:CreateLogStream', 'logs:PutLogEvents'])
         assert.deepEqual(granted(action), [{ 'Fn::GetAtt': [logGroup[0], 'Arn'] }], `${name}: ${action}`);
+    }
+  });
+
+  it("adds the aws provider's least policy of each function (deploy/aws/iam) to its role only when cloudProvider is aws", async () => {
+    const conditionSchema = z.object({ IsAws: z.object({ 'Fn::Equals': z.tuple([z.string(), z.literal('aws')]) }) });
+    const isAws = conditionSchema.parse(conditions).IsAws;
+    assert.deepEqual(isAws['Fn::Equals'], [params.cloudProvider, 'aws'], 'false for this package');
+    const ifSchema = z.object({
+      'Fn::If': z.tuple([
+        z.literal('IsAws'),
+        z.object({ PolicyName: z.string(), PolicyDocument: z.unknown() }),
+        z.object({ Ref: z.literal('AWS::NoValue') }),
+      ]),
+    });
+    for (const [name, lambda] of lambdas) {
+      const [roleName] = lambda.Role['Fn::GetAtt'];
+      const policies = z.array(z.unknown()).parse(resources[roleName]?.Properties['Policies']);
+      const conditional = policies
+        .filter((p) => ifSchema.safeParse(p).success)
+        .map((p) => ifSchema.parse(p)['Fn::If'][1]);
+      assert.equal(conditional.length, 1, name);
+      const expected: unknown = JSON.parse(await readFile(join(repoRoot, `deploy/aws/iam/${name}.json`), 'utf8'));
+      assert.deepEqual(conditional[0]?.PolicyDocument, expected, name);
     }
   });
 
