@@ -171,7 +171,7 @@ interface Phase {
   readonly calls: CallCounts;
 }
 
-// 1. Nodes as kubelets register them on AWS: named by private DNS name, tainted, no provider ID.
+// 1. Nodes as kubelets register them on AWS: named by private DNS name, tainted, no provider ID, Ready.
 async function nodeInit(bench: Bench, context: Context): Promise<Phase> {
   const { kube } = bench;
   const { instances, counter } = context;
@@ -191,7 +191,12 @@ async function nodeInit(bench: Bench, context: Context): Promise<Phase> {
   const before = counter.counts();
   await kube.createAll(
     '/api/v1/nodes',
-    instances.map((i) => nodeObject(i.privateDnsName, group, true)),
+    // Ready, as a running kubelet reports its Node: what is counted is node-init's work, not
+    // node-lifecycle's questions about NotReady Nodes (a stopped or gone instance's).
+    instances.map((i) => ({
+      ...nodeObject(i.privateDnsName, group, true),
+      status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady' }] },
+    })),
     { concurrency: 8, ratePerSecond: 20, created: (name) => created.set(name, performance.now()) },
   );
   await until(() => cleared.size >= instances.length, 60_000 + instances.length * 500, 'aws nodes initialized');

@@ -22,6 +22,9 @@ export const ZONE_ID_LABEL = 'topology.k8s.aws/zone-id';
 const BATCH_WINDOW_MS = 5;
 /** AWS takes up to 1000 IDs per DescribeInstances; upstream batches 500. */
 const MAX_BATCH = 500;
+/** How long an answer about an instance is reused, and how many are kept. */
+const RECENT_MS = 1_000;
+const MAX_RECENT = 10_000;
 /** States in which an instance by private DNS name counts (terminated ones are gone). */
 const LIVE_STATES = ['pending', 'running', 'shutting-down', 'stopping', 'stopped'];
 
@@ -60,6 +63,7 @@ export class AwsInstances implements InstancesV2 {
   readonly #config: AwsConfig;
   readonly #batcher: DescribeBatcher;
   #zoneIds: Promise<Map<string, string>> | undefined;
+  readonly #byName = new Recent<Instance | undefined>();
 
   constructor(api: AwsApi, config: AwsConfig) {
     this.#api = api;
@@ -112,6 +116,8 @@ export class AwsInstances implements InstancesV2 {
 
   /** The cluster's live instance named `name`; an error when more than one claims it. */
   async byPrivateDnsName(name: string, signal?: AbortSignal): Promise<Instance | undefined> {
+    const recent = this.#byName.get(name);
+    if (recent !== undefined) return recent.value;
     const out = await this.#api.ec2.send(
       new DescribeInstancesCommand({
         Filters: [
@@ -129,6 +135,7 @@ export class AwsInstances implements InstancesV2 {
         `${found.length} instances of cluster ${this.#config.clusterId} have the private DNS name ${name}: ${found.map((i) => i.InstanceId).join(', ')}`,
       );
     }
+    this.#byName.set(name, found[0]);
     return found[0];
   }
 
@@ -201,6 +208,7 @@ export class DescribeBatcher {
   readonly #api: AwsApi;
   #pending: Waiter[] = [];
   #timer: NodeJS.Timeout | undefined;
+  readonly #recent = new Recent<Instance | undefined>();
 
   constructor(api: AwsApi) {
     this.#api = api;
@@ -208,6 +216,8 @@ export class DescribeBatcher {
 
   get(id: string, signal?: AbortSignal): Promise<Instance | undefined> {
     signal?.throwIfAborted();
+    const recent = this.#recent.get(id);
+    if (recent !== undefined) return Promise.resolve(recent.value);
     return new Promise((resolve, reject) => {
       signal?.addEventListener(
         'abort',
@@ -259,12 +269,43 @@ export class DescribeBatcher {
     }
   }
 
+  /** One DescribeInstances; every ID's answer (found or not) is remembered for a moment. */
   async #describe(ids: readonly string[]): Promise<Map<string, Instance>> {
-    const out = await this.#api.ec2.send(new DescribeInstancesCommand({ InstanceIds: [...ids] }));
+    let out;
+    try {
+      out = await this.#api.ec2.send(new DescribeInstancesCommand({ InstanceIds: [...ids] }));
+    } catch (error) {
+      if (ids.length === 1 && errorCode(error) === 'InvalidInstanceID.NotFound')
+        this.#recent.set(ids[0] ?? '', undefined);
+      throw error;
+    }
     const found = new Map<string, Instance>();
     for (const instance of (out.Reservations ?? []).flatMap((r) => r.Instances ?? [])) {
       if (instance.InstanceId !== undefined) found.set(instance.InstanceId, instance);
     }
+    for (const id of ids) this.#recent.set(id, found.get(id));
     return found;
+  }
+}
+
+/**
+ * Answers remembered for RECENT_MS: the calls one reconcile makes about one instance (node-lifecycle
+ * asks instanceShutdown, then instanceExists) cost one DescribeInstances. Not a cache to rely on:
+ * a fresh process, or an answer older than that, asks AWS again.
+ */
+class Recent<T> {
+  readonly #answers = new Map<string, { readonly at: number; readonly value: T }>();
+
+  get(key: string): { readonly value: T } | undefined {
+    const hit = this.#answers.get(key);
+    if (hit === undefined) return undefined;
+    if (performance.now() - hit.at <= RECENT_MS) return hit;
+    this.#answers.delete(key);
+    return undefined;
+  }
+
+  set(key: string, value: T): void {
+    if (this.#answers.size >= MAX_RECENT) this.#answers.clear();
+    this.#answers.set(key, { at: performance.now(), value });
   }
 }

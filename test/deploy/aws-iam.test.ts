@@ -50,6 +50,11 @@ function commandsInSource(): Set<string> {
   return actions;
 }
 
+function required<T>(capability: T | undefined): T {
+  assert.ok(capability, 'the aws provider offers it');
+  return capability;
+}
+
 describe('the aws provider’s IAM policies', () => {
   it('allow exactly the commands the provider can send', () => {
     const sent = commandsInSource();
@@ -61,18 +66,15 @@ describe('the aws provider’s IAM policies', () => {
 
   describe('per function, against the emulator', { skip: awsEmulatorSkip }, () => {
     let world: AwsWorld;
-    let cloud: CloudProvider;
     let current: Set<string>;
     const used = new Map<FunctionName, Set<string>>(functions.map((f) => [f, new Set()]));
-    const as = async (fn: FunctionName, work: () => Promise<unknown>): Promise<void> => {
+    // Each function with a provider of its own, as in its own process (no answer remembered from another's calls).
+    const as = async (fn: FunctionName, work: (cloud: CloudProvider) => Promise<unknown>): Promise<void> => {
       current = used.get(fn) ?? new Set();
-      await work();
+      await work(provider());
     };
-
-    before(async () => {
-      world = await awsWorld('aws-iam');
-      Object.assign(process.env, awsTestEnv(world));
-      cloud = createAwsProvider(
+    const provider = (): CloudProvider =>
+      createAwsProvider(
         {
           config: world.cloudConfig(),
           configPath: 'cloud.conf',
@@ -86,6 +88,10 @@ describe('the aws provider’s IAM policies', () => {
           },
         },
       );
+
+    before(async () => {
+      world = await awsWorld('aws-iam');
+      Object.assign(process.env, awsTestEnv(world));
     });
     after(() => {
       // Unset when `before` failed before the world was made.
@@ -98,15 +104,13 @@ describe('the aws provider’s IAM policies', () => {
         metadata: { name: i.privateDnsName },
         spec: providerId ? { providerID: i.providerId } : {},
       });
-      const instances = cloud.instancesV2();
-      const lb = cloud.loadBalancer();
-      const routes = cloud.routes();
-      assert.ok(instances && lb && routes);
-      await as('node-init', async () => {
+      await as('node-init', async (cloud) => {
+        const instances = required(cloud.instancesV2());
         await instances.instanceMetadata(node(a, false));
         await instances.instanceMetadata(node(b, true));
       });
-      await as('node-lifecycle', async () => {
+      await as('node-lifecycle', async (cloud) => {
+        const instances = required(cloud.instancesV2());
         await instances.instanceExists(node(a, true));
         await instances.instanceShutdown(node(b, true));
       });
@@ -115,7 +119,8 @@ describe('the aws provider’s IAM policies', () => {
         metadata: { name: 'iam', namespace: 'default', uid: '0b8e1f2a-1111-2222-3333-444455556666', annotations },
         spec: { type: 'LoadBalancer', ports: ports.map(([port, nodePort]) => ({ port, nodePort, protocol: 'TCP' })) },
       });
-      await as('service-lb', async () => {
+      await as('service-lb', async (cloud) => {
+        const lb = required(cloud.loadBalancer());
         await lb.getLoadBalancer('kubernetes', service([[80, 30080]]));
         await lb.ensureLoadBalancer('kubernetes', service([[80, 30080]]), [node(a, true)]);
         await lb.updateLoadBalancer('kubernetes', service([[80, 30080]]), [node(b, true)]);
@@ -141,7 +146,8 @@ describe('the aws provider’s IAM policies', () => {
         destinationCidr: '10.244.3.0/24',
         blackhole: false,
       };
-      await as('routes', async () => {
+      await as('routes', async (cloud) => {
+        const routes = required(cloud.routes());
         await routes.createRoute('kubernetes', 'uid', route);
         await routes.listRoutes('kubernetes');
         await routes.deleteRoute('kubernetes', route);

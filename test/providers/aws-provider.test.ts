@@ -122,6 +122,18 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
       }
     });
 
+    it('asks AWS once for what one reconcile asks twice (instanceShutdown, then instanceExists)', async () => {
+      const fresh = await world.runInstance();
+      const v2 = instancesV2();
+      const mark = calls.length;
+      assert.equal(await v2.instanceShutdown(nodeOf(fresh)), false);
+      assert.equal(await v2.instanceExists(nodeOf(fresh)), true);
+      assert.deepEqual(
+        since(mark).map((c) => c.operation),
+        ['DescribeInstances'],
+      );
+    });
+
     it('answers lookups by ID that arrive together with one DescribeInstances', async () => {
       const mark = calls.length;
       const answers = await Promise.all(instances.map((i) => instancesV2().instanceExists(nodeOf(i))));
@@ -146,8 +158,9 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         metadata: { name: 'n' },
         spec: { providerID: 'aws:///us-east-1a/i-0123456789abcdef0' },
       };
+      const fresh = await world.runInstance(); // not asked about yet: not answered from memory
       const mark = calls.length;
-      const [a, b] = await Promise.all([v2.instanceExists(unknown), v2.instanceExists(nodeOf(instance(1)))]);
+      const [a, b] = await Promise.all([v2.instanceExists(unknown), v2.instanceExists(nodeOf(fresh))]);
       assert.deepEqual([a, b], [false, true], 'one unknown ID in a batch does not fail the others');
       assert.ok(since(mark).length >= 2, 'the failed batch was asked again ID by ID');
       await assert.rejects(v2.instanceMetadata(nodeOf(gone)), InstanceNotFoundError);
