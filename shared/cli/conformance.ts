@@ -2,10 +2,7 @@
 // provider as `serve` does — a cluster connection only when --kubeconfig names one (the static
 // provider's load balancers keep their allocations in the cluster) — and runs every check.
 
-import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { initCloudProvider } from '../cloud/registry.ts';
 import { ConfigError, type CommandLine } from '../config.ts';
 import {
@@ -21,6 +18,7 @@ import {
 import { loadKubeConfig } from '../kube/client.ts';
 import { createLogger } from '../log.ts';
 import type { Io } from './io.ts';
+import { importProviderModule } from './provider-module.ts';
 
 /** The options `cirrus conformance` takes. */
 export type ConformanceCommandOptions =
@@ -78,18 +76,5 @@ async function readFixture(path: string | undefined): Promise<Fixture> {
   } catch (error) {
     if (error instanceof FixtureError) throw new ConfigError(`--fixture: ${error.message}`, { cause: error });
     throw error;
-  }
-}
-
-// serve.ts's importProviderModule, not imported from there: an artifact without `serve` (the
-// relay's, scripts/build.ts) leaves serve.ts out, and this command must still work in it.
-async function importProviderModule(specifier: string): Promise<void> {
-  const path = resolve(specifier);
-  const target =
-    specifier.startsWith('.') || specifier.startsWith('/') || existsSync(path) ? pathToFileURL(path).href : specifier;
-  try {
-    await import(target);
-  } catch (error) {
-    throw new Error(`--provider-module ${specifier}: ${(error as Error).message}`, { cause: error });
   }
 }

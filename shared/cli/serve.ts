@@ -1,14 +1,14 @@
 // `cirrus serve <function>`: one function over HTTP, as a container or Knative Service runs it; and
 // the building of a function's app that it shares with the AWS Lambda entry (shared/lambda).
 
-import { pathToFileURL } from 'node:url';
-import { resolve } from 'node:path';
-import { existsSync } from 'node:fs';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findFunction, knownNames, type FunctionEntry } from '../catalogue.ts';
 import { Registry } from 'prom-client';
 import { initCloudProvider } from '../cloud/registry.ts';
+import { importProviderModule } from './provider-module.ts';
+
+export { importProviderModule } from './provider-module.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { AppOptions, FunctionApp, PressureOptions } from '../host/app.ts';
 import { loadKubeConfig } from '../kube/client.ts';
@@ -107,16 +107,4 @@ export async function buildFunctionApp(
     ...(context.publicEndpoint === true ? { publicEndpoint: true } : {}),
   };
   return { app: await buildApp(definition, options), providerName: cloud.providerName() };
-}
-
-/** Imports `specifier` — a file path (relative to the working directory) or a package name — for its side effects. */
-export async function importProviderModule(specifier: string): Promise<void> {
-  const path = resolve(specifier);
-  const target =
-    specifier.startsWith('.') || specifier.startsWith('/') || existsSync(path) ? pathToFileURL(path).href : specifier;
-  try {
-    await import(target);
-  } catch (error) {
-    throw new Error(`--provider-module ${specifier}: ${(error as Error).message}`, { cause: error });
-  }
 }
