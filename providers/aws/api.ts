@@ -6,7 +6,7 @@
 // Every call goes through send(): it passes the reconcile's AbortSignal, counts the call by
 // operation and outcome, and turns throttling that outlived the SDK's retries into RetryError.
 
-import { EC2Client } from '@aws-sdk/client-ec2';
+import { EC2Client, type EC2ClientConfig } from '@aws-sdk/client-ec2';
 import { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balancing-v2';
 import { Counter, type Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
@@ -38,6 +38,13 @@ export interface AwsApi {
   readonly elbv2: ElasticLoadBalancingV2Client;
 }
 
+export interface AwsApiOptions {
+  /** Sees every call (tests, the bench). */
+  readonly observe?: CallObserver;
+  /** The SDK's HTTP handler: answers recorded AWS responses in the tests of what the emulator cannot show. */
+  readonly requestHandler?: EC2ClientConfig['requestHandler'];
+}
+
 /** An AWS error's wire code (`InvalidInstanceID.NotFound`, `LoadBalancerNotFound`), or undefined. */
 export function errorCode(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
@@ -52,12 +59,16 @@ export function errorCode(error: unknown): string | undefined {
  * whole call (outside the SDK's retries) that reports it to `observe` and turns throttling the
  * retries did not absorb into RetryError. Pass the reconcile's signal: `send(cmd, { abortSignal })`.
  */
-export function createAwsApi(config: AwsConfig, options: { observe?: CallObserver } = {}): AwsApi {
+export function createAwsApi(config: AwsConfig, options: AwsApiOptions = {}): AwsApi {
   const override = (service: ServiceName): ServiceOverride | undefined =>
     config.serviceOverrides.find((o) => o.service === service && o.region === config.region);
   const clientConfig = (service: ServiceName) => {
     const o = override(service);
-    return { region: o?.signingRegion ?? config.region, ...(o === undefined ? {} : { endpoint: o.url }) };
+    return {
+      region: o?.signingRegion ?? config.region,
+      ...(o === undefined ? {} : { endpoint: o.url }),
+      ...(options.requestHandler === undefined ? {} : { requestHandler: options.requestHandler }),
+    };
   };
   const ec2 = new EC2Client(clientConfig('ec2'));
   const elbv2 = new ElasticLoadBalancingV2Client(clientConfig('elbv2'));
