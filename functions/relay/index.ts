@@ -5,12 +5,13 @@
 //        LIST + WATCH, 410 → relist diff       which function gets what      per-key coalescing, retries     ApiServerSource wire format
 //
 // Several replicas may run; a Lease (./lease.ts) elects the one that delivers. A replica that
-// becomes the leader starts from nothing: it lists, and delivers the current state of every
-// object as an `add`, so no final state is lost across a hand-over. One that stops leading drops
-// its queue at once, so that two replicas never deliver together for longer than it takes to
-// notice the lost Lease.
+// becomes the leader lists, and delivers the current state of every object as an `add`, so no
+// final state is lost across a hand-over; with the known-keys cursor (./cursor.ts, ADR 0014) it
+// also delivers as a `delete` every object its predecessors knew that is gone. One that stops
+// leading drops its queue at once, so that two replicas never deliver together for longer than
+// it takes to notice the lost Lease.
 
-import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../../shared/clock.ts';
@@ -25,6 +26,8 @@ import {
   LeaderElection,
   type LeaseSettings,
 } from './lease.ts';
+import { CallBudget, type CallBudgetSettings } from './budget.ts';
+import { defaultCursorFlushMs, KnownKeys, type CursorSettings } from './cursor.ts';
 import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
 import { watchedResources, type ResourceType } from './resources.ts';
@@ -45,6 +48,8 @@ export type { Destination, Feed, RoutedFunction, RoutingSources, RoutingTable } 
 export { defaultWatchSettings, type WatchSettings } from './watch.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
+export { defaultCursorFlushMs, type CursorSettings } from './cursor.ts';
+export { checkCallBudget, type CallBudgetSettings } from './budget.ts';
 
 /** How to run a relay. Only `kubeConfig`, `routing` and `logger` are required. */
 export interface RelayOptions {
@@ -65,6 +70,18 @@ export interface RelayOptions {
   readonly watch?: Partial<WatchSettings> | undefined;
   /** Lease and timings (default {@link defaultLeaseSettings}), or false to deliver without electing a leader (one replica only). */
   readonly leaderElection?: Partial<LeaseSettings> | false | undefined;
+  /**
+   * The known-keys cursor (ADR 0014): ConfigMaps `<namespace>/<name>-nodes` and `-services` where
+   * the leader records the objects it knows, so that a new leader delivers the deletes of those gone
+   * meanwhile. Default with leader election: on, in the Lease's namespace, named `<lease name>-known`,
+   * written at most once a second; without leader election: off unless given. False: off.
+   */
+  readonly cursor?: Partial<CursorSettings> | false | undefined;
+  /**
+   * The cloud call budget (ADR 0015): deliveries to the functions, each one reconcile, start at most
+   * `rate` a second after a burst of `burst`, across every instance of every function. Default: none.
+   */
+  readonly cloudCallBudget?: CallBudgetSettings | undefined;
   /** Extensions added to every event (Knative's K_CE_OVERRIDES). */
   readonly ceOverrides?: Readonly<Record<string, string>> | undefined;
   /** Also export prom-client's process metrics (default true). */
@@ -120,6 +137,8 @@ interface Settings {
   readonly watch: WatchSettings;
   readonly queue: { readonly concurrency: number; readonly retry: BackoffPolicy; readonly timeoutMs: number };
   readonly request: DeliveryContext;
+  readonly cursor: CursorSettings | undefined;
+  readonly budget: CallBudget | undefined;
   readonly metrics: RelayMetrics;
   readonly log: Logger;
   readonly random: () => number;
@@ -199,11 +218,30 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
     watch,
     queue: { concurrency, retry, timeoutMs: options.deliveryTimeoutMs ?? defaultDelivery.deliveryTimeoutMs },
     request: { source: cluster.server, ceOverrides: options.ceOverrides, secret: options.secret },
+    cursor: cursorSettings(options),
+    budget: options.cloudCallBudget === undefined ? undefined : new CallBudget(options.cloudCallBudget, options.clock),
     metrics,
     log: options.logger,
     random: options.random ?? Math.random,
     clock: options.clock ?? systemClock,
   };
+}
+
+// The cursor's settings from the options: see RelayOptions.cursor.
+function cursorSettings(options: RelayOptions): CursorSettings | undefined {
+  const given = options.cursor;
+  if (given === false || (given === undefined && options.leaderElection === false)) return undefined;
+  const lease = { ...defaultLeaseSettings, ...(options.leaderElection === false ? {} : options.leaderElection) };
+  const cursor = {
+    namespace: lease.namespace,
+    name: `${lease.name}-known`,
+    flushMs: defaultCursorFlushMs,
+    ...given,
+  };
+  if (!Number.isFinite(cursor.flushMs) || cursor.flushMs <= 0)
+    throw new RangeError(`relay cursor: flushMs must be more than 0, got ${cursor.flushMs}`);
+  if (cursor.namespace === '' || cursor.name === '') throw new RangeError('relay cursor: needs a namespace and a name');
+  return cursor;
 }
 
 function startElection(
@@ -260,6 +298,8 @@ class Delivering {
   // Each function's node-set digest over the Node watch, computed when first needed after a change
   // of the Nodes (once per change, not once per event: a fan-out sends one event per Service).
   readonly #nodeSets = new Map<string, string>();
+  // The known-keys cursor of each watched kind, when it is on.
+  readonly #cursors = new Map<string, KnownKeys>();
 
   constructor(settings: Settings, onReady: () => void) {
     this.#settings = settings;
@@ -277,22 +317,48 @@ class Delivering {
     const onEstablished = (): void => {
       if (this.#watches.every((w) => w.established)) onReady();
     };
-    this.#watches = neededResources(settings.table).map(
-      (type) =>
-        new ResourceWatch(type, {
-          kubeConfig: settings.kubeConfig,
-          settings: settings.watch,
-          onChange: (change) => {
-            this.#onChange(change);
-          },
-          onEstablished,
-          metrics: settings.metrics,
-          log: settings.log,
-          random: settings.random,
-          clock: settings.clock,
-        }),
-    );
-    this.#loops = this.#watches.map((watch) => watch.run(this.#abort.signal));
+    const types = neededResources(settings.table);
+    const { cursor } = settings;
+    if (cursor !== undefined) {
+      const core = settings.kubeConfig.makeApiClient(CoreV1Api);
+      for (const type of types)
+        this.#cursors.set(
+          type.kind,
+          new KnownKeys(core, type, cursor, { log: settings.log, metrics: settings.metrics, clock: settings.clock }),
+        );
+    }
+    this.#watches = types.map((type) => {
+      const known = this.#cursors.get(type.kind);
+      return new ResourceWatch(type, {
+        kubeConfig: settings.kubeConfig,
+        settings: settings.watch,
+        onChange: (change) => {
+          known?.record(change);
+          this.#onChange(change);
+        },
+        onEstablished,
+        metrics: settings.metrics,
+        log: settings.log,
+        random: settings.random,
+        clock: settings.clock,
+        ...(known === undefined ? {} : { tombstones: () => known.load() }),
+      });
+    });
+    this.#loops = [
+      ...this.#watches.map((watch) => watch.run(this.#abort.signal)),
+      ...this.#watches.flatMap((watch) => {
+        const known = this.#cursors.get(watch.type.kind);
+        return known === undefined
+          ? []
+          : [
+              known.run(
+                this.#abort.signal,
+                () => watch.listed,
+                () => this.#pendingKeys(),
+              ),
+            ];
+      }),
+    ];
     this.#startPeriodicTriggers();
   }
 
@@ -344,10 +410,31 @@ class Delivering {
     }
   }
 
+  // Waits until the delivery may go: its object recorded by the cursor, a token of the budget taken.
+  async #mayGo(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<void> {
+    // No function hears of an object before the cursor records it: a leader that dies after this
+    // delivery leaves its successor the key, and so the delete if the object goes meanwhile.
+    if (outgoing.kind === 'object' && outgoing.change.type !== 'delete') {
+      const { change } = outgoing;
+      await this.#cursors.get(change.resource.kind)?.whenDurable(change.key, change.object.metadata?.uid ?? '', signal);
+    }
+    const { budget } = this.#settings;
+    if (budget === undefined || signal.aborted) return;
+    const waitedMs = await budget.take(signal);
+    if (waitedMs > 0) this.#settings.metrics.budgetWait.inc({ destination: destinationName }, waitedMs / 1000);
+  }
+
+  // Keys with a delivery waiting or in flight, to any destination.
+  #pendingKeys(): Set<string> {
+    return new Set(this.#settings.table.destinations.flatMap((d) => this.queue.keys(d.name)));
+  }
+
   async #send(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<DeliveryOutcome> {
     const destination = this.#destinations.get(destinationName);
     if (destination === undefined)
       return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
+    await this.#mayGo(destinationName, outgoing, signal);
+    if (signal.aborted) return { kind: 'retry', reason: 'unreachable', detail: 'stopped' };
     const nodeSet = this.#nodeSet(destination.feed);
     const request =
       nodeSet === undefined

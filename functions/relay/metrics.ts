@@ -33,6 +33,10 @@ export interface RelayMetrics {
   readonly triggers: Counter<'destination' | 'trigger' | 'result'>;
   /** 1 while this relay holds the lease (or runs without leader election). */
   readonly leader: Gauge;
+  /** Writes of the known-keys cursor (./cursor.ts), by resource and result: written, conflict, failed. */
+  readonly cursorWrites: Counter<'resource' | 'result'>;
+  /** Seconds the call budget (./budget.ts) held deliveries back, by destination. */
+  readonly budgetWait: Counter<'destination'>;
 }
 
 /** Live numbers the queue reports at scrape time. */
@@ -136,6 +140,18 @@ export function createRelayMetrics(options: {
       registers,
     }),
     leader: new Gauge({ name: 'cirrus_relay_leader', help: '1 while this relay is the one delivering.', registers }),
+    cursorWrites: new Counter({
+      name: 'cirrus_relay_cursor_writes_total',
+      help: 'Writes of the known-keys cursor ConfigMap, by result (written, conflict, failed).',
+      labelNames: ['resource', 'result'] as const,
+      registers,
+    }),
+    budgetWait: new Counter({
+      name: 'cirrus_relay_budget_wait_seconds_total',
+      help: 'Seconds deliveries waited for the cloud call budget, by destination.',
+      labelNames: ['destination'] as const,
+      registers,
+    }),
   };
 }
 

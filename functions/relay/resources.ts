@@ -16,6 +16,12 @@ export interface ResourceType {
   readonly namespaced: boolean;
   /** The collection path, across all namespaces, for LIST and WATCH. */
   readonly path: string;
+  /**
+   * The `spec` fields the known-keys cursor (./cursor.ts) records per object, so that a delete it
+   * delivers after a take-over carries what a function decides on: a Service's type and class
+   * (service-lb releases the load balancer of a `LoadBalancer` Service), a Node's providerID.
+   */
+  readonly tombstoneSpec: readonly string[];
 }
 
 export const nodes: ResourceType = {
@@ -24,6 +30,7 @@ export const nodes: ResourceType = {
   apiVersion: 'v1',
   namespaced: false,
   path: '/api/v1/nodes',
+  tombstoneSpec: ['providerID'],
 };
 export const services: ResourceType = {
   resource: 'services',
@@ -31,6 +38,7 @@ export const services: ResourceType = {
   apiVersion: 'v1',
   namespaced: true,
   path: '/api/v1/services',
+  tombstoneSpec: ['type', 'loadBalancerClass'],
 };
 
 /** Every kind the relay watches. */

@@ -89,6 +89,12 @@ export interface WatchDeps {
   readonly random?: () => number;
   /** What the loop's backoffs wait on, and what it times watches and changes by; default the system clock. */
   readonly clock?: Clock;
+  /**
+   * The objects known before this watch started (the known-keys cursor, ./cursor.ts), read once
+   * before the first LIST: those the LIST lacks, or has with another uid, are emitted as deletes
+   * carrying the recorded object. Never rejects.
+   */
+  readonly tombstones?: () => Promise<ReadonlyMap<string, KubeObject>>;
 }
 
 // Why a watch ended.
@@ -119,6 +125,9 @@ export class ResourceWatch {
   #listReason = 'initial';
   #established = false;
   #listed = false;
+  // What the cursor recorded, until the first LIST has been diffed against it.
+  #seed: ReadonlyMap<string, KubeObject> | undefined;
+  #seeded = false;
 
   constructor(type: ResourceType, deps: WatchDeps) {
     this.type = type;
@@ -187,6 +196,10 @@ export class ResourceWatch {
 
   // One LIST, diffed against the last known state. False (after a backoff) when it failed.
   async #relist(signal: AbortSignal): Promise<boolean> {
+    if (!this.#seeded && this.#deps.tombstones !== undefined) {
+      this.#seed = await this.#deps.tombstones();
+      this.#seeded = true;
+    }
     let listed: Listed;
     try {
       listed = await listAll(this.#deps.kubeConfig, this.type, {
@@ -233,6 +246,7 @@ export class ResourceWatch {
     );
     this.#resourceVersion = listed.resourceVersion;
     this.#listed = true;
+    this.#seed = undefined;
     return true;
   }
 
@@ -255,7 +269,21 @@ export class ResourceWatch {
       if (!next.has(key))
         changes.push({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
     }
-    return { next, changes };
+    // First, so that the delete of an old incarnation goes out before the add of the new one.
+    return { next, changes: [...this.#goneSinceRecorded(next, observedAt), ...changes] };
+  }
+
+  // What the cursor recorded (an earlier leader knew) that `next` lacks or has with another uid:
+  // deleted while no relay led.
+  #goneSinceRecorded(next: ReadonlyMap<string, KubeObject>, observedAt: number): ResourceChange[] {
+    const gone: ResourceChange[] = [];
+    for (const [key, object] of this.#seed ?? []) {
+      if (this.#known.has(key)) continue;
+      const live = next.get(key);
+      if (live === undefined || live.metadata?.uid !== object.metadata?.uid)
+        gone.push({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
+    }
+    return gone;
   }
 
   #emit(change: ResourceChange): void {

@@ -1,7 +1,8 @@
 // The service-lb function: the service controller as an HTTP function. A Service event (or a
 // manual reconcile) ensures, updates or deletes that Service's load balancer; the "all" trigger —
 // sent periodically and when nodes change — goes over every load-balanced Service and calls the
-// cloud only for those whose spec or node set changed.
+// cloud only for those whose spec or node set changed; with a provider that can list the load
+// balancers it owns, it also deletes those whose Service is gone (./sync.ts releaseOrphans).
 
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';

@@ -9,7 +9,7 @@ import type { CoreV1Api, V1LoadBalancerStatus, V1Node, V1Service } from '@kubern
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findCause, ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
-import type { LoadBalancer } from '../../shared/cloud/provider.ts';
+import type { LoadBalancer, OwnedLoadBalancer } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
@@ -122,7 +122,7 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
     deps.nodes.nodes(undefined, options.signal),
   ]);
   const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
-  return mapLimit(relevant, deps.concurrency, async (service) => {
+  const reports = await mapLimit(relevant, deps.concurrency, async (service) => {
     try {
       // The listed Service is fresh enough unless another reconcile of it ran meanwhile.
       return await deps.serializer.run(serviceKey(service), (waited) =>
@@ -136,6 +136,79 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
       return { key, result: 'failed', changes: [], error: apiMessage(error) };
     }
   });
+  return [...reports, ...(await releaseOrphans(deps, items, options))];
+}
+
+/**
+ * The load balancers the provider lists (when it can: `listLoadBalancers` is optional) whose
+ * Service is not among `listed` and, read again from the API server, is gone or has another uid:
+ * each is deleted with ensureLoadBalancerDeleted. They are what cleanup never reached — a Service
+ * whose finalizer was removed by hand, or one deleted before its finalizer was set, while no
+ * delete event reached service-lb. The list is a claim; only the API server's answer deletes.
+ */
+async function releaseOrphans(
+  deps: ServiceLbDeps,
+  listed: readonly V1Service[],
+  options: ServiceSyncOptions,
+): Promise<ObjectReport[]> {
+  const { loadBalancer } = deps;
+  if (loadBalancer.listLoadBalancers === undefined) return [];
+  let owned: OwnedLoadBalancer[];
+  try {
+    owned = await loadBalancer.listLoadBalancers(deps.clusterName, options.signal);
+  } catch (error) {
+    options.log.warn({ err: error }, 'could not list the load balancers to release those without a Service');
+    return [{ key: 'LoadBalancers', result: 'failed', changes: [], error: (error as Error).message }];
+  }
+  const live = new Set(listed.map((service) => service.metadata?.uid ?? ''));
+  const suspects = owned.filter((lb) => lb.service.uid !== '' && !live.has(lb.service.uid));
+  const reports = await mapLimit(suspects, deps.concurrency, async (lb) => {
+    const key = `Service/${lb.service.namespace}/${lb.service.name}`;
+    try {
+      return await deps.serializer.run(key, () => releaseOrphan(deps, lb, key, options));
+    } catch (error) {
+      options.log.warn({ key, loadBalancer: lb.name, err: error }, 'load balancer without a Service not released');
+      return { key, result: 'failed', changes: [], error: (error as Error).message };
+    }
+  });
+  return reports.filter((report): report is ObjectReport => report !== undefined);
+}
+
+// Deletes `lb` unless the API server has its Service (same namespace, name and uid); undefined
+// when it does (created after the list was taken: nothing to report).
+async function releaseOrphan(
+  deps: ServiceLbDeps,
+  lb: OwnedLoadBalancer,
+  key: string,
+  options: ServiceSyncOptions,
+): Promise<ObjectReport | undefined> {
+  const { namespace, name, uid } = lb.service;
+  const current = await readService(deps.core, namespace, name);
+  if (current?.metadata?.uid === uid) return undefined;
+  // The Service as the provider recorded it: all that ensureLoadBalancerDeleted needs to find it.
+  const service: V1Service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { namespace, name, uid },
+    spec: { type: 'LoadBalancer' },
+  };
+  const run: Run = { deps, options, service, key, changes: [] };
+  await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
+  try {
+    await cloud(run, 'ensureLoadBalancerDeleted', () =>
+      deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, service, options.signal),
+    );
+  } catch (error) {
+    await event(run, {
+      type: 'Warning',
+      reason: 'DeleteLoadBalancerFailed',
+      message: `Error deleting load balancer: ${(error as Error).message}`,
+    });
+    throw error;
+  }
+  await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });
+  const why = current === undefined ? 'the Service is gone' : `the Service now has uid ${current.metadata?.uid ?? ''}`;
+  return { key, result: 'orphan-deleted', changes: run.changes, note: `load balancer ${lb.name} (uid ${uid}): ${why}` };
 }
 
 function serviceKey(service: V1Service): string {

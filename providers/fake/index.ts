@@ -1,9 +1,13 @@
 // The `fake` provider: a recording cloud for tests, after Go's k8s.io/cloud-provider/fake.
 // Every call is appended to `calls`; each capability can be switched off; each method can be
-// given an error to throw and a latency. Its instances are plain data that a test sets up.
+// given an error to throw and a latency. Its instances are plain data that a test sets up. It can
+// also act as a cloud that throttles (`throttle`): above a number of calls in any second, a call
+// is refused with RetryError, as a cloud API's rate limit answers (issue 20, row 9).
 
 import type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
-import { CloudConfigError, InstanceNotFoundError } from '../../shared/cloud/errors.ts';
+import { load, YAMLException } from 'js-yaml';
+import { z } from 'zod';
+import { CloudConfigError, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
 import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import type {
   CloudProvider,
@@ -36,6 +40,13 @@ export interface FakeInstance {
   readonly noProviderId?: boolean;
 }
 
+/** A load balancer of the fake cloud: its ingress, its nodes, and the Service it was made for. */
+export interface FakeLoadBalancer {
+  status: V1LoadBalancerStatus;
+  nodes: string[];
+  readonly service: { readonly namespace: string; readonly name: string; readonly uid: string };
+}
+
 /** The capabilities a FakeCloud can switch off. */
 export type FakeCapability = 'loadBalancer' | 'instances' | 'instancesV2' | 'zones' | 'clusters' | 'routes';
 
@@ -45,13 +56,34 @@ export interface FakeCall {
   readonly args: readonly unknown[];
 }
 
+/** A cloud's rate limit: more than `perSecond` calls in any 1-s window are refused with RetryError(`retryAfterMs`). */
+export interface FakeThrottle {
+  readonly perSecond: number;
+  readonly retryAfterMs: number;
+}
+
 /** A recording fake of the whole provider contract. */
 export class FakeCloud implements CloudProvider {
+  /** The calls the cloud accepted (a throttled call is counted in {@link throttled}, not here). */
   readonly calls: FakeCall[] = [];
+  /**
+   * Throttling, or undefined for none: a call arriving when `perSecond` calls were accepted in the
+   * last 1000 ms throws RetryError(`retryAfterMs`) before anything else (latency, `errors`) and
+   * changes nothing. Refused calls do not count against the window, as with a token bucket.
+   */
+  throttle: FakeThrottle | undefined;
+  /** Calls refused by {@link throttle}. */
+  throttled = 0;
+  /** Calls refused by {@link throttle}, by method name. */
+  readonly throttledByMethod = new Map<string, number>();
+  /** The most calls accepted in any 1-s window so far: what a budget must keep at or under its rate plus burst. */
+  peakCallsPerSecond = 0;
+  // When each accepted call of the last second arrived (performance.now()), oldest first.
+  readonly #window: number[] = [];
   readonly machines: FakeInstance[] = [];
   readonly routeTable: Route[] = [];
   /** Load balancers by their name (namespace/name, or the uid with {@link namesByUid}). */
-  readonly loadBalancers = new Map<string, { status: V1LoadBalancerStatus; nodes: string[] }>();
+  readonly loadBalancers = new Map<string, FakeLoadBalancer>();
   /**
    * Find load balancers by the Service's uid alone, as a cloud does whose load balancers carry
    * upstream's default name ("a" + the uid): a Service object that claims another's uid reaches
@@ -121,11 +153,27 @@ export class FakeCloud implements CloudProvider {
 
   // Records the call, waits the configured latency, then throws the configured error if any.
   async #call(method: string, ...args: unknown[]): Promise<void> {
+    this.#admit(method);
     this.calls.push({ method, args });
     const latency = this.latencyMs.get(method) ?? this.latencyMs.get('*') ?? 0;
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     const error = this.errors.get(method);
     if (error) throw error;
+  }
+
+  // Slides the 1-s window and refuses the call when the throttle's limit is reached.
+  #admit(method: string): void {
+    const now = performance.now();
+    while (this.#window.length > 0 && (this.#window[0] ?? now) <= now - 1000) this.#window.shift();
+    const limit = this.throttle?.perSecond;
+    if (limit !== undefined && this.#window.length >= limit) {
+      this.throttled += 1;
+      this.throttledByMethod.set(method, (this.throttledByMethod.get(method) ?? 0) + 1);
+      const retryAfterMs = this.throttle?.retryAfterMs ?? 0;
+      throw new RetryError(`fake cloud: ${method} throttled (more than ${limit} calls a second)`, retryAfterMs);
+    }
+    this.#window.push(now);
+    this.peakCallsPerSecond = Math.max(this.peakCallsPerSecond, this.#window.length);
   }
 
   #routeError(route: Route): void {
@@ -257,7 +305,7 @@ export class FakeCloud implements CloudProvider {
       const names = nodes.map((n) => String(n.metadata?.name));
       await this.#call('ensureLoadBalancer', clusterName, serviceKey(service), names);
       const status = { ingress: [{ ip: this.loadBalancerIp }] };
-      this.loadBalancers.set(this.#lbName(service), { status, nodes: names });
+      this.loadBalancers.set(this.#lbName(service), { status, nodes: names, service: identity(service) });
       return status;
     },
     updateLoadBalancer: async (clusterName, service, nodes) => {
@@ -270,7 +318,16 @@ export class FakeCloud implements CloudProvider {
       await this.#call('ensureLoadBalancerDeleted', clusterName, serviceKey(service));
       this.loadBalancers.delete(this.#lbName(service));
     },
+    listLoadBalancers: async (clusterName) => {
+      await this.#call('listLoadBalancers', clusterName);
+      return [...this.loadBalancers].map(([name, lb]) => ({ name, service: { ...lb.service } }));
+    },
   };
+}
+
+function identity(service: V1Service): FakeLoadBalancer['service'] {
+  const { namespace = '', name = '', uid = '' } = service.metadata ?? {};
+  return { namespace, name, uid };
 }
 
 function metadataOf(instance: FakeInstance): InstanceMetadata {
@@ -292,10 +349,38 @@ function serviceKey(service: V1Service): string {
   return `${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`;
 }
 
-/** The registry's factory: an empty FakeCloud. The fake takes no cloud-config. */
-export function fakeFromConfig(context: ProviderContext): FakeCloud {
-  if (context.config !== undefined) {
-    throw new CloudConfigError(context.configPath, '', 'the fake provider takes no cloud-config');
+function parseYaml(text: string, file: string | undefined): unknown {
+  try {
+    return load(text);
+  } catch (error) {
+    const reason = error instanceof YAMLException ? error.message : String(error);
+    throw new CloudConfigError(file, '', `not YAML: ${reason}`);
   }
-  return new FakeCloud();
+}
+
+const throttleSchema = z.strictObject({
+  perSecond: z.number().int().min(1, 'must be at least 1'),
+  retryAfterMs: z.number().int().min(0, 'must be 0 or more'),
+});
+const fakeConfigSchema = z.strictObject({ throttle: throttleSchema.optional() });
+
+/**
+ * The registry's factory: an empty FakeCloud. The cloud-config is optional; it may set the
+ * throttle (YAML or JSON): `throttle: { perSecond: 20, retryAfterMs: 1000 }`. Throws
+ * CloudConfigError naming the field for anything else.
+ */
+export function fakeFromConfig(context: ProviderContext): FakeCloud {
+  const cloud = new FakeCloud();
+  if (context.config === undefined || context.config.trim() === '') return cloud;
+  const result = fakeConfigSchema.safeParse(parseYaml(context.config, context.configPath) ?? {});
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    throw new CloudConfigError(
+      context.configPath,
+      issue?.path.join('.') ?? '',
+      `${issue?.message ?? 'invalid'} (the fake provider's cloud-config takes only throttle: { perSecond, retryAfterMs })`,
+    );
+  }
+  cloud.throttle = result.data.throttle;
+  return cloud;
 }

@@ -11,7 +11,7 @@
 import type { CoreV1Api, V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { apiStatus } from '../../shared/kube/api.ts';
-import { defaultLoadBalancerName, type LoadBalancer } from '../../shared/cloud/provider.ts';
+import { defaultLoadBalancerName, type LoadBalancer, type OwnedLoadBalancer } from '../../shared/cloud/provider.ts';
 import { withSignal, type AllocationState, type AllocationStore, type Decision } from './allocations.ts';
 import { allocate, AllocationError, heldBy, readRequest, type AddressRequest, type Allocation } from './ipam.ts';
 import type { LoadBalancerConfig } from './pools.ts';
@@ -102,6 +102,19 @@ export class StaticLoadBalancer implements LoadBalancer {
         result: undefined,
       });
     }, signal);
+  }
+
+  /**
+   * Every allocation of the ConfigMap, as the Service (namespace, name, UID) it was made for, named
+   * as getLoadBalancerName names it. One read. A value that is not an allocation is left out: it
+   * names no Service for certain (and blocks allocations until fixed, see #decide).
+   */
+  async listLoadBalancers(_clusterName: string, signal?: AbortSignal): Promise<OwnedLoadBalancer[]> {
+    const { entries } = await this.#deps.store.read(signal);
+    return [...entries].map(([uid, allocation]) => ({
+      name: defaultLoadBalancerName({ metadata: { uid } }),
+      service: { namespace: allocation.namespace, name: allocation.name, uid },
+    }));
   }
 
   async #decide(request: AddressRequest, state: AllocationState, signal?: AbortSignal): Promise<Decision<Allocation>> {

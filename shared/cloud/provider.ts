@@ -103,6 +103,14 @@ export interface Routes {
   deleteRoute(clusterName: string, route: Route, signal?: AbortSignal): Promise<void>;
 }
 
+/** A load balancer the provider made, and the Service it made it for (what {@link LoadBalancer.listLoadBalancers} returns). */
+export interface OwnedLoadBalancer {
+  /** The provider's name for it (for reports and logs). */
+  readonly name: string;
+  /** The Service it was made for, as recorded when it was made. */
+  readonly service: { readonly namespace: string; readonly name: string; readonly uid: string };
+}
+
 /**
  * Load balancers for `type: LoadBalancer` Services. ensure/update may throw RetryError to ask for a
  * fixed delay, and ImplementedElsewhereError when another controller implements this Service's
@@ -129,6 +137,17 @@ export interface LoadBalancer {
     signal?: AbortSignal,
   ): Promise<void>;
   ensureLoadBalancerDeleted(clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void>;
+  /**
+   * Optional: every load balancer this provider made for `clusterName`, each naming the Service
+   * (namespace, name, uid) it belongs to. A provider that can list what it owns (by tags, a record,
+   * a naming scheme it can parse) offers it so that the pass over all Services can release load
+   * balancers whose Service is gone without cleanup (its finalizer removed by hand, or deleted while
+   * cirrus was down): service-lb confirms with the API server that no Service of that namespace,
+   * name and uid exists, then calls ensureLoadBalancerDeleted with a Service object carrying just
+   * those three (and `spec.type: LoadBalancer`). List only what is certainly yours; a load balancer
+   * that cannot be tied to a Service must be left out, never guessed.
+   */
+  listLoadBalancers?(clusterName: string, signal?: AbortSignal): Promise<OwnedLoadBalancer[]>;
 }
 
 /** The upstream default load balancer name: "a" + the Service UID without dashes, cut to 32 characters. */

@@ -421,6 +421,43 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     );
   });
 
+  it("lists every allocation as the Service it was made for, which releases it as service-lb's pass does", async () => {
+    const ns = await namespace();
+    const lb = await provider(inventory(ns, DEFAULT_POOL));
+    assert.equal(typeof lb.listLoadBalancers, 'function', 'the static provider lists what it owns');
+    if (lb.listLoadBalancers === undefined) return;
+    assert.deepEqual(await lb.listLoadBalancers(CLUSTER), [], 'no ConfigMap yet: nothing');
+    const kept = await service(ns, 'kept');
+    const gone = await service(ns, 'gone');
+    await lb.ensureLoadBalancer(CLUSTER, kept, []);
+    await lb.ensureLoadBalancer(CLUSTER, gone, []);
+    const listed = await lb.listLoadBalancers(CLUSTER);
+    assert.deepEqual(
+      listed.map((owned) => owned.service).sort((a, b) => a.name.localeCompare(b.name)),
+      [
+        { namespace: ns, name: 'gone', uid: uidOf(gone) },
+        { namespace: ns, name: 'kept', uid: uidOf(kept) },
+      ],
+    );
+    assert.ok(
+      listed.every(
+        (owned) => owned.name === lb.getLoadBalancerName(CLUSTER, owned.service.name === 'gone' ? gone : kept),
+      ),
+    );
+    // Deleted without cleanup: service-lb's pass hands the provider just the recorded identity.
+    await core.deleteNamespacedService({ name: 'gone', namespace: ns });
+    const identity: V1Service = {
+      metadata: { namespace: ns, name: 'gone', uid: uidOf(gone) },
+      spec: { type: 'LoadBalancer' },
+    };
+    await lb.ensureLoadBalancerDeleted(CLUSTER, identity);
+    assert.deepEqual([...(await recorded(ns)).entries.keys()], [uidOf(kept)]);
+    assert.deepEqual(
+      (await lb.listLoadBalancers(CLUSTER)).map((owned) => owned.service.name),
+      ['kept'],
+    );
+  });
+
   it('hands 30 Services ensured at once through 5 replicas 30 distinct addresses, all recorded', async () => {
     const ns = await namespace();
     const config = inventory(ns, '    - { name: default, default: true, addresses: [192.0.2.0/27] }\n'); // exactly 30 usable

@@ -1,0 +1,130 @@
+// The cloud call budget (ADR 0015, issue 20 row 9): the relay starts at most `rate` deliveries a
+// second after a burst of `burst`, over every destination together.
+
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'node:test';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CallBudget, checkCallBudget } from '../../functions/relay/budget.ts';
+import { callBudget } from '../../shared/cli/relay.ts';
+import { ConfigError } from '../../shared/config.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { functionServer, metric, ready, testRelay, waitFor } from './relay-harness.ts';
+
+// The most of `times` (ms) that fall in any window of `windowMs`.
+function peak(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let start = 0, end = 0; end < sorted.length; end += 1) {
+    while ((sorted[end] ?? 0) - (sorted[start] ?? 0) >= windowMs) start += 1;
+    most = Math.max(most, end - start + 1);
+  }
+  return most;
+}
+
+describe('CallBudget', () => {
+  it('lets a burst through at once, then one take per 1/rate seconds, in order', async () => {
+    const budget = new CallBudget({ rate: 20, burst: 3 });
+    const signal = new AbortController().signal;
+    const started = Date.now();
+    const done: number[] = [];
+    await Promise.all(
+      Array.from({ length: 13 }, (_, i) =>
+        budget.take(signal).then(() => {
+          done.push(i);
+        }),
+      ),
+    );
+    const elapsed = Date.now() - started;
+    assert.deepEqual(
+      done,
+      Array.from({ length: 13 }, (_, i) => i),
+      'served in order',
+    );
+    // 3 at once, 10 more at 20 a second: 500 ms.
+    assert.ok(elapsed >= 480 && elapsed < 1_500, `${elapsed} ms`);
+  });
+
+  it('takes nothing for an aborted wait, and the next in line goes on', async () => {
+    const budget = new CallBudget({ rate: 5, burst: 1 });
+    const live = new AbortController().signal;
+    await budget.take(live);
+    const abort = new AbortController();
+    const waiting = budget.take(abort.signal);
+    abort.abort();
+    await waiting;
+    const started = Date.now();
+    await budget.take(live);
+    assert.ok(Date.now() - started < 400, 'the aborted take did not use the token');
+  });
+
+  it('refuses a rate or burst that makes no sense', () => {
+    assert.throws(() => {
+      checkCallBudget({ rate: 0, burst: 1 });
+    }, /the rate must be more than 0 calls a second, got 0/);
+    assert.throws(() => {
+      checkCallBudget({ rate: 1, burst: 0.5 });
+    }, /the burst must be a whole number of at least 1, got 0.5/);
+  });
+});
+
+describe('callBudget (the options)', () => {
+  it('is off without a rate; the burst defaults to the rate rounded up', () => {
+    assert.equal(callBudget({ cloudCallRate: undefined, cloudCallBurst: undefined }), undefined);
+    assert.deepEqual(callBudget({ cloudCallRate: 2.5, cloudCallBurst: undefined }), { rate: 2.5, burst: 3 });
+    assert.deepEqual(callBudget({ cloudCallRate: 0.2, cloudCallBurst: undefined }), { rate: 0.2, burst: 1 });
+    assert.deepEqual(callBudget({ cloudCallRate: 10, cloudCallBurst: 4 }), { rate: 10, burst: 4 });
+  });
+
+  it('refuses a burst without a rate', () => {
+    assert.throws(
+      () => callBudget({ cloudCallRate: undefined, cloudCallBurst: 5 }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.match(error.message, /^--cloud-call-burst: needs --cloud-call-rate/);
+        return true;
+      },
+    );
+  });
+});
+
+describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
+  let admin: KubeConfig;
+  let core: CoreV1Api;
+  const namespace = uniqueName('budget');
+  before(async () => {
+    admin = (await testCluster()).admin;
+    core = admin.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+  });
+
+  it('starts no more deliveries in any second than rate + burst, over all destinations, and delivers them all', async (t) => {
+    const [a, b] = [await functionServer(t), await functionServer(t)];
+    const relay = testRelay(
+      t,
+      admin,
+      { to: [`service-lb=${a.url}`, `all=${b.url}`] },
+      { cloudCallBudget: { rate: 8, burst: 2 } },
+    );
+    await ready(relay);
+    const names = Array.from({ length: 12 }, (_, i) => uniqueName(`paced-${i}`));
+    await Promise.all(
+      names.map((name) =>
+        core.createNamespacedService({
+          namespace,
+          body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
+        }),
+      ),
+    );
+    await waitFor(
+      'every Service at both',
+      () => names.every((n) => a.about(n).length > 0 && b.about(n).length > 0),
+      20_000,
+    );
+    const times = [...a.received, ...b.received].filter((r) => names.includes(r.name)).map((r) => r.at);
+    assert.equal(times.length, 24);
+    // 24 deliveries at 8 a second after 2 at once: at least 2.75 s, and never more than 10 in a second.
+    assert.ok(Math.max(...times) - Math.min(...times) >= 2_500, `${Math.max(...times) - Math.min(...times)} ms`);
+    assert.ok(peak(times, 1_000) <= 10, `${peak(times, 1_000)} in one second`);
+    assert.ok((await metric(relay.registry, 'cirrus_relay_budget_wait_seconds_total', { destination: 'all' })) > 0);
+  });
+});
