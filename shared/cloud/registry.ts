@@ -83,7 +83,14 @@ export async function initCloudProvider(
   }
   try {
     const log = options.log.child({ provider: name });
-    return await factory({ config, configPath, signal: options.signal, log, kubeConfig: options.kubeConfig, metrics: options.metrics });
+    return await factory({
+      config,
+      configPath,
+      signal: options.signal,
+      log,
+      kubeConfig: options.kubeConfig,
+      metrics: options.metrics,
+    });
   } catch (error) {
     throw new Error(`could not init cloud provider "${name}": ${(error as Error).message}`, { cause: error });
   }
