@@ -1,6 +1,6 @@
 // `npm run bench`: cirrus's figures against the goals of performance.md §7, on a local control
 // plane of its own, with the benchmark cloud (bench/cloud.ts). Prints a table; writes JSON to
-// bench/results/<time>.json.
+// bench/results/<time>.json and the figures as a chart beside it, <time>.svg (also latest.svg).
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
@@ -15,6 +15,8 @@
 //                                       (bench/compare/). With --full: 1000 objects; --objects <n>: n objects;
 //                                       --contenders go-defaults,go-tuned,go-width,cirrus: some of them.
 
+import { copyFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../shared/kube/client.ts';
@@ -32,21 +34,52 @@ import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
 import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
+import { drawChart } from './chart.ts';
 import { compareWithGo } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
 const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws'] as const;
 
-const { values } = parseArgs({
-  options: {
-    full: { type: 'boolean', default: false },
-    only: { type: 'string' },
-    'log-level': { type: 'string', default: 'warn' },
-    compare: { type: 'string' },
-    objects: { type: 'string' },
-    contenders: { type: 'string', default: contenderNames.join(',') },
-  },
-});
+const usage = `Usage: npm run bench -- [flags]
+
+cirrus's figures against the goals of performance.md §7, on a local control plane of its own.
+Prints a table; writes bench/results/<time>.json and the chart bench/results/<time>.svg (and latest.svg).
+
+  --full                 full sizes (1000 nodes, 1000 Services, 10 cold starts); default short (minutes)
+  --only <list>          some scenarios: ${scenarioNames.join(', ')}
+  --log-level <level>    cirrus's log level (default warn; pino writes to stdout)
+  --compare go           instead: the stock Go cloud-controller-manager beside \`cirrus start\` (bench/compare/)
+  --objects <n>          with --compare: n objects
+  --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
+  -h, --help             this text
+
+Profile the process: node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes
+Chart a results file again: node bench/chart.ts bench/results/<time>.json
+`;
+
+// Usage first, and a usage error (exit 2) instead of parseArgs's stack trace for an unknown flag.
+const values = (() => {
+  try {
+    return parseArgs({
+      options: {
+        full: { type: 'boolean', default: false },
+        only: { type: 'string' },
+        'log-level': { type: 'string', default: 'warn' },
+        compare: { type: 'string' },
+        objects: { type: 'string' },
+        contenders: { type: 'string', default: contenderNames.join(',') },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }).values;
+  } catch (error) {
+    process.stderr.write(`bench: ${(error as Error).message}\n\n${usage}`);
+    process.exit(2);
+  }
+})();
+if (values.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
 if (values.compare !== undefined && values.compare !== 'go') throw new Error('--compare: only "go" is known');
 const only = new Set(values.only?.split(',') ?? scenarioNames);
 const progress = (line: string): void => {
@@ -80,12 +113,14 @@ const file = await writeResults(
   fileURLToPath(new URL('results/', import.meta.url)),
   comparison === undefined ? { ...common, results } : { ...common, ...comparison.content },
 );
+const chart = await drawChart(file);
+await copyFile(chart, join(dirname(file), 'latest.svg'));
 if (comparison !== undefined) {
-  process.stdout.write(`\n${comparison.table}\n\nJSON: ${file}\n`);
+  process.stdout.write(`\n${comparison.table}\n\nJSON: ${file}\nchart: ${chart}\n`);
 } else {
   const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
   process.stdout.write(
-    `\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\n`,
+    `\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\nchart: ${chart}\n`,
   );
 }
 

@@ -208,6 +208,24 @@ export const options = {
     integer(1, 10_000).default(512),
     'n',
   ),
+  cloudCallRate: option(
+    'string',
+    'The cloud call budget: reconciles (each one or two cloud calls) the relay starts per second, across every function instance ' +
+      '(ADR 0015; e.g. 10 or 2.5). Default: no budget.',
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?$/, 'must be a number of calls per second, such as 10 or 2.5')
+      .transform(Number)
+      .pipe(z.number().gt(0, 'must be more than 0 (leave it unset for no budget)').max(100_000))
+      .optional(),
+    'per-second',
+  ),
+  cloudCallBurst: option(
+    'string',
+    'How many calls of the cloud call budget may go at once after a quiet spell. Default: the rate, rounded up.',
+    integer(1, 100_000).optional(),
+    'n',
+  ),
   leaderElect: option(
     'boolean',
     'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).',
@@ -263,6 +281,13 @@ export const options = {
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     'level',
   ),
+  logFormat: option(
+    'string',
+    'Log format: json (one JSON object a line, for log collectors), pretty (one readable line an event, ' +
+      'coloured where the terminal supports it), or auto: pretty when stdout is a terminal, else json.',
+    z.enum(['auto', 'json', 'pretty']).default('auto'),
+    'format',
+  ),
   url: option(
     'string',
     'The URL of the function to call.',
@@ -271,6 +296,18 @@ export const options = {
   ),
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
   dryRun: option('boolean', 'Report the changes without making them.', z.boolean().default(false)),
+  fixture: option(
+    'string',
+    "The conformance fixture (YAML or JSON): the provider's known, shut-down and gone instances, and the Nodes and pod CIDRs to use for load balancers and routes (docs/conformance.md). Without it, the checks that need one are skipped.",
+    nonEmpty.optional(),
+    'path',
+  ),
+  junit: option(
+    'string',
+    'Also write the results as JUnit XML to this file, for CI systems.',
+    nonEmpty.optional(),
+    'path',
+  ),
 } as const satisfies Record<string, OptionSpec>;
 
 /** The name of an option. */

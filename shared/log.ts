@@ -1,7 +1,47 @@
 // The one logger factory: pino, JSON lines on stdout (what Knative's and any cluster's log
-// collectors read), no pretty printing, no formatted timestamps (both cost throughput).
+// collectors read), no formatted timestamps (they cost throughput). On a terminal (or with
+// --log-format pretty) the lines go through pino-pretty instead: one readable line an event,
+// coloured where the terminal supports it. pino-pretty is imported only then, so the JSON path
+// (every deployed function's cold start) never loads it.
 
 import { pino, type DestinationStream, type LevelWithSilent, type Logger, type LoggerOptions } from 'pino';
+
+/** `json`: JSON lines; `pretty`: readable lines; `auto`: pretty when stdout is a terminal. */
+export type LogFormat = 'json' | 'pretty' | 'auto';
+
+/** The format `auto` stands for, given whether stdout is a terminal. */
+export function resolveLogFormat(format: LogFormat, stdoutIsTty: boolean): 'json' | 'pretty' {
+  if (format === 'auto') return stdoutIsTty ? 'pretty' : 'json';
+  return format;
+}
+
+/**
+ * Where createLogger() writes for `format`: undefined (pino's own JSON destination, stdout) or a
+ * pino-pretty stream on stdout. `stdoutIsTty` defaults to whether this process's stdout is a
+ * terminal, which is where the lines go.
+ */
+export async function logDestination(
+  format: LogFormat,
+  stdoutIsTty: boolean = process.stdout.isTTY,
+): Promise<DestinationStream | undefined> {
+  if (resolveLogFormat(format, stdoutIsTty) === 'json') return undefined;
+  const { default: pretty } = await import('pino-pretty');
+  return pretty({
+    // Synchronous, as pino's own destination: the last lines before an exit are not lost.
+    sync: true,
+    singleLine: true,
+    translateTime: 'HH:MM:ss.l',
+    // `fn` leads the message; an error is its message (the stack is in --log-format json).
+    ignore: 'fn,err',
+    messageFormat: (line, messageKey) => {
+      const err = line['err'] as { message?: unknown } | undefined;
+      const error = typeof err?.message === 'string' ? `: ${err.message}` : '';
+      const text = (value: unknown): string =>
+        typeof value === 'string' || value === undefined ? (value ?? '') : JSON.stringify(value);
+      return `${text(line['fn'])}: ${text(line[messageKey])}${error}`;
+    },
+  });
+}
 
 /** How to create a function's logger. */
 export interface LogOptions {
@@ -9,7 +49,7 @@ export interface LogOptions {
   readonly name: string;
   /** Default `info`. */
   readonly level?: LevelWithSilent | undefined;
-  /** Default stdout. Tests pass a stream to read the lines back. */
+  /** Default stdout (JSON). logDestination() gives the pretty one; tests pass a stream to read the lines back. */
   readonly destination?: DestinationStream | undefined;
 }
 

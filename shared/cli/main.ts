@@ -76,6 +76,26 @@ const commands = {
     minPositionals: 1,
     run: async (line, io) => (await import('./reconcile.ts')).runReconcile(line, io),
   }),
+  conformance: command({
+    summary: 'Check a provider against the contract; no cluster needed.',
+    description:
+      'Builds the provider as serve would, passes it the Nodes and Services it makes from --fixture (the\n' +
+      "provider's known, shut-down and gone instances; the Nodes and pod CIDRs for load balancers and routes),\n" +
+      'and prints one line per check of the contract (PASS, FAIL or SKIP, and the rule), then a summary.\n' +
+      'Exits 1 when a check fails. Load balancers and routes it makes are deleted again. docs/conformance.md.',
+    options: [
+      'cloudProvider',
+      'cloudConfig',
+      'providerModule',
+      'clusterName',
+      'kubeconfig',
+      'fixture',
+      'junit',
+      'logLevel',
+    ],
+    required: ['cloudProvider'],
+    run: async (line, io) => (await import('./conformance.ts')).runConformanceCommand(line, io),
+  }),
   start: command({
     summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
     description:
@@ -101,10 +121,18 @@ const commands = {
       'nodeMonitorPeriod',
       'routeReconciliationPeriod',
       'nodeStatusUpdateFrequency',
+      'cloudCallRate',
+      'cloudCallBurst',
       'leaderElect',
+      'leaderElectLeaseDuration',
+      'leaderElectRenewDeadline',
+      'leaderElectRetryPeriod',
+      'leaderElectResourceName',
+      'leaderElectResourceNamespace',
       'signingSecretFile',
       'dataDir',
       'logLevel',
+      'logFormat',
     ],
     run: async (line, io) => (await import('./start.ts')).runStart(line, io),
   }),
@@ -124,6 +152,8 @@ const commands = {
       'nodeStatusUpdateFrequency',
       'serviceSyncPeriod',
       'concurrentDeliveries',
+      'cloudCallRate',
+      'cloudCallBurst',
       'leaderElect',
       'leaderElectLeaseDuration',
       'leaderElectRenewDeadline',
@@ -134,6 +164,7 @@ const commands = {
       'bindAddress',
       'port',
       'logLevel',
+      'logFormat',
     ],
     run: async (line, io) => (await import('./relay.ts')).runRelay(line, io),
   }),

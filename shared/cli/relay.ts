@@ -3,7 +3,7 @@
 import type { PeriodOption } from '../catalogue.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { catalogue, loadRelay, type LeaseSettings } from './root.ts';
 import { readSecret } from './secret.ts';
@@ -18,6 +18,7 @@ export type RelayCommandOptions =
   | 'nodeStatusUpdateFrequency'
   | 'serviceSyncPeriod'
   | 'concurrentDeliveries'
+  | CallBudgetOption
   | 'leaderElect'
   | 'leaderElectLeaseDuration'
   | 'leaderElectRenewDeadline'
@@ -27,7 +28,8 @@ export type RelayCommandOptions =
   | 'signingSecretFile'
   | 'bindAddress'
   | 'port'
-  | 'logLevel';
+  | 'logLevel'
+  | 'logFormat';
 
 /** Runs the relay until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): Promise<number> {
@@ -48,13 +50,18 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
     if (error instanceof relayModule.RoutingError) throw new ConfigError(error.message);
     throw error;
   }
-  const logger = createLogger({ name: 'relay', level: config.logLevel });
+  const logger = createLogger({
+    name: 'relay',
+    level: config.logLevel,
+    destination: await logDestination(config.logFormat),
+  });
   const relay = relayModule.startRelay({
     kubeConfig: loadKubeConfig(config.kubeconfig),
     routing,
     logger,
     secret: await readSecret(config.signingSecretFile),
     concurrency: config.concurrentDeliveries,
+    cloudCallBudget: callBudget(config),
     leaderElection: config.leaderElect ? leaseSettings(config) : false,
     ceOverrides: knative.ceOverrides,
   });
@@ -75,6 +82,14 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   return 0;
 }
 
+/** The options that say which Lease the relay elects its leader with, and how. */
+export type LeaseOption =
+  | 'leaderElectLeaseDuration'
+  | 'leaderElectRenewDeadline'
+  | 'leaderElectRetryPeriod'
+  | 'leaderElectResourceName'
+  | 'leaderElectResourceNamespace';
+
 /** The periods set by flags or variables, by function; a function whose option is unset keeps the routing file's or its own default. */
 export function periodsOf(config: Partial<Config<PeriodOption>>): Record<string, number> {
   const given: Record<string, number> = {};
@@ -85,7 +100,28 @@ export function periodsOf(config: Partial<Config<PeriodOption>>): Record<string,
   return given;
 }
 
-function leaseSettings(config: CommandLine<RelayCommandOptions>['config']): Omit<LeaseSettings, 'identity'> {
+/** The options of the cloud call budget (ADR 0015). */
+export type CallBudgetOption = 'cloudCallRate' | 'cloudCallBurst';
+
+/**
+ * The cloud call budget the relay enforces, from --cloud-call-rate and --cloud-call-burst (the
+ * burst defaults to the rate, rounded up); undefined without a rate. Throws ConfigError for a
+ * burst without a rate.
+ */
+export function callBudget(config: Config<CallBudgetOption>): { rate: number; burst: number } | undefined {
+  const { cloudCallRate: rate, cloudCallBurst: burst } = config;
+  if (rate === undefined) {
+    if (burst !== undefined)
+      throw new ConfigError(
+        '--cloud-call-burst: needs --cloud-call-rate (CIRRUS_CLOUD_CALL_RATE), the budget it is the burst of',
+      );
+    return undefined;
+  }
+  return { rate, burst: burst ?? Math.max(1, Math.ceil(rate)) };
+}
+
+/** The Lease and its timings from the leader election options (the relay's, and `cirrus start`'s). */
+export function leaseSettings(config: Config<LeaseOption>): Omit<LeaseSettings, 'identity'> {
   return {
     name: config.leaderElectResourceName,
     namespace: config.leaderElectResourceNamespace,

@@ -1,4 +1,5 @@
-// Finds or builds the kube-apiserver and etcd binaries the local control plane runs.
+// Finds or builds the kube-apiserver and etcd binaries the local control plane runs, and the
+// kube-scheduler and kube-controller-manager that tests needing a scheduler start beside them.
 //
 // Order, following envtest's conventions:
 //   1. TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD (both), as controller-runtime reads them;
@@ -6,6 +7,9 @@
 //   3. the per-machine cache, keyed by this folder's go.mod and go.sum;
 //   4. a build from the Go module beside this file, when `go` is installed, into that cache.
 // An explicit setting (1 or 2) that does not hold both binaries is an error, never a fall-through.
+// The scheduler and controller-manager are TEST_ASSET_KUBE_SCHEDULER and
+// TEST_ASSET_KUBE_CONTROLLER_MANAGER (both), or else the two files beside kube-apiserver; a cache
+// folder is complete only with all four (one build makes them, from the same module and version).
 //
 // Run directly (`node shared/control-plane/assets.ts`) it ensures the binaries and prints their folder.
 
@@ -23,8 +27,16 @@ const moduleDir = dirname(fileURLToPath(import.meta.url));
 export interface ControlPlaneAssets {
   readonly kubeApiserver: string;
   readonly etcd: string;
+  /** kube-scheduler and kube-controller-manager, when found (always from the cache or a build). */
+  readonly components?: ComponentBinaries;
   readonly source: 'TEST_ASSET_*' | 'KUBEBUILDER_ASSETS' | 'cache' | 'build';
   readonly pinned: PinnedVersions;
+}
+
+/** The binaries of the control plane's other components, built from the same module and version. */
+export interface ComponentBinaries {
+  readonly kubeScheduler: string;
+  readonly kubeControllerManager: string;
 }
 
 /** The versions go.mod pins. */
@@ -74,6 +86,8 @@ export function cacheRoot(env: NodeJS.ProcessEnv = process.env): string {
 export interface ResolveOptions {
   /** Build the binaries with Go when nothing else provides them. */
   readonly build: boolean;
+  /** Require kube-scheduler and kube-controller-manager too (an AssetsUnavailableError without them). */
+  readonly components?: boolean;
   readonly progress?: ProgressSink;
   /** The environment to read settings from (default process.env). */
   readonly env?: NodeJS.ProcessEnv;
@@ -87,11 +101,26 @@ export async function resolveAssets(options: ResolveOptions): Promise<ControlPla
   const env = options.env ?? process.env;
   const pinned = await pinnedVersions();
   const explicit = await explicitAssets(pinned, env);
-  if (explicit) return explicit;
+  if (explicit) {
+    const components = await explicitComponents(explicit.kubeApiserver, env);
+    if (options.components === true && components === undefined) {
+      throw new AssetsUnavailableError(
+        `no kube-scheduler/kube-controller-manager beside ${explicit.kubeApiserver} (${explicit.source}); ` +
+          'set TEST_ASSET_KUBE_SCHEDULER and TEST_ASSET_KUBE_CONTROLLER_MANAGER, or put them in that folder',
+      );
+    }
+    return components === undefined ? explicit : { ...explicit, components };
+  }
 
   const dir = await cacheDir(pinned, env);
-  const cached = { kubeApiserver: join(dir, 'kube-apiserver'), etcd: join(dir, 'etcd'), pinned };
-  if ((await isExecutable(cached.kubeApiserver)) && (await isExecutable(cached.etcd))) {
+  const cached = {
+    kubeApiserver: join(dir, 'kube-apiserver'),
+    etcd: join(dir, 'etcd'),
+    components: componentsIn(dir),
+    pinned,
+  };
+  const { kubeScheduler, kubeControllerManager } = cached.components;
+  if (await allExecutable([cached.kubeApiserver, cached.etcd, kubeScheduler, kubeControllerManager])) {
     return { ...cached, source: 'cache' };
   }
   if (!options.build) {
@@ -122,6 +151,35 @@ async function explicitAssets(pinned: PinnedVersions, env: NodeJS.ProcessEnv): P
   await mustBeExecutable(assets.kubeApiserver, 'KUBEBUILDER_ASSETS');
   await mustBeExecutable(assets.etcd, 'KUBEBUILDER_ASSETS');
   return { ...assets, source: 'KUBEBUILDER_ASSETS', pinned };
+}
+
+// TEST_ASSET_KUBE_SCHEDULER and TEST_ASSET_KUBE_CONTROLLER_MANAGER, or the two beside kube-apiserver
+// (a KUBEBUILDER_ASSETS folder, or the cache folder global-setup hands to test files); undefined
+// when neither holds them.
+async function explicitComponents(
+  kubeApiserver: string,
+  env: NodeJS.ProcessEnv,
+): Promise<ComponentBinaries | undefined> {
+  const scheduler = env['TEST_ASSET_KUBE_SCHEDULER'];
+  const controllerManager = env['TEST_ASSET_KUBE_CONTROLLER_MANAGER'];
+  if (scheduler || controllerManager) {
+    if (!scheduler || !controllerManager)
+      throw new Error('set both TEST_ASSET_KUBE_SCHEDULER and TEST_ASSET_KUBE_CONTROLLER_MANAGER, or neither');
+    await mustBeExecutable(scheduler, 'TEST_ASSET_KUBE_SCHEDULER');
+    await mustBeExecutable(controllerManager, 'TEST_ASSET_KUBE_CONTROLLER_MANAGER');
+    return { kubeScheduler: scheduler, kubeControllerManager: controllerManager };
+  }
+  const beside = componentsIn(dirname(kubeApiserver));
+  return (await allExecutable([beside.kubeScheduler, beside.kubeControllerManager])) ? beside : undefined;
+}
+
+function componentsIn(dir: string): ComponentBinaries {
+  return { kubeScheduler: join(dir, 'kube-scheduler'), kubeControllerManager: join(dir, 'kube-controller-manager') };
+}
+
+async function allExecutable(paths: readonly string[]): Promise<boolean> {
+  for (const path of paths) if (!(await isExecutable(path))) return false;
+  return true;
 }
 
 async function mustBeExecutable(path: string, setting: string): Promise<void> {
@@ -156,9 +214,8 @@ async function buildInto(
   const staging = await mkdtemp(`${dir}.building-`);
   const started = Date.now();
   progress(
-    `building kube-apiserver ${pinned.kubernetes} and etcd ${pinned.etcd} once for this machine ` +
-      '(about 2-20 min, depending on the Go build cache) into ' +
-      dir,
+    `building kube-apiserver, kube-scheduler and kube-controller-manager ${pinned.kubernetes} and etcd ` +
+      `${pinned.etcd} once for this machine (about 3-25 min, depending on the Go build cache) into ${dir}`,
   );
   try {
     const build = { dir: moduleDir, env, progress };
@@ -169,16 +226,20 @@ async function buildInto(
       ldflags: [],
       name: 'etcd',
     });
-    await goBuild({
-      ...build,
-      pkg: 'k8s.io/kubernetes/cmd/kube-apiserver',
-      output: join(staging, 'kube-apiserver'),
-      ldflags: versionStamps(pinned.kubernetes),
-      name: 'kube-apiserver',
-    });
+    // The other three share most of their packages: built one after the other, each reuses the
+    // Go build cache the one before filled.
+    for (const name of ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager']) {
+      await goBuild({
+        ...build,
+        pkg: `k8s.io/kubernetes/cmd/${name}`,
+        output: join(staging, name),
+        ldflags: versionStamps(pinned.kubernetes),
+        name,
+      });
+    }
     await rename(staging, dir).catch(async (error: unknown) => {
       // Another build finished first: its folder is as good as ours.
-      if (!(await isExecutable(join(dir, 'kube-apiserver')))) throw error;
+      if (!(await isExecutable(join(dir, 'kube-controller-manager')))) throw error;
     });
   } finally {
     await rm(staging, { recursive: true, force: true });
@@ -215,6 +276,7 @@ export interface GoBuild {
 export async function goBuild(build: GoBuild): Promise<void> {
   const { pkg, output, name, progress } = build;
   const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...build.ldflags].join(' '), '-o', output, pkg];
+  const started = Date.now();
   const child = spawn('go', args, {
     cwd: build.dir,
     env: { ...build.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
@@ -239,7 +301,7 @@ export async function goBuild(build: GoBuild): Promise<void> {
   } finally {
     clearInterval(timer);
   }
-  progress(`  ${name}: linked`);
+  progress(`  ${name}: linked in ${Math.round((Date.now() - started) / 1000)} s`);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -1,4 +1,6 @@
-// A real etcd and kube-apiserver on loopback, for cirrus's integration tests and `cirrus cluster`.
+// A real etcd and kube-apiserver on loopback, for cirrus's integration tests and `cirrus cluster`;
+// on request also kube-scheduler and kube-controller-manager (with the controllers asked for), for
+// tests about where Pods are scheduled.
 //
 // Both listen on free ports of 127.0.0.1. Authorization is RBAC; authentication is by client
 // certificate from the control plane's own CA, so an admin (group system:masters) and any other
@@ -28,7 +30,12 @@ export interface ControlPlaneInfo {
   readonly ca: KeyPair;
   /** A kubeconfig for `cirrus-admin` in group `system:masters`. */
   readonly adminKubeconfig: string;
-  readonly logs: { readonly etcd: string; readonly apiserver: string };
+  readonly logs: {
+    readonly etcd: string;
+    readonly apiserver: string;
+    readonly scheduler?: string;
+    readonly controllerManager?: string;
+  };
   /** How long start() took, from spawning etcd to the `default` namespace existing. */
   readonly startMs: number;
 }
@@ -42,6 +49,23 @@ export interface StartOptions {
   readonly clusterName?: string;
   /** Milliseconds to wait for readiness (default 60 s, or KUBEBUILDER_CONTROLPLANE_START_TIMEOUT). */
   readonly timeoutMs?: number;
+  /** Components to start beside the API server (their binaries: `assets.components`). */
+  readonly components?: ComponentOptions;
+}
+
+/**
+ * kube-scheduler and kube-controller-manager, each under its own identity (system:kube-scheduler,
+ * system:kube-controller-manager, with the roles Kubernetes bootstraps for them), on loopback,
+ * without leader election. start() resolves once both answer their health checks.
+ */
+export interface ComponentOptions {
+  readonly scheduler?: boolean;
+  /**
+   * Start kube-controller-manager with these controllers (its --controllers, e.g.
+   * `deployment-controller`); none when absent. Without kubelets, its node lifecycle controller
+   * would mark every Node unreachable and taint it after the grace period: name only what a test needs.
+   */
+  readonly controllers?: readonly string[];
 }
 
 const runDirPrefix = 'cirrus-control-plane-';
@@ -99,6 +123,15 @@ export class ControlPlane {
       const client = { ca: ca.cert, cert: admin.cert, key: admin.key };
       await waitForApiserver(apiserver, client, processes, deadline);
       const version = JSON.parse((await getHttps(apiserver, '/version', client)).body) as { gitVersion: string };
+      const components =
+        options.components === undefined
+          ? {}
+          : await startComponents(
+              options.components,
+              { assets: options.assets, dir, server: apiserver, ca },
+              processes,
+              deadline,
+            );
       const adminKubeconfig = join(dir, 'admin.kubeconfig');
       const info: ControlPlaneInfo = {
         server: apiserver,
@@ -107,7 +140,7 @@ export class ControlPlane {
         dir,
         ca,
         adminKubeconfig,
-        logs: { etcd: processes[0]?.logFile ?? '', apiserver: processes[1]?.logFile ?? '' },
+        logs: { etcd: processes[0]?.logFile ?? '', apiserver: processes[1]?.logFile ?? '', ...components },
         startMs: Date.now() - started,
       };
       await writeKubeconfig(info, admin, adminKubeconfig, options.clusterName);
@@ -169,7 +202,7 @@ export class ControlPlane {
   }
 
   /**
-   * Stops kube-apiserver, then etcd. A temporary run folder is removed; its logs are first copied
+   * Stops kube-controller-manager and kube-scheduler (when started), kube-apiserver, then etcd. A temporary run folder is removed; its logs are first copied
    * to `keepLogsIn` when given.
    */
   async stop(options: { keepLogsIn?: string } = {}): Promise<void> {
@@ -368,6 +401,91 @@ async function startApiserver(
   return `https://127.0.0.1:${port}`;
 }
 
+interface ComponentSetup {
+  readonly assets: ControlPlaneAssets;
+  readonly dir: string;
+  readonly server: string;
+  readonly ca: KeyPair;
+}
+
+// Starts the components asked for, each with a kubeconfig of its own identity, and waits until
+// each answers its health check (the scheduler's /readyz includes its informers' sync).
+async function startComponents(
+  options: ComponentOptions,
+  setup: ComponentSetup,
+  processes: ManagedProcess[],
+  deadline: number,
+): Promise<{ scheduler?: string; controllerManager?: string }> {
+  const binaries = setup.assets.components;
+  if (binaries === undefined)
+    throw new Error(
+      'kube-scheduler/kube-controller-manager asked for, but the assets have none (resolveAssets({ components: true }))',
+    );
+  const logs: { scheduler?: string; controllerManager?: string } = {};
+  const started: { name: string; url: string }[] = [];
+  if (options.scheduler === true) {
+    const { args, url } = await componentArgs(setup, 'kube-scheduler', 'system:kube-scheduler');
+    const process = await startProcess(
+      'kube-scheduler',
+      binaries.kubeScheduler,
+      args,
+      logFile(setup, 'kube-scheduler'),
+    );
+    processes.push(process);
+    logs.scheduler = process.logFile;
+    started.push({ name: 'kube-scheduler /readyz', url: `${url}/readyz` });
+  }
+  if (options.controllers !== undefined) {
+    if (options.controllers.length === 0) throw new Error('kube-controller-manager: name at least one controller');
+    const { args, url } = await componentArgs(setup, 'kube-controller-manager', 'system:kube-controller-manager');
+    args.push(
+      `--controllers=${options.controllers.join(',')}`,
+      // Each controller as its own ServiceAccount (system:controller:<name>), as kubeadm runs it:
+      // the roles Kubernetes bootstraps are written for that.
+      '--use-service-account-credentials=true',
+    );
+    const process = await startProcess(
+      'kube-controller-manager',
+      binaries.kubeControllerManager,
+      args,
+      logFile(setup, 'kube-controller-manager'),
+    );
+    processes.push(process);
+    logs.controllerManager = process.logFile;
+    started.push({ name: 'kube-controller-manager /healthz', url: `${url}/healthz` });
+  }
+  for (const { name, url } of started)
+    await waitUntil(deadline, processes, name, async () => (await getInsecure(url)).status === 200);
+  return logs;
+}
+
+function logFile(setup: ComponentSetup, name: string): string {
+  return join(setup.dir, 'logs', `${name}.log`);
+}
+
+// The flags both components share: a kubeconfig of their own identity, loopback serving on a
+// free port (a self-signed certificate in the run folder), no leader election (one instance).
+async function componentArgs(
+  setup: ComponentSetup,
+  name: string,
+  user: string,
+): Promise<{ args: string[]; url: string }> {
+  const pair = await createClientCert(setup.ca, join(setup.dir, 'pki'), name, { user });
+  const kubeconfig = join(setup.dir, `${name}.kubeconfig`);
+  await writeKubeconfig({ server: setup.server, ca: setup.ca }, pair, kubeconfig);
+  const port = await freePort();
+  return {
+    args: [
+      `--kubeconfig=${kubeconfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${port}`,
+      `--cert-dir=${join(setup.dir, 'certs', name)}`,
+      '--leader-elect=false',
+    ],
+    url: `https://127.0.0.1:${port}`,
+  };
+}
+
 async function waitForEtcd(url: string, processes: ManagedProcess[], deadline: number): Promise<string> {
   await waitUntil(deadline, processes, 'etcd /readyz', async () => (await getHttp(`${url}/readyz`)).status === 200);
   const version = JSON.parse((await getHttp(`${url}/version`)).body) as { etcdserver: string };
@@ -393,6 +511,19 @@ async function waitUntil(
 interface Response {
   status: number;
   body: string;
+}
+
+// A component's health endpoint: served with a self-signed certificate, open without credentials.
+function getInsecure(url: string): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, { rejectUnauthorized: false, timeout: 2_000 }, (res) => {
+      collect(res, resolve, reject);
+    });
+    req
+      .on('error', reject)
+      .on('timeout', () => req.destroy(new Error('timeout')))
+      .end();
+  });
 }
 
 function getHttp(url: string): Promise<Response> {

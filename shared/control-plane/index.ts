@@ -8,6 +8,7 @@ export {
   pinnedVersions,
   resolveAssets,
   versionStamps,
+  type ComponentBinaries,
   type ControlPlaneAssets,
 } from './assets.ts';
 export {
@@ -15,6 +16,7 @@ export {
   ControlPlane,
   kubeconfigFor,
   kubeconfigWithToken,
+  type ComponentOptions,
   type ControlPlaneInfo,
 } from './control-plane.ts';
 export type { Identity } from './pki.ts';

@@ -52,7 +52,10 @@ export async function startProcess(
 ): Promise<ManagedProcess> {
   const log = await open(logFile, 'a');
   const [command, ...prefixArgs] = [...deathSignalPrefix(), binary, ...args];
-  const child = spawn(command as string, prefixArgs, { stdio: ['ignore', log.fd, log.fd] });
+  // A process group of its own: Ctrl-C in a terminal signals the whole foreground group, and the
+  // control plane must outlive its clients' clean stop (a relay releasing its Lease), so only its
+  // owner stops it, last. The death signal above still ends it with the owner.
+  const child = spawn(command as string, prefixArgs, { stdio: ['ignore', log.fd, log.fd], detached: true });
   const spawned = once(child, 'spawn');
   const exited = new Promise<number | null>((resolve) =>
     child.once('exit', (code, signal) => {

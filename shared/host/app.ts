@@ -445,6 +445,8 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
     .then(
       (report): Outcome => {
         const summary = summarize(report);
+        for (const [result, count] of Object.entries(summary.results))
+          host.metrics.results.inc({ function: host.definition.name, result }, count);
         // A periodic pass that changed nothing is routine (node-lifecycle's comes every 5 s): debug.
         const routine = job.target === 'all' && job.trigger !== 'manual' && summary.changes === 0;
         log[routine ? 'debug' : 'info'](

@@ -1,4 +1,4 @@
-// Builds deploy/knative's kustomizations in-process, for tests that must run without kubectl: the
+// Builds deploy/knative's and deploy/standalone's kustomizations in-process, for tests that must run without kubectl: the
 // subset of kustomize those files use (resources, ConfigMap and Secret generators with fixed
 // names, images), and an error for anything else, so that this loader can never silently read a
 // kustomization differently from kustomize. manifests.test.ts compares it with `kubectl kustomize`
@@ -12,6 +12,9 @@ import { z } from 'zod';
 
 /** deploy/knative in this checkout. */
 export const knativeRoot = fileURLToPath(new URL('../../deploy/knative/', import.meta.url));
+
+/** deploy/standalone in this checkout. */
+export const standaloneRoot = fileURLToPath(new URL('../../deploy/standalone/', import.meta.url));
 
 /** A Kubernetes object as the YAML gives it. */
 export interface KubeObject {

@@ -1,4 +1,4 @@
-// deploy/: the Dockerfile and the Knative manifests, checked without a cluster where that is
+// deploy/: the Dockerfile, the Knative manifests and the standalone CCM, checked without a cluster where that is
 // possible (structure, Knative's rules, cirrus's own configuration rules, and each container
 // actually starting with its args and environment), and every core Kubernetes object validated by
 // a server-side dry run on the real control plane. Knative's CRDs are not installed there, so its
@@ -34,8 +34,9 @@ import {
   scaleAnnotation,
   type KnativeService,
 } from './knative.ts';
-import { build, identity, knativeRoot, referencedFiles, type KubeObject } from './kustomize.ts';
+import { build, identity, knativeRoot, referencedFiles, standaloneRoot, type KubeObject } from './kustomize.ts';
 import { catalogue } from '../../functions/catalogue.ts';
+import { selectControllers } from '../../shared/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -53,6 +54,8 @@ const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   example: build(exampleDir, { readFile: readWithSigningSecret }),
   apiserversource: build(join(knativeRoot, 'apiserversource')),
   lambda: build(lambdaDir, { readFile: readWithSigningSecret }),
+  standalone: build(standaloneRoot),
+  'standalone-example': build(join(standaloneRoot, 'overlays/example')),
 };
 
 const functionNames = catalogue.map((entry) => entry.name);
@@ -79,15 +82,17 @@ function component(service: KnativeService): string {
 
 describe('deploy/knative', () => {
   it('has no file that no kustomization uses', () => {
-    const used = referencedFiles();
-    const walk = (dir: string): string[] =>
-      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-        e.isDirectory() ? walk(join(dir, e.name)) : [relative(knativeRoot, join(dir, e.name))],
+    for (const root of [knativeRoot, standaloneRoot]) {
+      const used = referencedFiles(root);
+      const walk = (dir: string): string[] =>
+        readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+          e.isDirectory() ? walk(join(dir, e.name)) : [relative(root, join(dir, e.name))],
+        );
+      const unused = walk(root).filter(
+        (file) => !used.has(file) && !file.endsWith('.gitignore') && join(root, file) !== signingSecretFile,
       );
-    const unused = walk(knativeRoot).filter(
-      (file) => !used.has(file) && !file.endsWith('.gitignore') && file !== relative(knativeRoot, signingSecretFile),
-    );
-    assert.deepEqual(unused, []);
+      assert.deepEqual(unused, [], root);
+    }
   });
 
   it('builds the same objects with kubectl kustomize', { skip: kubectlSkip() }, () => {
@@ -96,6 +101,7 @@ describe('deploy/knative', () => {
     try {
       cpSync(knativeRoot, join(copy, 'knative'), { recursive: true });
       cpSync(lambdaDir, join(copy, 'lambda'), { recursive: true });
+      cpSync(standaloneRoot, join(copy, 'standalone'), { recursive: true });
       writeFileSync(join(copy, 'knative/overlays/example/signing-secret'), 'test-signing-secret\n');
       writeFileSync(join(copy, 'lambda/signing-secret'), 'test-signing-secret\n');
       const dirs = [
@@ -103,6 +109,8 @@ describe('deploy/knative', () => {
         ['example', 'knative/overlays/example'],
         ['apiserversource', 'knative/apiserversource'],
         ['lambda', 'lambda'],
+        ['standalone', 'standalone'],
+        ['standalone-example', 'standalone/overlays/example'],
       ] as const;
       for (const [name, dir] of dirs) {
         const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
@@ -148,9 +156,13 @@ describe('deploy/knative', () => {
     }, /timeoutSeconds must be integer/);
   });
 
-  it('has one valid Knative Service per function, serving it with its own arguments', () => {
+  it('has one valid Knative Service per function but node-init, serving it with its own arguments', () => {
     const services = knativeServices(builds['base'] ?? []);
-    assert.deepEqual(services.map(component).sort(), [...functionNames].sort());
+    assert.deepEqual(
+      services.map(component).sort(),
+      functionNames.filter((name) => name !== 'node-init').sort(),
+      'node-init is a Deployment of its own (bootstrap/)',
+    );
     for (const service of services) {
       const [container] = service.spec.template.spec.containers;
       assert.deepEqual(container?.args, ['serve', component(service)], service.metadata.name);
@@ -161,7 +173,7 @@ describe('deploy/knative', () => {
       knativeServices(builds['example'] ?? [])
         .map(component)
         .sort(),
-      ['node-init', 'node-lifecycle', 'service-lb'],
+      ['node-lifecycle', 'service-lb'],
       'static has no routes',
     );
     assert.deepEqual(
@@ -339,7 +351,8 @@ describe('deploy/knative', () => {
           ['CIRRUS_SIGNING_SECRET_FILE', 'cirrus-signing'],
         ] as const) {
           // The relay reads CIRRUS_CLOUD_CONFIG from the shared ConfigMap too, but takes no such option.
-          const takes = variable === 'CIRRUS_SIGNING_SECRET_FILE' || workload.container.args[0] === 'serve';
+          const takes =
+            variable === 'CIRRUS_SIGNING_SECRET_FILE' || ['serve', 'start'].includes(workload.container.args[0] ?? '');
           const path = takes ? env[variable] : undefined;
           if (path === undefined) continue;
           const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
@@ -358,6 +371,25 @@ describe('deploy/knative', () => {
       ),
       'ApiServerSource events cannot be signed',
     );
+  });
+
+  it('runs node-init with a relay of its own, as ServiceAccount cirrus-node-init, electing a leader on a Lease of its own', () => {
+    for (const name of ['base', 'example'] as const) {
+      const objects = builds[name] ?? [];
+      const nodeInit = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-node-init');
+      assert.ok(nodeInit, name);
+      assert.deepEqual(nodeInit.container.args, ['start']);
+      assert.equal(nodeInit.replicas, 2);
+      assert.equal(nodeInit.pod.serviceAccountName, 'cirrus-node-init');
+      const env = containerEnv(nodeInit, objects);
+      assert.deepEqual(
+        selectControllers(catalogue, (env['CIRRUS_CONTROLLERS'] ?? '').split(',')).map((e) => e.name),
+        ['node-init'],
+      );
+      assert.equal(env['CIRRUS_LEADER_ELECT'], 'true');
+      assert.equal(env['CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE'], 'cirrus-system');
+      assertLeaseRole(objects, 'cirrus-node-init', env['CIRRUS_LEADER_ELECT_RESOURCE_NAME']);
+    }
   });
 
   it('runs the relay as two replicas electing a leader in their own namespace, delivering to the Knative Services', () => {
@@ -468,6 +500,148 @@ describe('deploy/knative', () => {
           );
       }
     }
+  });
+});
+
+// The taints every node of a fresh cluster carries (kubelets with --cloud-provider=external), or
+// may (a network plugin not ready yet; the control plane's own).
+const freshClusterTaints = [
+  { key: 'node.cloudprovider.kubernetes.io/uninitialized', value: 'true', effect: 'NoSchedule' },
+  { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' },
+  { key: 'node.kubernetes.io/not-ready', effect: 'NoExecute' },
+  { key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' },
+] as const;
+
+// As the scheduler matches a toleration to a taint (k8s.io/api/core/v1 Toleration.ToleratesTaint).
+function tolerates(pod: PodSpec, taint: { key: string; value?: string; effect: string }): boolean {
+  return (pod.tolerations ?? []).some(
+    (t) =>
+      (t.effect === undefined || t.effect === taint.effect) &&
+      (t.key === undefined || t.key === taint.key) &&
+      (t.operator === 'Exists' || (t.value ?? '') === (taint.value ?? '')),
+  );
+}
+
+interface RuleSpec {
+  readonly apiGroups: string[];
+  readonly resources: string[];
+  readonly verbs: string[];
+  readonly resourceNames?: string[];
+}
+
+// `group/resource verb [names]`, one per verb a role grants.
+function grants(objects: readonly KubeObject[], id: string): string[] {
+  const rules = (find(objects, id)?.['rules'] ?? []) as RuleSpec[];
+  return rules.flatMap((rule) =>
+    rule.apiGroups.flatMap((group) =>
+      rule.resources.flatMap((resource) =>
+        rule.verbs.map(
+          (verb) => `${group}/${resource} ${verb}${rule.resourceNames ? ` ${rule.resourceNames.join(',')}` : ''}`,
+        ),
+      ),
+    ),
+  );
+}
+
+// Listens on `port` (the Go cloud-controller-manager's, 10258, for the standalone CCM), probes
+// /readyz and /healthz there, and requests and limits resources.
+function assertServing(workload: Workload, env: Record<string, string>, port: number): void {
+  const [served] = workload.container.ports ?? [];
+  assert.equal(served?.containerPort, port, workload.id);
+  assert.equal(env['PORT'], String(port));
+  const { readinessProbe, livenessProbe } = workload.container;
+  assert.deepEqual(
+    [readinessProbe?.httpGet.path, livenessProbe?.httpGet.path],
+    ['/readyz', '/healthz'],
+    'probes on the health routes',
+  );
+  for (const probe of [readinessProbe, livenessProbe])
+    assert.ok([served.name, served.containerPort].includes(probe?.httpGet.port), 'probes on the serving port');
+  assertResources(workload);
+}
+
+function assertResources(workload: Workload): void {
+  const { requests = {}, limits = {} } = workload.container.resources ?? {};
+  assert.ok(requests['cpu'] && requests['memory'] && limits['memory'], `${workload.id}: requests and a memory limit`);
+}
+
+describe('deploy/standalone and the bootstrap path', () => {
+  // Every workload that must be scheduled before the nodes are initialized: all but Knative's.
+  const bootstrapping = (): [string, Workload][] => [
+    ...(['standalone', 'standalone-example', 'base', 'example', 'lambda'] as const).flatMap((name) =>
+      workloads(builds[name] ?? [])
+        .filter((w) => w.kind !== 'Service')
+        .map((w): [string, Workload] => [name, w]),
+    ),
+  ];
+
+  it('runs `cirrus start` as a DaemonSet on the control-plane nodes, with every function and probes', () => {
+    for (const name of ['standalone', 'standalone-example'] as const) {
+      const objects = builds[name] ?? [];
+      const [ccm, ...others] = workloads(objects);
+      assert.ok(ccm && others.length === 0, `${name}: one workload`);
+      assert.equal(ccm.id, 'DaemonSet/cirrus-system/cirrus');
+      assert.deepEqual(ccm.container.args, ['start'], 'every function the provider supports');
+      assert.deepEqual(ccm.pod.nodeSelector, { 'node-role.kubernetes.io/control-plane': '' });
+      const env = containerEnv(ccm, objects);
+      assert.equal(env['CIRRUS_CONTROLLERS'], undefined, 'the default: every function');
+      assertServing(ccm, env, 10258);
+      assert.equal(ccm.pod.serviceAccountName, 'cirrus');
+      assert.equal(env['CIRRUS_LEADER_ELECT'], 'true');
+      assert.equal(env['CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE'], 'cirrus-system');
+      assertLeaseRole(objects, 'cirrus', env['CIRRUS_LEADER_ELECT_RESOURCE_NAME']);
+      assert.equal(
+        ccm.mounts.find((m) => env['CIRRUS_CLOUD_CONFIG']?.startsWith(`${m.mountPath}/`))?.source,
+        'Secret/cirrus-cloud-config',
+        "the provider's cloud-config from a Secret",
+      );
+    }
+    const example = builds['standalone-example'] ?? [];
+    const config = find(example, 'ConfigMap/cirrus-system/cirrus-config')?.['data'] as Record<string, string>;
+    assert.equal(config['CIRRUS_CLOUD_PROVIDER'], 'static');
+    assert.ok(find(example, 'Secret/cirrus-system/cirrus-cloud-config'));
+  });
+
+  it('schedules what must run before the nodes are initialized onto a fresh cluster, on the host network', () => {
+    const workloadsOnPorts = new Map<string, string>();
+    const all = bootstrapping();
+    assert.deepEqual([...new Set(all.map(([, w]) => w.id))].sort(), [
+      'DaemonSet/cirrus-system/cirrus',
+      'Deployment/cirrus-system/cirrus-node-init',
+      'Deployment/cirrus-system/cirrus-relay',
+    ]);
+    for (const [name, workload] of all) {
+      for (const taint of freshClusterTaints)
+        assert.ok(tolerates(workload.pod, taint), `${name}: ${workload.id} tolerates ${taint.key}:${taint.effect}`);
+      assert.equal(workload.pod.hostNetwork, true, `${name}: ${workload.id}: pod networking may not work yet`);
+      assert.equal(workload.pod.priorityClassName, 'system-cluster-critical', `${name}: ${workload.id}`);
+      const port = String(workload.container.ports?.[0]?.containerPort);
+      assert.equal(containerEnv(workload, builds[name] ?? [])['PORT'], port, `${name}: ${workload.id} listens on it`);
+      // On the host network, two workloads on one port could not share a node.
+      const other = workloadsOnPorts.get(port);
+      assert.ok(other === undefined || other === workload.name, `${workload.id} and ${other ?? ''} share port ${port}`);
+      workloadsOnPorts.set(port, workload.name);
+    }
+    // Nothing more: a node that is shutting down is not theirs.
+    const [, ccm] = all[0] ?? [];
+    assert.ok(ccm);
+    assert.equal(tolerates(ccm.pod, { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }), false);
+  });
+
+  it("gives the one ServiceAccount the union of the functions' and the relay's rights, and nothing else", () => {
+    const base = builds['base'] ?? [];
+    const lambda = builds['lambda'] ?? [];
+    const union = new Set(
+      [...functionNames.map((fn) => `cirrus-${fn}`), 'cirrus-relay'].flatMap((role) =>
+        grants(lambda, `ClusterRole//${role}`),
+      ),
+    );
+    const standalone = builds['standalone'] ?? [];
+    assert.deepEqual(new Set(grants(standalone, 'ClusterRole//cirrus')), union);
+    assert.deepEqual(
+      grants(standalone, 'Role/cirrus-system/cirrus-lease'),
+      grants(base, 'Role/cirrus-system/cirrus-relay-lease').map((g) => g.replace(/ cirrus-relay$/, ' cirrus')),
+    );
   });
 });
 
@@ -614,11 +788,13 @@ describe('each container, started with its arguments and environment', () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  const example = builds['example'] ?? [];
-  for (const workload of workloads(example)) {
-    it(`${workload.id} (overlays/example) starts serving, and stops on SIGTERM`, async () => {
-      await startAndStop(workload, example, { root: join(scratch, workload.name) });
-    });
+  for (const name of ['example', 'standalone-example'] as const) {
+    const example = builds[name] ?? [];
+    for (const workload of workloads(example)) {
+      it(`${workload.id} (${name}) starts serving, and stops on SIGTERM`, async () => {
+        await startAndStop(workload, example, { root: join(scratch, name, workload.name) });
+      });
+    }
   }
 
   // routes needs a provider with routes; none built in does real work, so this stands in for an
@@ -701,6 +877,7 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
       'ClusterRole',
       'ClusterRoleBinding',
       'ConfigMap',
+      'DaemonSet',
       'Deployment',
       'Namespace',
       'PodDisruptionBudget',
@@ -738,6 +915,26 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
   });
 });
 
+/** A Role in cirrus-system bound to `account` grants get and update on exactly the Lease `leaseName`. */
+function assertLeaseRole(objects: readonly KubeObject[], account: string, leaseName: string | undefined): void {
+  assert.ok(leaseName, 'CIRRUS_LEADER_ELECT_RESOURCE_NAME is set');
+  type Rule = { resources: string[]; verbs: string[]; resourceNames?: string[] };
+  const rulesOf = (binding: KubeObject): Rule[] =>
+    (find(objects, `Role/cirrus-system/${roleRefOf(binding).name}`)?.['rules'] ?? []) as Rule[];
+  const binding = ofKind(objects, 'RoleBinding').find(
+    (b) =>
+      b.metadata.namespace === 'cirrus-system' &&
+      subjectsOf(b).some((s) => s.name === account) &&
+      rulesOf(b).some((r) => r.resources.includes('leases')),
+  );
+  assert.ok(binding, `${account} is bound to a Lease Role`);
+  assert.deepEqual(
+    rulesOf(binding).find((r) => r.verbs.includes('update'))?.resourceNames,
+    [leaseName],
+    `${account} may update only its own Lease`,
+  );
+}
+
 /**
  * POSTs `object` as it is, with `dryRun=All&fieldValidation=Strict`: the API server validates it
  * (and runs admission) without storing it, and refuses unknown or duplicate fields. Not through
@@ -771,6 +968,10 @@ interface Mount {
 
 interface ContainerSpec {
   readonly args: string[];
+  readonly ports?: { name?: string; containerPort: number }[];
+  readonly readinessProbe?: { httpGet: { path: string; port: string | number } };
+  readonly livenessProbe?: { httpGet: { path: string; port: string | number } };
+  readonly resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   readonly env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
   readonly envFrom?: { configMapRef: { name: string; optional?: boolean } }[];
   readonly volumeMounts?: { name: string; mountPath: string }[];
@@ -782,35 +983,48 @@ interface VolumeSpec {
   readonly configMap?: { name: string; optional?: boolean };
 }
 
-/** A Knative Service's or Deployment's one container, with its pod's volumes. */
+/** The pod fields that decide where a Pod may run. */
+interface PodSpec {
+  readonly containers: ContainerSpec[];
+  readonly volumes?: VolumeSpec[];
+  readonly serviceAccountName?: string;
+  readonly hostNetwork?: boolean;
+  readonly dnsPolicy?: string;
+  readonly nodeSelector?: Record<string, string>;
+  readonly priorityClassName?: string;
+  readonly tolerations?: { key?: string; operator?: string; value?: string; effect?: string }[];
+}
+
+/** A Knative Service's, Deployment's or DaemonSet's one container, with its pod's volumes. */
 interface Workload {
   readonly id: string;
+  readonly kind: string;
   readonly name: string;
   readonly namespace: string;
   readonly replicas: number | undefined;
   readonly container: ContainerSpec;
   readonly mounts: readonly Mount[];
+  readonly pod: PodSpec;
 }
 
 function workloads(objects: readonly KubeObject[]): Workload[] {
   return objects
-    .filter((o) => o.kind === 'Deployment' || o.apiVersion === 'serving.knative.dev/v1')
+    .filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet' || o.apiVersion === 'serving.knative.dev/v1')
     .map((object) => {
-      const spec = object['spec'] as {
-        replicas?: number;
-        template: { spec: { containers: ContainerSpec[]; volumes?: VolumeSpec[] } };
-      };
+      const spec = object['spec'] as { replicas?: number; template: { spec: PodSpec } };
       const [container] = spec.template.spec.containers;
       assert.ok(container, identity(object));
       const volumes = new Map((spec.template.spec.volumes ?? []).map((v) => [v.name, v]));
       const mounts = (container.volumeMounts ?? []).map((m) => mountOf(m.mountPath, volumes.get(m.name)));
       return {
         id: identity(object),
+        kind: object.kind,
         name: object.metadata.name,
         namespace: object.metadata.namespace ?? '',
         replicas: spec.replicas,
         container,
         mounts,
+        pod: spec.template.spec,
       };
     });
 }

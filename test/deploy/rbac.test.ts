@@ -1,4 +1,4 @@
-// deploy/knative's RBAC on the real API server: sufficient and minimal.
+// deploy/knative's and deploy/standalone's RBAC on the real API server: sufficient and minimal.
 //
 // For each function (and the relay, and the static provider's ConfigMap), its ServiceAccount,
 // roles and bindings from deploy/knative are applied into a namespace of the test's own (names of
@@ -10,7 +10,9 @@
 // SelfSubjectAccessReviews, since the authorizer sees RBAC writes a moment later.
 //
 // The scenarios run the functions as the integration tests in test/functions do (the fake
-// provider, or the static one for its ConfigMap), on a cluster that other test files share: their
+// provider, or the static one for its ConfigMap; deploy/standalone's one ServiceAccount runs them
+// all and the relay, one after the other; deploy/knative/bootstrap's node-init runs node-init's
+// and a relay of its own), on a cluster that other test files share: their
 // LISTs of Nodes and Services carry a label selector (added by the client), so that a periodic pass
 // sees only this test's objects, and the objects are removed after each run.
 
@@ -43,7 +45,7 @@ import {
   type NodeTweak,
 } from '../helpers/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
-import { knativeRoot, readObjects, type KubeObject } from './kustomize.ts';
+import { knativeRoot, readObjects, standaloneRoot, type KubeObject } from './kustomize.ts';
 import {
   apply,
   awaitAccess,
@@ -77,6 +79,8 @@ interface Context {
 interface Subject {
   readonly name: string;
   readonly serviceAccount: string;
+  /** Where `files` and `checked` are: deploy/knative by default. */
+  readonly root?: string;
   /** Applied in order. */
   readonly files: readonly string[];
   /** Whose permissions are each checked for necessity (the others have a subject of their own). */
@@ -322,10 +326,15 @@ function refusalInLog(record: Record<string, unknown>): string | undefined {
   return record['lease'] === undefined ? `LOG ${String(record['msg'])}: ${error.message ?? ''}` : undefined;
 }
 
-async function relayScenario(c: Context): Promise<void> {
+/** The relay's scenario for the Lease `lease`, delivering the feeds of `functions`. */
+function relayScenario(lease: string, functions: readonly string[]): (c: Context) => Promise<void> {
+  return async (c) => runRelayScenario(c, lease, functions);
+}
+
+async function runRelayScenario(c: Context, lease: string, functions: readonly string[]): Promise<void> {
   const leases = c.admin.makeApiClient(CoordinationV1Api);
   // No Lease yet, so that the relay creates it.
-  await leases.deleteNamespacedLease({ name: 'cirrus-relay', namespace: c.namespace }).catch(ignoreNotFound);
+  await leases.deleteNamespacedLease({ name: lease, namespace: c.namespace }).catch(ignoreNotFound);
   const sink = createServer((request, response) => {
     request.resume();
     response.writeHead(202).end('{}');
@@ -337,12 +346,12 @@ async function relayScenario(c: Context): Promise<void> {
     kubeConfig: c.account,
     // Node-init's feed watches Nodes, service-lb's watches Services; no periodic triggers.
     routing: buildRoutingTable(catalogue, {
-      to: [`node-init=${url}`, `service-lb=${url}`],
+      to: functions.map((fn) => `${fn}=${url}`),
       periods: { 'node-init': 0, 'node-lifecycle': 0, 'service-lb': 0, routes: 0 },
     }),
     logger,
     leaderElection: {
-      name: 'cirrus-relay',
+      name: lease,
       namespace: c.namespace,
       leaseDurationMs: 3_000,
       renewDeadlineMs: 2_000,
@@ -360,9 +369,9 @@ async function relayScenario(c: Context): Promise<void> {
     const status = relay.status();
     if (status.role !== 'leader' || !status.ready) return false;
     // Renewed: the Lease it created was written again (get, then update).
-    const lease = await leases.readNamespacedLease({ name: 'cirrus-relay', namespace: c.namespace });
-    firstVersion ??= lease.metadata?.resourceVersion;
-    return lease.spec?.holderIdentity === relay.identity && lease.metadata?.resourceVersion !== firstVersion;
+    const read = await leases.readNamespacedLease({ name: lease, namespace: c.namespace });
+    firstVersion ??= read.metadata?.resourceVersion;
+    return read.spec?.holderIdentity === relay.identity && read.metadata?.resourceVersion !== firstVersion;
   };
   try {
     await until('the relay to lead with its watches open and renew its Lease', done, 8_000);
@@ -415,7 +424,7 @@ const subjects: readonly Subject[] = [
     serviceAccount: 'cirrus-relay',
     files: ['relay/rbac.yaml'],
     checked: ['relay/rbac.yaml'],
-    scenario: relayScenario,
+    scenario: relayScenario('cirrus-relay', ['node-init', 'service-lb']),
   },
   {
     name: 'static-provider',
@@ -424,7 +433,44 @@ const subjects: readonly Subject[] = [
     checked: ['static-provider/rbac.yaml'],
     scenario: staticProviderScenario,
   },
+  {
+    // node-init with a relay of its own (Nodes only), electing a leader on the Lease cirrus-node-init.
+    name: 'node-init-bootstrap',
+    serviceAccount: 'cirrus-node-init',
+    files: ['node-init/rbac/rbac.yaml', 'bootstrap/rbac.yaml'],
+    checked: ['bootstrap/rbac.yaml'],
+    scenario: inTurn(nodeInitScenario, relayScenario('cirrus-node-init', ['node-init'])),
+  },
+  {
+    // `cirrus start`: every function, the static provider's allocations, and the relay on the Lease cirrus.
+    name: 'standalone',
+    serviceAccount: 'cirrus',
+    root: standaloneRoot,
+    files: ['ccm/rbac.yaml', 'static-provider/rbac.yaml', 'static-provider/allocations.yaml'],
+    checked: ['ccm/rbac.yaml', 'static-provider/rbac.yaml'],
+    scenario: inTurn(
+      nodeInitScenario,
+      nodeLifecycleScenario,
+      serviceLbScenario,
+      routesScenario,
+      staticProviderScenario,
+      relayScenario('cirrus', ['node-init', 'node-lifecycle', 'service-lb', 'routes']),
+    ),
+  },
 ];
+
+/** The scenarios one after the other, each with its objects removed before the next; the first failure fails it. */
+function inTurn(...scenarios: ((c: Context) => Promise<void>)[]): (c: Context) => Promise<void> {
+  return async (c) => {
+    for (const scenario of scenarios) {
+      try {
+        await scenario(c);
+      } finally {
+        await c.fixtures.cleanUp();
+      }
+    }
+  };
+}
 
 // Each subject in a namespace of its own: its ServiceAccount, its label selector.
 function placementOf(subject: Subject): { namespace: string; suffix: string } {
@@ -433,80 +479,84 @@ function placementOf(subject: Subject): { namespace: string; suffix: string } {
 
 function rbacObjects(subject: Subject, files: readonly string[]): KubeObject[] {
   return localize(
-    files.flatMap((file) => readObjects(join(knativeRoot, file))),
+    files.flatMap((file) => readObjects(join(subject.root ?? knativeRoot, file))),
     placementOf(subject),
   );
 }
 
-describe('RBAC of deploy/knative, on the real API server', { skip: controlPlaneSkip, concurrency: true }, () => {
-  let admin: KubeConfig;
-  let adminCore: CoreV1Api;
-  const applied: KubeObject[] = [];
-  before(async () => {
-    ({ admin } = await testCluster());
-    adminCore = admin.makeApiClient(CoreV1Api);
-  });
-  after(async () => {
-    await remove(
-      admin,
-      applied.filter((o) => o.metadata.namespace === undefined || o.metadata.namespace === 'default'),
-    );
-  });
-
-  for (const subject of subjects) {
-    describe(subject.name, { concurrency: 1 }, () => {
-      const objects = rbacObjects(subject, subject.files);
-      const checked = permissionsOf(rbacObjects(subject, subject.checked));
-      const all = permissionsOf(objects);
-      let context: Context;
-
-      before(async () => {
-        const { namespace } = placementOf(subject);
-        await adminCore.createNamespace({ body: { metadata: { name: namespace } } });
-        applied.push(...objects);
-        await apply(admin, objects);
-        const token = await (await testCluster()).asServiceAccount(namespace, subject.serviceAccount);
-        const account = new RecordingKubeConfig(token, `${selectorLabel}=${namespace}`);
-        context = {
-          admin,
-          adminCore,
-          account,
-          core: account.makeApiClient(CoreV1Api),
-          namespace,
-          fixtures: new Fixtures(adminCore, namespace),
-        };
-        await awaitAccess(account, new Map(all.map((p) => [p, true])));
-      });
-
-      it(`its scenario passes as ServiceAccount ${subject.serviceAccount} with exactly these roles`, async () => {
-        await runScenario(subject, context);
-        assert.deepEqual(context.account.refused, [], 'no request refused');
-      });
-
-      for (const permission of checked) {
-        it(`fails with 403 without ${describePermission(permission)}`, async () => {
-          await apply(
-            admin,
-            objects.map((object) => withoutPermission(object, permission)),
-          );
-          await awaitAccess(context.account, new Map(all.map((p) => [p, !samePermission(p, permission)])));
-          const outcome = await runScenario(subject, context).then(
-            () => undefined,
-            (error: unknown) => error,
-          );
-          assert.ok(
-            outcome !== undefined,
-            `the scenario passed without ${describePermission(permission)}: a permission it never uses`,
-          );
-          assert.ok(
-            context.account.refused.some((line) => refusedFor(line, permission)),
-            `the failure is a 403 on ${describePermission(permission)}; refused: [${context.account.refused.join(', ')}]; failure: ${outcome instanceof Error ? outcome.message : JSON.stringify(outcome)}`,
-          );
-        });
-      }
+describe(
+  'RBAC of deploy/knative and deploy/standalone, on the real API server',
+  { skip: controlPlaneSkip, concurrency: true },
+  () => {
+    let admin: KubeConfig;
+    let adminCore: CoreV1Api;
+    const applied: KubeObject[] = [];
+    before(async () => {
+      ({ admin } = await testCluster());
+      adminCore = admin.makeApiClient(CoreV1Api);
     });
-  }
-});
+    after(async () => {
+      await remove(
+        admin,
+        applied.filter((o) => o.metadata.namespace === undefined || o.metadata.namespace === 'default'),
+      );
+    });
+
+    for (const subject of subjects) {
+      describe(subject.name, { concurrency: 1 }, () => {
+        const objects = rbacObjects(subject, subject.files);
+        const checked = permissionsOf(rbacObjects(subject, subject.checked));
+        const all = permissionsOf(objects);
+        let context: Context;
+
+        before(async () => {
+          const { namespace } = placementOf(subject);
+          await adminCore.createNamespace({ body: { metadata: { name: namespace } } });
+          applied.push(...objects);
+          await apply(admin, objects);
+          const token = await (await testCluster()).asServiceAccount(namespace, subject.serviceAccount);
+          const account = new RecordingKubeConfig(token, `${selectorLabel}=${namespace}`);
+          context = {
+            admin,
+            adminCore,
+            account,
+            core: account.makeApiClient(CoreV1Api),
+            namespace,
+            fixtures: new Fixtures(adminCore, namespace),
+          };
+          await awaitAccess(account, new Map(all.map((p) => [p, true])));
+        });
+
+        it(`its scenario passes as ServiceAccount ${subject.serviceAccount} with exactly these roles`, async () => {
+          await runScenario(subject, context);
+          assert.deepEqual(context.account.refused, [], 'no request refused');
+        });
+
+        for (const permission of checked) {
+          it(`fails with 403 without ${describePermission(permission)}`, async () => {
+            await apply(
+              admin,
+              objects.map((object) => withoutPermission(object, permission)),
+            );
+            await awaitAccess(context.account, new Map(all.map((p) => [p, !samePermission(p, permission)])));
+            const outcome = await runScenario(subject, context).then(
+              () => undefined,
+              (error: unknown) => error,
+            );
+            assert.ok(
+              outcome !== undefined,
+              `the scenario passed without ${describePermission(permission)}: a permission it never uses`,
+            );
+            assert.ok(
+              context.account.refused.some((line) => refusedFor(line, permission)),
+              `the failure is a 403 on ${describePermission(permission)}; refused: [${context.account.refused.join(', ')}]; failure: ${outcome instanceof Error ? outcome.message : JSON.stringify(outcome)}`,
+            );
+          });
+        }
+      });
+    }
+  },
+);
 
 // Runs the scenario with a fresh record of refusals, and removes its objects afterwards.
 async function runScenario(subject: Subject, context: Context): Promise<void> {

@@ -46,6 +46,8 @@ describe('option names', () => {
     },
     { option: 'serviceSyncPeriod', flag: 'service-sync-period', env: 'CIRRUS_SERVICE_SYNC_PERIOD' },
     { option: 'concurrentDeliveries', flag: 'concurrent-deliveries', env: 'CIRRUS_CONCURRENT_DELIVERIES' },
+    { option: 'cloudCallRate', flag: 'cloud-call-rate', env: 'CIRRUS_CLOUD_CALL_RATE' },
+    { option: 'cloudCallBurst', flag: 'cloud-call-burst', env: 'CIRRUS_CLOUD_CALL_BURST' },
     { option: 'maxConcurrentRequests', flag: 'max-concurrent-requests', env: 'CIRRUS_MAX_CONCURRENT_REQUESTS' },
     { option: 'leaderElect', flag: 'leader-elect', env: 'CIRRUS_LEADER_ELECT' },
     {
@@ -73,6 +75,9 @@ describe('option names', () => {
     { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
     { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
     { option: 'dryRun', flag: 'dry-run', env: 'CIRRUS_DRY_RUN' },
+    { option: 'fixture', flag: 'fixture', env: 'CIRRUS_FIXTURE' },
+    { option: 'junit', flag: 'junit', env: 'CIRRUS_JUNIT' },
+    { option: 'logFormat', flag: 'log-format', env: 'CIRRUS_LOG_FORMAT' },
   ];
   for (const { option, flag, env } of cases) {
     it(`${option} is --${flag} and ${env}`, () => {
@@ -285,4 +290,34 @@ describe('relay options', () => {
       'routes=http://b',
     ]);
   });
+});
+
+describe('cloud call budget options', () => {
+  const command = { options: ['cloudCallRate', 'cloudCallBurst'] as const };
+
+  it('is off unless set; takes whole and decimal rates, from a flag or its variable', () => {
+    assert.deepEqual(parseConfig(command, [], {}), {});
+    assert.deepEqual(parseConfig(command, ['--cloud-call-rate', '10', '--cloud-call-burst=20'], {}), {
+      cloudCallRate: 10,
+      cloudCallBurst: 20,
+    });
+    assert.equal(parseConfig(command, [], { CIRRUS_CLOUD_CALL_RATE: '2.5' }).cloudCallRate, 2.5);
+    assert.equal(parseConfig(command, [], { CIRRUS_CLOUD_CALL_BURST: '3' }).cloudCallBurst, 3);
+  });
+
+  for (const [args, env, message] of [
+    [['--cloud-call-rate', '0'], {}, '--cloud-call-rate: must be more than 0 (leave it unset for no budget)'],
+    [['--cloud-call-rate', 'fast'], {}, '--cloud-call-rate: must be a number of calls per second, such as 10 or 2.5'],
+    [
+      [],
+      { CIRRUS_CLOUD_CALL_RATE: '-1' },
+      '--cloud-call-rate (from CIRRUS_CLOUD_CALL_RATE): must be a number of calls per second, such as 10 or 2.5',
+    ],
+    [['--cloud-call-burst', '0'], {}, '--cloud-call-burst: Too small: expected number to be >=1'],
+    [['--cloud-call-burst', '1.5'], {}, '--cloud-call-burst: must be a whole number'],
+  ] as const) {
+    it(`refuses ${args.join(' ') || JSON.stringify(env)}, naming the flag`, () => {
+      assert.throws(() => parseConfig(command, args, env), { name: 'ConfigError', message });
+    });
+  }
 });
