@@ -149,27 +149,31 @@ async function reconcileLabels(deps: NodeInitDeps, node: V1Node, options: SyncOp
  * node's failure is reported and does not stop the others.
  */
 export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Promise<ObjectReport[]> {
-  const { items } = await deps.core.listNode();
-  return mapLimit(items, deps.concurrency, async (listed) => {
-    const name = listed.metadata?.name ?? '';
-    const key = `Node/${name}`;
-    try {
-      return await deps.serializer.run(key, async (waited) => {
-        // The listed node is fresh enough for a first try, unless another reconcile of it ran
-        // meanwhile; on a conflict, read it again.
-        const node = waited ? await readNode(deps.core, name) : listed;
-        if (node === undefined) return { key, result: 'not-found', changes: [] };
-        const report = await syncFetched(deps, node, options).catch((error: unknown) => {
-          if (apiStatus(error) === 409) return readAndSync(deps, name, options);
-          throw error;
+  // The pass begins before the list: a reconcile of a node that ran after the list makes the
+  // listed copy stale, even when it has finished by the time the pass reaches the node.
+  return deps.serializer.pass(async (run) => {
+    const { items } = await deps.core.listNode();
+    return mapLimit(items, deps.concurrency, async (listed) => {
+      const name = listed.metadata?.name ?? '';
+      const key = `Node/${name}`;
+      try {
+        return await run(key, async (stale) => {
+          // The listed node is fresh enough for a first try, unless another reconcile of it ran
+          // since the list; on a conflict, read it again.
+          const node = stale ? await readNode(deps.core, name) : listed;
+          if (node === undefined) return { key, result: 'not-found', changes: [] };
+          const report = await syncFetched(deps, node, options).catch((error: unknown) => {
+            if (apiStatus(error) === 409) return readAndSync(deps, name, options);
+            throw error;
+          });
+          if (isUninitialized(node)) return report;
+          return await refreshAddresses(deps, node, report, options);
         });
-        if (isUninitialized(node)) return report;
-        return await refreshAddresses(deps, node, report, options);
-      });
-    } catch (error) {
-      options.log.warn({ key, err: error }, 'node not reconciled');
-      return { key, result: 'failed', changes: [], error: apiMessage(error) };
-    }
+      } catch (error) {
+        options.log.warn({ key, err: error }, 'node not reconciled');
+        return { key, result: 'failed', changes: [], error: apiMessage(error) };
+      }
+    });
   });
 }
 

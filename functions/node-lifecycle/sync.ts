@@ -153,23 +153,26 @@ function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typ
 
 /** The periodic pass (and a manual "all"): every node, `concurrency` at a time; failures are reported per node. */
 export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorOptions): Promise<ObjectReport[]> {
-  const { items } = await deps.core.listNode();
-  return mapLimit(items, deps.concurrency, async (node) => {
-    const name = node.metadata?.name ?? '';
-    const key = `Node/${name}`;
-    try {
-      // The listed node is fresh enough unless another reconcile of it ran meanwhile.
-      return await deps.serializer.run(key, (waited) =>
-        waited
-          ? readAndMonitor(deps, name, options)
-          : monitorFetched(deps, node, options).catch((error: unknown) => {
-              if (apiStatus(error) === 409) return readAndMonitor(deps, name, options);
-              throw error;
-            }),
-      );
-    } catch (error) {
-      options.log.warn({ key, err: error }, 'node not reconciled');
-      return { key, result: 'failed', changes: [], error: apiMessage(error) };
-    }
+  // The pass begins before the list (see node-init's syncAllNodes).
+  return deps.serializer.pass(async (run) => {
+    const { items } = await deps.core.listNode();
+    return mapLimit(items, deps.concurrency, async (node) => {
+      const name = node.metadata?.name ?? '';
+      const key = `Node/${name}`;
+      try {
+        // The listed node is fresh enough unless another reconcile of it ran since the list.
+        return await run(key, (stale) =>
+          stale
+            ? readAndMonitor(deps, name, options)
+            : monitorFetched(deps, node, options).catch((error: unknown) => {
+                if (apiStatus(error) === 409) return readAndMonitor(deps, name, options);
+                throw error;
+              }),
+        );
+      } catch (error) {
+        options.log.warn({ key, err: error }, 'node not reconciled');
+        return { key, result: 'failed', changes: [], error: apiMessage(error) };
+      }
+    });
   });
 }

@@ -117,26 +117,30 @@ async function readAndSync(
  * changed since their last sync cost a cloud call. Failures are reported per Service.
  */
 export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncOptions): Promise<ObjectReport[]> {
-  const [{ items }, nodes] = await Promise.all([
-    deps.core.listServiceForAllNamespaces(),
-    deps.nodes.nodes(undefined, options.signal),
-  ]);
-  const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
-  const reports = await mapLimit(relevant, deps.concurrency, async (service) => {
-    try {
-      // The listed Service is fresh enough unless another reconcile of it ran meanwhile.
-      return await deps.serializer.run(serviceKey(service), (waited) =>
-        waited
-          ? readAndSync(deps, service.metadata?.namespace ?? '', service.metadata?.name ?? '', options)
-          : syncFetched(deps, service, () => Promise.resolve(nodes), options),
-      );
-    } catch (error) {
-      const key = serviceKey(service);
-      options.log.warn({ key, err: error }, 'service not reconciled');
-      return { key, result: 'failed', changes: [], error: apiMessage(error) };
-    }
+  // The pass begins before the list: a reconcile of a Service that runs after the list was read
+  // makes the listed copy stale, even when it has finished by the time the pass reaches it.
+  return deps.serializer.pass(async (run) => {
+    const [{ items }, nodes] = await Promise.all([
+      deps.core.listServiceForAllNamespaces(),
+      deps.nodes.nodes(undefined, options.signal),
+    ]);
+    const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
+    const reports = await mapLimit(relevant, deps.concurrency, async (service) => {
+      try {
+        // The listed Service is fresh enough unless another reconcile of it ran since the list.
+        return await run(serviceKey(service), (stale) =>
+          stale
+            ? readAndSync(deps, service.metadata?.namespace ?? '', service.metadata?.name ?? '', options)
+            : syncFetched(deps, service, () => Promise.resolve(nodes), options),
+        );
+      } catch (error) {
+        const key = serviceKey(service);
+        options.log.warn({ key, err: error }, 'service not reconciled');
+        return { key, result: 'failed', changes: [], error: apiMessage(error) };
+      }
+    });
+    return [...reports, ...(await releaseOrphans(deps, items, options))];
   });
-  return [...reports, ...(await releaseOrphans(deps, items, options))];
 }
 
 /**

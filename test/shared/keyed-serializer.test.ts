@@ -1,5 +1,6 @@
 // KeyedSerializer: one run per key at a time, in arrival order; other keys run beside it; a
-// failed run does not hold up the next; a run that waited is told so.
+// failed run does not hold up the next; a run that waited is told so, and so is a pass's run of
+// a key that another run reconciled since the pass began (its listed copy is stale).
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -46,5 +47,21 @@ describe('KeyedSerializer', () => {
     const next = serializer.run('k', (waited) => Promise.resolve(waited));
     await assert.rejects(failing, /boom/);
     assert.equal(await next, true);
+  });
+
+  it("tells a pass's run that its copy is stale when a run of the key came and went since the pass began", async () => {
+    const serializer = new KeyedSerializer();
+    const seen: string[] = [];
+    await serializer.pass(async (run) => {
+      // As a pass's list: read, then an event's reconcile of 'a' starts and finishes before the
+      // pass reaches 'a' — nothing is waiting, but the listed copy of 'a' is older than its write.
+      await serializer.run('a', () => Promise.resolve());
+      await run('a', (stale) => Promise.resolve(seen.push(`a:${String(stale)}`)));
+      await run('b', (stale) => Promise.resolve(seen.push(`b:${String(stale)}`)));
+    });
+    assert.deepEqual(seen, ['a:true', 'b:false']);
+    // A run after the pass ended is no pass's concern, and a new pass starts clean.
+    await serializer.run('b', () => Promise.resolve());
+    await serializer.pass((run) => run('a', (stale) => Promise.resolve(assert.equal(stale, false))));
   });
 });
