@@ -333,8 +333,14 @@ function relayScenario(lease: string, functions: readonly string[]): (c: Context
 
 async function runRelayScenario(c: Context, lease: string, functions: readonly string[]): Promise<void> {
   const leases = c.admin.makeApiClient(CoordinationV1Api);
-  // No Lease yet, so that the relay creates it.
+  // No Lease and no cursor yet, so that the relay creates them.
   await leases.deleteNamespacedLease({ name: lease, namespace: c.namespace }).catch(ignoreNotFound);
+  // The known-keys cursor (ADR 0014) of each resource the functions' feeds watch.
+  const cursors = functions.includes('service-lb') ? ['nodes', 'services'] : ['nodes'];
+  for (const resource of cursors)
+    await c.adminCore
+      .deleteNamespacedConfigMap({ name: `${lease}-known-${resource}`, namespace: c.namespace })
+      .catch(ignoreNotFound);
   const sink = createServer((request, response) => {
     request.resume();
     response.writeHead(202).end('{}');
@@ -373,13 +379,51 @@ async function runRelayScenario(c: Context, lease: string, functions: readonly s
     firstVersion ??= read.metadata?.resourceVersion;
     return read.spec?.holderIdentity === relay.identity && read.metadata?.resourceVersion !== firstVersion;
   };
+  // Then the cursor: created at the first flush, and patched when an object it must record appears.
+  const marker = uniqueName('rbac-cursor');
+  const recorded = async (): Promise<boolean> => {
+    await done();
+    for (const resource of cursors) {
+      const configMap = await c.adminCore
+        .readNamespacedConfigMap({ name: `${lease}-known-${resource}`, namespace: c.namespace })
+        .catch(() => undefined);
+      if (!Object.values(configMap?.data ?? {}).some((shard) => shard.includes(marker))) return false;
+    }
+    return true;
+  };
   try {
     await until('the relay to lead with its watches open and renew its Lease', done, 8_000);
+    await until('the relay to create its cursor', () => cursorsExist(c, lease, cursors), 8_000);
+    await c.adminCore.createNode({ body: { metadata: { name: marker } } });
+    if (cursors.includes('services'))
+      await c.adminCore.createNamespacedService({
+        namespace: c.namespace,
+        body: { metadata: { name: marker }, spec: { ports: [{ port: 80 }] } },
+      });
+    await until('the relay to record a new object in its cursor', recorded, 8_000);
   } finally {
+    await c.adminCore.deleteNode({ name: marker }).catch(ignoreNotFound);
+    await c.adminCore.deleteNamespacedService({ name: marker, namespace: c.namespace }).catch(ignoreNotFound);
     await relay.stop();
     sink.closeAllConnections();
     sink.close();
   }
+}
+
+async function cursorsExist(c: Context, lease: string, resources: readonly string[]): Promise<boolean> {
+  for (const resource of resources) {
+    const found = await c.adminCore
+      .readNamespacedConfigMap({ name: `${lease}-known-${resource}`, namespace: c.namespace })
+      .then(
+        () => true,
+        (error: unknown) => {
+          ignoreNotFound(error);
+          return false;
+        },
+      );
+    if (!found) return false;
+  }
+  return true;
 }
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
