@@ -465,7 +465,7 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
       { encoding: 'utf8' },
     );
     assert.equal(result.status, 1);
-    assert.match(result.stderr, /unknown cloud provider "nimbus"; registered: fake, static/);
+    assert.match(result.stderr, /unknown cloud provider "nimbus"; registered: aws, fake, http, static/);
   });
 
   it('refuses to start with an invalid cloud-config, naming the file and the field', async () => {
