@@ -1,14 +1,10 @@
-// Rows 7, 9, 10 and 11 of issue 20's table: they need features that are built beside this suite
-// (a relay cursor that outlives the process, a cloud call budget, the "all" pass releasing what no
-// Service owns) or a binary built here (Knative's ApiServerSource receive adapter). Each checks
-// first that what it needs is there, and otherwise reports "not measurable: <what is missing>" —
-// never a pass.
+// Rows 7, 9, 10 and 11 of issue 20's table: the faults that needed a feature of their own (the
+// relay's durable cursor, ADR 0014; the cloud call budget, ADR 0015; the "all" pass releasing what
+// no Service owns) or a binary built here (Knative's ApiServerSource receive adapter, knative.ts).
 
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { FakeCloud } from '../../providers/fake/index.ts';
 import { sleep } from '../kube.ts';
 import { readCloud } from './check.ts';
 import { functions } from './cirrus.ts';
@@ -19,21 +15,7 @@ import { knativeAdapterRow } from './knative.ts';
 
 type Row = (ctx: RowContext) => Promise<RowResult>;
 
-const repo = fileURLToPath(new URL('../../', import.meta.url));
 const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
-
-function notMeasurable(row: number, fault: string, goal: string, missing: string): RowResult {
-  return {
-    row,
-    fault,
-    lost: undefined,
-    doubled: undefined,
-    convergenceS: undefined,
-    goal,
-    ok: undefined,
-    note: `not measurable: ${missing}`,
-  };
-}
 
 // Row 7: objects deleted while no relay replica leads must reach the functions as deletes after
 // the take-over. Measured at a recording sink (K_SINK): the new leader's deliveries must include
@@ -41,13 +23,6 @@ function notMeasurable(row: number, fault: string, goal: string, missing: string
 async function deletedWithoutLeader(ctx: RowContext): Promise<RowResult> {
   const fault = 'objects deleted while no relay replica leads';
   const goal = 'delivered as deletes after take-over';
-  if (!existsSync(`${repo}docs/adr/0014-durable-relay-cursor.md`))
-    return notMeasurable(
-      7,
-      fault,
-      goal,
-      'the durable relay cursor (docs/adr/0014-durable-relay-cursor.md) is not in the tree',
-    );
   const sink = await recordingSink();
   try {
     return await withDeployment(ctx, 'r7', {}, async (d) => {
@@ -117,12 +92,6 @@ async function throttlingCloud(ctx: RowContext): Promise<RowResult> {
   const burst = 10;
   const fault = 'a cloud that throttles (RetryError above 20 calls/s)';
   const goal = `never above the budget (${rate}/s, burst ${burst}) across instances; converges`;
-  const missing: string[] = [];
-  if (!fakeThrottles()) missing.push('FakeCloud.throttle (providers/fake)');
-  const help = spawnSync(process.execPath, [cli, 'serve', '--help'], { encoding: 'utf8' }).stdout;
-  if (!help.includes('--cloud-call-rate') || !help.includes('--cloud-call-burst'))
-    missing.push('the --cloud-call-rate/--cloud-call-burst options of cirrus serve');
-  if (missing.length > 0) return notMeasurable(9, fault, goal, `${missing.join(' and ')} not in the tree`);
   const serveFlags = ['--cloud-call-rate', String(rate), '--cloud-call-burst', String(burst)];
   return withDeployment(ctx, 'r9', { serveFlags, throttle: { perSecond: 20, retryAfterMs: 200 } }, async (d) => {
     await d.serveFunctions();
@@ -149,27 +118,11 @@ async function throttlingCloud(ctx: RowContext): Promise<RowResult> {
   });
 }
 
-// Whether the fake provider throttles: two calls a second against a limit of one.
-function fakeThrottles(): boolean {
-  const cloud = new FakeCloud();
-  if (!('throttle' in cloud)) return false;
-  Object.assign(cloud, { throttle: { perSecond: 1, retryAfterMs: 1 } });
-  return typeof (cloud as unknown as { throttled?: unknown }).throttled === 'number';
-}
-
 // Row 11: a Service whose finalizer was removed by hand, then deleted while the relay was down:
 // its load balancer must be released by the next "all" pass (`cirrus reconcile <service fn> --all`).
 async function finalizerRemovedByHand(ctx: RowContext): Promise<RowResult> {
   const fault = 'LB Services whose finalizer was removed by hand, then deleted (relay down)';
   const goal = 'their load balancers reclaimed by the next "all" pass';
-  const lb = new FakeCloud().loadBalancer();
-  if (lb === undefined || !('listLoadBalancers' in lb))
-    return notMeasurable(
-      11,
-      fault,
-      goal,
-      'LoadBalancer.listLoadBalancers (shared/cloud/provider.ts, providers/fake) is not in the tree',
-    );
   return withDeployment(ctx, 'r11', {}, async (d) => {
     await d.serveFunctions();
     const relay = await d.startRelay(['--leader-elect=false']);
