@@ -9,9 +9,19 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +32,7 @@ import {
   RequestContext,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { load, loadAll } from 'js-yaml';
+import { dump, load, loadAll } from 'js-yaml';
 import { z } from 'zod';
 import { buildRoutingTable } from '../../functions/relay/index.ts';
 import { envName, options, type OptionName } from '../../shared/config.ts';
@@ -34,20 +44,123 @@ import {
   scaleAnnotation,
   type KnativeService,
 } from './knative.ts';
-import { build, identity, knativeRoot, referencedFiles, standaloneRoot, type KubeObject } from './kustomize.ts';
+import {
+  build,
+  identity,
+  knativeRoot,
+  kustomizationDirs,
+  readObjects,
+  standaloneRoot,
+  type BuildOptions,
+  type KubeObject,
+} from './kustomize.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 import { selectControllers } from '../../shared/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
+import { parseAwsConfig } from '../../providers/aws/index.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const exampleDir = join(knativeRoot, 'overlays/example');
-// Generated per cluster and never committed (overlays/example/.gitignore): a stand-in for builds.
-const signingSecretFile = join(exampleDir, 'signing-secret');
+const awsDir = join(knativeRoot, 'overlays/aws');
 const lambdaDir = join(repoRoot, 'deploy/lambda');
+// Generated per cluster and never committed (each folder's .gitignore): stand-ins for builds.
+const signingSecretFiles = [exampleDir, awsDir, lambdaDir].map((dir) => join(dir, 'signing-secret'));
 const readWithSigningSecret = (path: string): string =>
-  [signingSecretFile, join(lambdaDir, 'signing-secret')].includes(path) && !existsSync(path)
-    ? 'test-signing-secret\n'
-    : readFileSync(path, 'utf8');
+  signingSecretFiles.includes(path) && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8');
+
+// ./kustomize.ts reads no `patches`, which the aws overlays use for one thing: a strategic-merge patch
+// file annotating ServiceAccounts with their IAM roles. Built here as kustomize builds them: the
+// overlay without its patches through that loader (its kustomization copied to a scratch folder,
+// paths pointing back), then each patch, which may only add annotations or labels to an object of
+// the build; anything else is an error. `kubectl kustomize` is compared below.
+const patchesSchema = z.array(z.strictObject({ path: z.string() }));
+const withPatchesSchema = z.looseObject({
+  resources: z.array(z.string()).optional(),
+  configMapGenerator: z.array(z.looseObject({ files: z.array(z.string()).optional() })).optional(),
+  secretGenerator: z.array(z.looseObject({ files: z.array(z.string()).optional() })).optional(),
+  patches: patchesSchema.optional(),
+});
+const metadataPatchSchema = z.strictObject({
+  apiVersion: z.string(),
+  kind: z.string(),
+  metadata: z.strictObject({
+    name: z.string(),
+    namespace: z.string().optional(),
+    annotations: z.record(z.string(), z.string()).optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+  }),
+});
+
+function readWithPatches(dir: string): z.infer<typeof withPatchesSchema> {
+  return withPatchesSchema.parse(load(readFileSync(join(dir, 'kustomization.yaml'), 'utf8')));
+}
+
+// A generator's file as `key=path`: the key kustomize gives it, the path as `at` moves it.
+function generatorFile(file: string, at: (path: string) => string): string {
+  const eq = file.indexOf('=');
+  return eq < 0 ? `${basename(file)}=${at(file)}` : `${file.slice(0, eq)}=${at(file.slice(eq + 1))}`;
+}
+
+function buildWithPatches(dir: string, options: BuildOptions = {}): KubeObject[] {
+  const { patches = [], ...kustomization } = readWithPatches(dir);
+  const objects = buildInScratch(dir, kustomization, options);
+  for (const { path } of patches) {
+    for (const document of readObjects(join(dir, path))) applyMetadataPatch(objects, document, join(dir, path));
+  }
+  return objects;
+}
+
+// `kustomization` (of `dir`) built by ./kustomize.ts from a scratch folder, its paths pointing back at `dir`.
+function buildInScratch(dir: string, kustomization: Record<string, unknown>, options: BuildOptions): KubeObject[] {
+  const { resources, configMapGenerator, secretGenerator } = withPatchesSchema.parse(kustomization);
+  const scratch = mkdtempSync(join(tmpdir(), 'cirrus-overlay-'));
+  try {
+    const back = (path: string): string => join(relative(scratch, dir), path);
+    const moved = (list: { files?: string[] | undefined }[]) =>
+      list.map((g) => (g.files === undefined ? g : { ...g, files: g.files.map((f) => generatorFile(f, back)) }));
+    const copy: Record<string, unknown> = { ...kustomization };
+    if (resources) copy['resources'] = resources.map(back);
+    if (configMapGenerator) copy['configMapGenerator'] = moved(configMapGenerator);
+    if (secretGenerator) copy['secretGenerator'] = moved(secretGenerator);
+    writeFileSync(join(scratch, 'kustomization.yaml'), dump(copy));
+    return build(scratch, options);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+// Merges the annotations and labels of `document` (a patch from `file`) into its object in `objects`.
+function applyMetadataPatch(objects: KubeObject[], document: KubeObject, file: string): void {
+  const parsed = metadataPatchSchema.safeParse(document);
+  if (!parsed.success)
+    throw new Error(`${file}: ${identity(document)}: only annotations and labels: ${parsed.error.message}`);
+  const at = objects.findIndex((o) => identity(o) === identity(document) && o.apiVersion === document.apiVersion);
+  const target = objects[at];
+  if (target === undefined) throw new Error(`${file}: ${identity(document)}: not in the build`);
+  const metadata: Record<string, unknown> = { ...target.metadata };
+  // As kustomize merges them: an empty map adds nothing, not even the key.
+  for (const key of ['annotations', 'labels'] as const) {
+    const merged = { ...(target.metadata[key] as Record<string, string> | undefined), ...parsed.data.metadata[key] };
+    if (Object.keys(merged).length > 0) metadata[key] = merged;
+  }
+  objects[at] = { ...target, metadata: metadata as KubeObject['metadata'] };
+}
+
+/** Every file a kustomization under `root` names (resources, generator files, patches), relative to `root`. */
+function usedFiles(root: string): Set<string> {
+  const files = new Set<string>();
+  for (const dir of kustomizationDirs(root)) {
+    const { resources = [], configMapGenerator = [], secretGenerator = [], patches = [] } = readWithPatches(dir);
+    const generated = [...configMapGenerator, ...secretGenerator]
+      .flatMap((g) => g.files ?? [])
+      .map((file) => file.slice(file.indexOf('=') + 1));
+    for (const path of ['kustomization.yaml', ...resources, ...generated, ...patches.map((p) => p.path)]) {
+      const full = join(dir, path);
+      if (!existsSync(full) || !statSync(full).isDirectory()) files.add(relative(root, full));
+    }
+  }
+  return files;
+}
 
 const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   base: build(knativeRoot),
@@ -56,6 +169,8 @@ const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   lambda: build(lambdaDir, { readFile: readWithSigningSecret }),
   standalone: build(standaloneRoot),
   'standalone-example': build(join(standaloneRoot, 'overlays/example')),
+  aws: buildWithPatches(awsDir, { readFile: readWithSigningSecret }),
+  'standalone-aws': buildWithPatches(join(standaloneRoot, 'overlays/aws')),
 };
 
 const functionNames = catalogue.map((entry) => entry.name);
@@ -83,13 +198,13 @@ function component(service: KnativeService): string {
 describe('deploy/knative', () => {
   it('has no file that no kustomization uses', () => {
     for (const root of [knativeRoot, standaloneRoot]) {
-      const used = referencedFiles(root);
+      const used = usedFiles(root);
       const walk = (dir: string): string[] =>
         readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
           e.isDirectory() ? walk(join(dir, e.name)) : [relative(root, join(dir, e.name))],
         );
       const unused = walk(root).filter(
-        (file) => !used.has(file) && !file.endsWith('.gitignore') && join(root, file) !== signingSecretFile,
+        (file) => !used.has(file) && !file.endsWith('.gitignore') && !signingSecretFiles.includes(join(root, file)),
       );
       assert.deepEqual(unused, [], root);
     }
@@ -103,6 +218,7 @@ describe('deploy/knative', () => {
       cpSync(lambdaDir, join(copy, 'lambda'), { recursive: true });
       cpSync(standaloneRoot, join(copy, 'standalone'), { recursive: true });
       writeFileSync(join(copy, 'knative/overlays/example/signing-secret'), 'test-signing-secret\n');
+      writeFileSync(join(copy, 'knative/overlays/aws/signing-secret'), 'test-signing-secret\n');
       writeFileSync(join(copy, 'lambda/signing-secret'), 'test-signing-secret\n');
       const dirs = [
         ['base', 'knative'],
@@ -111,6 +227,8 @@ describe('deploy/knative', () => {
         ['lambda', 'lambda'],
         ['standalone', 'standalone'],
         ['standalone-example', 'standalone/overlays/example'],
+        ['aws', 'knative/overlays/aws'],
+        ['standalone-aws', 'standalone/overlays/aws'],
       ] as const;
       for (const [name, dir] of dirs) {
         const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
@@ -175,6 +293,13 @@ describe('deploy/knative', () => {
         .sort(),
       ['node-lifecycle', 'service-lb'],
       'static has no routes',
+    );
+    assert.deepEqual(
+      knativeServices(builds['aws'] ?? [])
+        .map(component)
+        .sort(),
+      functionNames.filter((name) => name !== 'node-init').sort(),
+      'aws has routes',
     );
     assert.deepEqual(
       knativeServices(builds['apiserversource'] ?? [])
@@ -374,7 +499,7 @@ describe('deploy/knative', () => {
   });
 
   it('runs node-init with a relay of its own, as ServiceAccount cirrus-node-init, electing a leader on a Lease of its own', () => {
-    for (const name of ['base', 'example'] as const) {
+    for (const name of ['base', 'example', 'aws'] as const) {
       const objects = builds[name] ?? [];
       const nodeInit = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-node-init');
       assert.ok(nodeInit, name);
@@ -393,7 +518,7 @@ describe('deploy/knative', () => {
   });
 
   it('runs the relay as two replicas electing a leader in their own namespace, delivering to the Knative Services', () => {
-    for (const name of ['base', 'example'] as const) {
+    for (const name of ['base', 'example', 'aws'] as const) {
       const objects = builds[name] ?? [];
       const relay = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-relay');
       assert.ok(relay, name);
@@ -568,15 +693,16 @@ function assertResources(workload: Workload): void {
 describe('deploy/standalone and the bootstrap path', () => {
   // Every workload that must be scheduled before the nodes are initialized: all but Knative's.
   const bootstrapping = (): [string, Workload][] => [
-    ...(['standalone', 'standalone-example', 'base', 'example', 'lambda'] as const).flatMap((name) =>
-      workloads(builds[name] ?? [])
-        .filter((w) => w.kind !== 'Service')
-        .map((w): [string, Workload] => [name, w]),
+    ...(['standalone', 'standalone-example', 'standalone-aws', 'base', 'example', 'aws', 'lambda'] as const).flatMap(
+      (name) =>
+        workloads(builds[name] ?? [])
+          .filter((w) => w.kind !== 'Service')
+          .map((w): [string, Workload] => [name, w]),
     ),
   ];
 
   it('runs `cirrus start` as a DaemonSet on the control-plane nodes, with every function and probes', () => {
-    for (const name of ['standalone', 'standalone-example'] as const) {
+    for (const name of ['standalone', 'standalone-example', 'standalone-aws'] as const) {
       const objects = builds[name] ?? [];
       const [ccm, ...others] = workloads(objects);
       assert.ok(ccm && others.length === 0, `${name}: one workload`);
@@ -640,8 +766,77 @@ describe('deploy/standalone and the bootstrap path', () => {
     assert.deepEqual(new Set(grants(standalone, 'ClusterRole//cirrus')), union);
     assert.deepEqual(
       grants(standalone, 'Role/cirrus-system/cirrus-lease'),
-      grants(base, 'Role/cirrus-system/cirrus-relay-lease').map((g) => g.replace(/ cirrus-relay$/, ' cirrus')),
+      // The same rules on its own Lease `cirrus` and cursor ConfigMaps `cirrus-known-*`.
+      grants(base, 'Role/cirrus-system/cirrus-relay-lease').map((g) => g.replaceAll(/\bcirrus-relay\b/g, 'cirrus')),
     );
+  });
+});
+
+describe('the aws overlays (deploy/knative/overlays/aws, deploy/standalone/overlays/aws)', () => {
+  const roleAnnotation = 'eks.amazonaws.com/role-arn';
+  // The functions a workload runs: `serve <function>`, `start` (CIRRUS_CONTROLLERS), or none (the relay).
+  const functionsOf = (workload: Workload, env: Record<string, string>): string[] => {
+    const [command, name = ''] = workload.container.args;
+    if (command === 'serve') return [name];
+    if (command === 'start')
+      return selectControllers(catalogue, (env['CIRRUS_CONTROLLERS'] ?? '*').split(',')).map((e) => e.name);
+    return [];
+  };
+
+  // The IAM role of the ServiceAccount a workload runs as: its name, or undefined without the annotation.
+  const roleOf = (objects: readonly KubeObject[], workload: Workload, where: string): string | undefined => {
+    const account = workload.pod.serviceAccountName ?? 'default';
+    const serviceAccount = find(objects, `ServiceAccount/${workload.namespace}/${account}`);
+    assert.ok(serviceAccount, `${where}: runs as ${account}, which the build has`);
+    const arn = (serviceAccount.metadata['annotations'] as Record<string, string> | undefined)?.[roleAnnotation];
+    if (arn === undefined) return undefined;
+    const role = /^arn:aws:iam::(?:<account>|\d{12}):role\/([\w+=,.@-]+)$/.exec(arn)?.[1];
+    assert.ok(role, `${where}: ${account}'s ${roleAnnotation} is not a role's ARN: ${arn}`);
+    return role;
+  };
+
+  it('gives every function an IAM role through IRSA on the ServiceAccount it runs as, with its policy of deploy/aws/iam', () => {
+    const expected = {
+      aws: Object.fromEntries(functionNames.map((fn) => [`cirrus-${fn}`, [fn]])),
+      'standalone-aws': { cirrus: [...functionNames].sort() },
+    };
+    for (const [name, roles] of Object.entries(expected)) {
+      const objects = builds[name] ?? [];
+      const found: Record<string, string[]> = {};
+      for (const workload of workloads(objects)) {
+        const where = `${name}: ${workload.id} (ServiceAccount ${workload.pod.serviceAccountName ?? 'default'})`;
+        const role = roleOf(objects, workload, where);
+        const functions = functionsOf(workload, containerEnv(workload, objects));
+        if (functions.length === 0) {
+          assert.equal(role, undefined, `${where} calls no AWS API: no role`);
+          continue;
+        }
+        assert.ok(role, `${where} runs ${functions.join(', ')}: annotated ${roleAnnotation}`);
+        for (const fn of functions)
+          assert.ok(existsSync(join(repoRoot, `deploy/aws/iam/${fn}.json`)), `deploy/aws/iam has ${fn}'s policy`);
+        found[role] = [...(found[role] ?? []), ...functions].sort();
+      }
+      assert.deepEqual(found, roles, `${name}: the roles and the functions each serves`);
+    }
+  });
+
+  it("gives each function the aws provider, the cluster's pod CIDR and a cloud-config it accepts", () => {
+    for (const name of ['aws', 'standalone-aws'] as const) {
+      const objects = builds[name] ?? [];
+      for (const workload of workloads(objects).filter((w) => ['serve', 'start'].includes(w.container.args[0] ?? ''))) {
+        const env = containerEnv(workload, objects);
+        assert.equal(env['CIRRUS_CLOUD_PROVIDER'], 'aws', `${name}: ${workload.id}`);
+        assert.ok(env['CIRRUS_CLUSTER_CIDR'], `${name}: ${workload.id}: routes needs the pods' CIDR`);
+        const path = env['CIRRUS_CLOUD_CONFIG'] ?? '';
+        const config = parseAwsConfig(mountedFile(workload, objects, path), path);
+        assert.equal(
+          config.clusterId,
+          env['CIRRUS_CLUSTER_NAME'],
+          `${name}: one cluster name, in the file and in cirrus-config`,
+        );
+        assert.ok(config.routeTableId, `${name}: the route table routes programs`);
+      }
+    }
   });
 });
 
@@ -788,7 +983,7 @@ describe('each container, started with its arguments and environment', () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  for (const name of ['example', 'standalone-example'] as const) {
+  for (const name of ['example', 'standalone-example', 'aws', 'standalone-aws'] as const) {
     const example = builds[name] ?? [];
     for (const workload of workloads(example)) {
       it(`${workload.id} (${name}) starts serving, and stops on SIGTERM`, async () => {
