@@ -423,7 +423,8 @@ export async function deletedWhileDown(ctx: RowContext): Promise<RowResult> {
   });
 }
 
-// Row 8: the leading relay SIGKILLed; the time until the standby leads (Lease 15 s, the Go default).
+// Row 8: the leading relay SIGKILLed; the time until the standby leads (the relay's default Lease,
+// 12 s: a kill just after a renewal waits all of it, ADR 0007).
 export async function leaderKills(ctx: RowContext): Promise<RowResult> {
   const { profile } = ctx;
   const goal = 'take-over ≤ 15 s each';

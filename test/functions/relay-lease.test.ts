@@ -1,7 +1,7 @@
 // Two relays, one Lease: only the leader delivers; when it is cut off from the API server it steps
 // down and the standby takes over within the lease duration, listing and delivering the current
 // state; when it stops, it releases the Lease and the standby takes over at once. Timings are
-// scaled down (lease 3 s, renew deadline 2 s, retry 250 ms) from the defaults (15 s, 10 s, 2 s).
+// scaled down (lease 3 s, renew deadline 2 s, retry 250 ms) from the defaults (12 s, 8 s, 2 s).
 //
 // The elections run on a manual clock: the test moves it from one wake-up to the next, each time
 // once both elections have finished their attempt against the real API server and wait again. No
