@@ -68,11 +68,12 @@ const signingSecretFiles = [exampleDir, awsDir, lambdaDir].map((dir) => join(dir
 const readWithSigningSecret = (path: string): string =>
   signingSecretFiles.includes(path) && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8');
 
-// ./kustomize.ts reads no `patches`, which the aws overlays use for one thing: a strategic-merge patch
-// file annotating ServiceAccounts with their IAM roles. Built here as kustomize builds them: the
-// overlay without its patches through that loader (its kustomization copied to a scratch folder,
-// paths pointing back), then each patch, which may only add annotations or labels to an object of
-// the build; anything else is an error. `kubectl kustomize` is compared below.
+// ./kustomize.ts reads no `patches`, which two kinds of kustomization use: the aws overlays, whose
+// strategic-merge patch files annotate ServiceAccounts with their IAM roles, and deploy/lambda, whose
+// patch sets the relay's dnsPolicy. Built here as kustomize builds them: the kustomization without
+// its patches through that loader (copied to a scratch folder, paths pointing back), then each patch,
+// which may only add annotations or labels to an object of the build, or set a Deployment's pod
+// dnsPolicy; anything else is an error. `kubectl kustomize` is compared below.
 const patchesSchema = z.array(z.strictObject({ path: z.string() }));
 const withPatchesSchema = z.looseObject({
   resources: z.array(z.string()).optional(),
@@ -88,6 +89,17 @@ const metadataPatchSchema = z.strictObject({
     namespace: z.string().optional(),
     annotations: z.record(z.string(), z.string()).optional(),
     labels: z.record(z.string(), z.string()).optional(),
+  }),
+});
+
+const dnsPolicyPatchSchema = z.strictObject({
+  apiVersion: z.literal('apps/v1'),
+  kind: z.literal('Deployment'),
+  metadata: z.strictObject({ name: z.string(), namespace: z.string().optional() }),
+  spec: z.strictObject({
+    template: z.strictObject({
+      spec: z.strictObject({ dnsPolicy: z.enum(['Default', 'ClusterFirst', 'ClusterFirstWithHostNet', 'None']) }),
+    }),
   }),
 });
 
@@ -129,14 +141,24 @@ function buildInScratch(dir: string, kustomization: Record<string, unknown>, opt
   }
 }
 
-// Merges the annotations and labels of `document` (a patch from `file`) into its object in `objects`.
+// Merges the annotations and labels of `document` (a patch from `file`) into its object in
+// `objects`, or sets the pod dnsPolicy of a Deployment.
 function applyMetadataPatch(objects: KubeObject[], document: KubeObject, file: string): void {
-  const parsed = metadataPatchSchema.safeParse(document);
-  if (!parsed.success)
-    throw new Error(`${file}: ${identity(document)}: only annotations and labels: ${parsed.error.message}`);
   const at = objects.findIndex((o) => identity(o) === identity(document) && o.apiVersion === document.apiVersion);
   const target = objects[at];
   if (target === undefined) throw new Error(`${file}: ${identity(document)}: not in the build`);
+  const dns = dnsPolicyPatchSchema.safeParse(document);
+  if (dns.success) {
+    const spec = target['spec'] as { template: { spec: Record<string, unknown> } };
+    const template = { ...spec.template, spec: { ...spec.template.spec, ...dns.data.spec.template.spec } };
+    objects[at] = { ...target, spec: { ...spec, template } };
+    return;
+  }
+  const parsed = metadataPatchSchema.safeParse(document);
+  if (!parsed.success)
+    throw new Error(
+      `${file}: ${identity(document)}: only annotations and labels, or a Deployment's dnsPolicy: ${parsed.error.message}`,
+    );
   const metadata: Record<string, unknown> = { ...target.metadata };
   // As kustomize merges them: an empty map adds nothing, not even the key.
   for (const key of ['annotations', 'labels'] as const) {
@@ -166,7 +188,7 @@ const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   base: build(knativeRoot),
   example: build(exampleDir, { readFile: readWithSigningSecret }),
   apiserversource: build(join(knativeRoot, 'apiserversource')),
-  lambda: build(lambdaDir, { readFile: readWithSigningSecret }),
+  lambda: buildWithPatches(lambdaDir, { readFile: readWithSigningSecret }),
   standalone: build(standaloneRoot),
   'standalone-example': build(join(standaloneRoot, 'overlays/example')),
   aws: buildWithPatches(awsDir, { readFile: readWithSigningSecret }),
@@ -741,6 +763,7 @@ describe('deploy/standalone and the bootstrap path', () => {
         assert.ok(tolerates(workload.pod, taint), `${name}: ${workload.id} tolerates ${taint.key}:${taint.effect}`);
       assert.equal(workload.pod.hostNetwork, true, `${name}: ${workload.id}: pod networking may not work yet`);
       assert.equal(workload.pod.priorityClassName, 'system-cluster-critical', `${name}: ${workload.id}`);
+      assert.equal(workload.pod.dnsPolicy, expectedDnsPolicy(name, workload), `${name}: ${workload.id} resolves names`);
       const port = String(workload.container.ports?.[0]?.containerPort);
       assert.equal(containerEnv(workload, builds[name] ?? [])['PORT'], port, `${name}: ${workload.id} listens on it`);
       // On the host network, two workloads on one port could not share a node.
@@ -1191,6 +1214,13 @@ interface PodSpec {
 }
 
 /** A Knative Service's, Deployment's or DaemonSet's one container, with its pod's volumes. */
+// The node's resolver: the cluster DNS runs on nodes that are not initialized yet. Except the Knative
+// relay's, whose destinations are cluster-local names of Knative Services, which run only later.
+function expectedDnsPolicy(build: string, workload: Workload): string {
+  const knativeRelay = workload.id === 'Deployment/cirrus-system/cirrus-relay' && build !== 'lambda';
+  return knativeRelay ? 'ClusterFirstWithHostNet' : 'Default';
+}
+
 interface Workload {
   readonly id: string;
   readonly kind: string;
