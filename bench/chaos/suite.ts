@@ -24,7 +24,7 @@ import { ensureNamespace } from './workload.ts';
 
 type Row = (ctx: RowContext) => Promise<RowResult>;
 
-/** Rows 1–11; those that need issue 20's features last. */
+/** Rows 1–11, run in their order. */
 export const rows: ReadonlyMap<number, Row> = new Map<number, Row>([
   [1, relayKills],
   [2, apiserverRestarts],
@@ -73,7 +73,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosRun> {
     await ensureNamespace(kube);
     const ctx: RowContext = { kube, controlPlane, profile, dir, logLevel: options.logLevel ?? 'warn', progress };
     progress(`kube-apiserver ${controlPlane.info.kubernetesVersion}; logs and cloud files in ${dir}`);
-    for (const n of [...rows.keys()].filter((k) => chosen.includes(k))) {
+    for (const n of [...rows.keys()].sort((a, b) => a - b).filter((k) => chosen.includes(k))) {
       const run = rows.get(n);
       if (run === undefined) continue;
       progress(`row ${n}`);
