@@ -69,9 +69,12 @@ export async function knativeAdapterRow(ctx: RowContext): Promise<RowResult> {
       `the adapter could not be built: ${(error as Error).message.split('\n')[0] ?? ''}`,
     );
   }
-  // Shedding: each function admits 2 reconciles at once and answers 503 beyond.
+  // Shedding: each function admits one reconcile at a time (Knative's containerConcurrency 1) and
+  // answers 503 beyond. The adapter sends one event at a time, so what it meets is a periodic pass
+  // in flight: as the PingSources do (deploy/knative/apiserversource), `{"all": true}` is posted to
+  // each function's /reconcile during the churn, here every second.
   // Unsigned, as deploy/knative/apiserversource serves them: a source cannot sign.
-  const setup = { serveFlags: ['--max-concurrent-requests', '2'], unsigned: true };
+  const setup = { serveFlags: ['--max-concurrent-requests', '1'], unsigned: true };
   return withDeployment(ctx, 'r10', setup, async (d) => {
     await d.serveFunctions();
     const adapters: ManagedProcess[] = [];
@@ -98,12 +101,19 @@ export async function knativeAdapterRow(ctx: RowContext): Promise<RowResult> {
           answered.shed += metricSum(metrics, 'cirrus_reconcile_requests_total', { code: '503' });
         }
       };
+      const churning = { on: true };
       await Promise.all([
-        churn(ctx.kube, expected, size, 10),
+        churn(ctx.kube, expected, size, 10).finally(() => (churning.on = false)),
         (async () => {
           await sleep(2_000);
           await count();
           for (const f of d.functions) await f.restart();
+        })(),
+        (async () => {
+          while (churning.on) {
+            for (const f of d.functions) void ping(f.url);
+            await sleep(1_000);
+          }
         })(),
       ]);
       await Promise.all(d.functions.map((f) => f.ready()));
@@ -140,6 +150,18 @@ export async function knativeAdapterRow(ctx: RowContext): Promise<RowResult> {
       await Promise.all(adapters.map((a) => a.stop(2_000)));
     }
   });
+}
+
+// A PingSource's event: `{"all": true}` to /reconcile. Its answer (200, 503, or none while the
+// function restarts) does not matter here.
+async function ping(url: string): Promise<void> {
+  await fetch(`${url}/reconcile`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"all": true}',
+  })
+    .then((reply) => reply.body?.cancel())
+    .catch(() => undefined);
 }
 
 async function startAdapter(

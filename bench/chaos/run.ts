@@ -37,5 +37,7 @@ const run = await runChaos({
   progress: (line) => process.stderr.write(`chaos: ${line}\n`),
 });
 const file = await writeResults(fileURLToPath(new URL('../results/', import.meta.url)), { chaos: true, ...run });
-process.stdout.write(`\n${chaosTable(run.results)}\n\nJSON: ${file}\n`);
+const crashes =
+  run.apiserverCrashes.length === 0 ? '' : `\nkube-apiserver crashes, restarted: ${run.apiserverCrashes.join('; ')}`;
+process.stdout.write(`\n${chaosTable(run.results)}\n${crashes}\nJSON: ${file}\n`);
 if (run.results.some((r) => r.ok === false)) process.exitCode = 1;

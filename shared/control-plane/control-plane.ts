@@ -78,6 +78,8 @@ export class ControlPlane {
   readonly #apiserver: ApiserverRestart;
   // Processes stopped on purpose by restartApiserver(): their exit is no failure.
   readonly #replaced = new Set<ManagedProcess>();
+  // Restarts run one after the other: two at once would start two API servers on one port.
+  #restarts: Promise<void> = Promise.resolve();
   #stopping = false;
 
   private constructor(
@@ -179,7 +181,19 @@ export class ControlPlane {
    * is down. kube-apiserver drains open watches for about 10 s before it exits; `graceMs` (default
    * 10 s) is how long it may take before it is killed (SIGKILL), as in a crash.
    */
-  async restartApiserver(options: { graceMs?: number } = {}): Promise<void> {
+  restartApiserver(options: { graceMs?: number } = {}): Promise<void> {
+    const restart = this.#restarts.then(() => this.#restartApiserver(options));
+    this.#restarts = restart.catch(() => undefined);
+    return restart;
+  }
+
+  /** True when kube-apiserver has exited other than through stop() or restartApiserver(): it crashed. */
+  get apiserverCrashed(): boolean {
+    const apiserver = this.#processes.find((p) => p.name === 'kube-apiserver');
+    return !this.#stopping && apiserver !== undefined && !this.#replaced.has(apiserver) && apiserver.hasExited();
+  }
+
+  async #restartApiserver(options: { graceMs?: number }): Promise<void> {
     const index = this.#processes.findIndex((p) => p.name === 'kube-apiserver');
     const old = this.#processes[index];
     if (old === undefined) throw new Error('no kube-apiserver to restart');
