@@ -7,10 +7,10 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, readdir, rename, rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cacheRoot, goBuild, isExecutable } from '../../shared/control-plane/index.ts';
+import { buildFolder, cacheRoot, goBuild, isExecutable } from '../../shared/control-plane/index.ts';
 import { startProcess, type ManagedProcess } from '../../shared/control-plane/processes.ts';
 import { sleep } from '../kube.ts';
 import { converge } from './check.ts';
@@ -28,11 +28,9 @@ export async function knativeAdapter(progress: (line: string) => void): Promise<
   const dir = join(cacheRoot(), 'knative', `apiserver-receive-adapter-v1.22.2-${await moduleHash()}`);
   const binary = join(dir, binaryName);
   if (await isExecutable(binary)) return binary;
-  await mkdir(dirname(dir), { recursive: true });
-  const staging = await mkdtemp(`${dir}.building-`);
   progress(`building Knative's ApiServerSource receive adapter v1.22.2 once into ${dir}`);
-  try {
-    await goBuild({
+  await buildFolder(dir, binaryName, (staging) =>
+    goBuild({
       dir: moduleDir,
       pkg,
       output: join(staging, binaryName),
@@ -40,13 +38,8 @@ export async function knativeAdapter(progress: (line: string) => void): Promise<
       name: 'adapter',
       env: process.env,
       progress,
-    });
-    await rename(staging, dir).catch(async (error: unknown) => {
-      if (!(await isExecutable(binary))) throw error;
-    });
-  } finally {
-    await rm(staging, { recursive: true, force: true });
-  }
+    }),
+  );
   return binary;
 }
 

@@ -5,10 +5,17 @@
 // never looks complete. The module must pin k8s.io/cloud-provider at the control plane's version.
 
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, readdir, rename, rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cacheRoot, goBuild, isExecutable, pinnedVersions, versionStamps } from '../../shared/control-plane/index.ts';
+import {
+  buildFolder,
+  cacheRoot,
+  goBuild,
+  isExecutable,
+  pinnedVersions,
+  versionStamps,
+} from '../../shared/control-plane/index.ts';
 
 const moduleDir = fileURLToPath(new URL('../go-ccm/', import.meta.url));
 const binaryName = 'cloud-controller-manager';
@@ -27,12 +34,10 @@ export async function goCcm(progress: (line: string) => void): Promise<GoCcm> {
   const dir = join(cacheRoot(), 'go-ccm', `kubernetes-${kubernetes}-${await moduleHash()}`);
   const binary = join(dir, binaryName);
   if (await isExecutable(binary)) return { binary, kubernetes, builtInSeconds: undefined };
-  await mkdir(dirname(dir), { recursive: true });
-  const staging = await mkdtemp(`${dir}.building-`);
   const started = performance.now();
   progress(`building the Go cloud-controller-manager (Kubernetes ${kubernetes}) once into ${dir}`);
-  try {
-    await goBuild({
+  await buildFolder(dir, binaryName, (staging) =>
+    goBuild({
       dir: moduleDir,
       pkg: '.',
       output: join(staging, binaryName),
@@ -40,14 +45,8 @@ export async function goCcm(progress: (line: string) => void): Promise<GoCcm> {
       name: 'go-ccm',
       env: process.env,
       progress,
-    });
-    await rename(staging, dir).catch(async (error: unknown) => {
-      // Another build finished first: its folder is as good as ours.
-      if (!(await isExecutable(binary))) throw error;
-    });
-  } finally {
-    await rm(staging, { recursive: true, force: true });
-  }
+    }),
+  );
   const builtInSeconds = (performance.now() - started) / 1000;
   progress(`built the Go cloud-controller-manager in ${builtInSeconds.toFixed(0)} s`);
   return { binary, kubernetes, builtInSeconds };

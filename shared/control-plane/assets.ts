@@ -202,22 +202,37 @@ async function commandExists(command: string, env: NodeJS.ProcessEnv): Promise<b
   return false;
 }
 
-// Builds both binaries into a fresh folder beside `dir`, then renames it into place, so a build
-// that dies half-way (or a concurrent build) never leaves a folder that looks complete.
+/**
+ * Runs `build` into a fresh folder beside `dir`, then renames it into place, so a build that dies
+ * half-way (or a concurrent one) never leaves a folder that looks complete. `last`, the file the
+ * build writes last, in `dir` means another build finished first, which is as good.
+ */
+export async function buildFolder(dir: string, last: string, build: (staging: string) => Promise<void>): Promise<void> {
+  await mkdir(dirname(dir), { recursive: true });
+  const staging = await mkdtemp(`${dir}.building-`);
+  try {
+    await build(staging);
+    await rename(staging, dir).catch(async (error: unknown) => {
+      if (!(await isExecutable(join(dir, last)))) throw error;
+    });
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+// Builds the four binaries into `dir` (buildFolder).
 async function buildInto(
   dir: string,
   pinned: PinnedVersions,
   progress: ProgressSink,
   env: NodeJS.ProcessEnv,
 ): Promise<void> {
-  await mkdir(dirname(dir), { recursive: true });
-  const staging = await mkdtemp(`${dir}.building-`);
   const started = Date.now();
   progress(
     `building kube-apiserver, kube-scheduler and kube-controller-manager ${pinned.kubernetes} and etcd ` +
       `${pinned.etcd} once for this machine (about 3-25 min, depending on the Go build cache) into ${dir}`,
   );
-  try {
+  await buildFolder(dir, 'kube-controller-manager', async (staging) => {
     const build = { dir: moduleDir, env, progress };
     await goBuild({
       ...build,
@@ -237,13 +252,7 @@ async function buildInto(
         name,
       });
     }
-    await rename(staging, dir).catch(async (error: unknown) => {
-      // Another build finished first: its folder is as good as ours.
-      if (!(await isExecutable(join(dir, 'kube-controller-manager')))) throw error;
-    });
-  } finally {
-    await rm(staging, { recursive: true, force: true });
-  }
+  });
   progress(`built in ${Math.round((Date.now() - started) / 1000)} s`);
 }
 

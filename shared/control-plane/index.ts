@@ -2,6 +2,7 @@
 // on loopback for the integration tests and for `cirrus cluster`.
 export {
   AssetsUnavailableError,
+  buildFolder,
   cacheRoot,
   goBuild,
   isExecutable,
