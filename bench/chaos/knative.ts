@@ -115,14 +115,12 @@ export async function knativeAdapterRow(ctx: RowContext): Promise<RowResult> {
       let dropped = 0;
       for (const a of adapters)
         dropped += (await readFile(a.logFile, 'utf8')).split('failed to send cloudevent').length - 1;
-      // One periodic pass per function, as its PingSource would send it.
+      // One periodic pass per function, as its PingSource would send it: a pass that is shed (503,
+      // while the adapter's backlog still holds the one slot) is sent again, as Knative's delivery
+      // retries it; what counts is one pass that ran.
       const t0 = performance.now();
-      for (const [i, fn] of functions.entries()) {
-        const url = `${d.functions[i]?.url ?? ''}/`;
-        spawnSync(process.execPath, [cli, 'reconcile', fn, '--all', '--url', url], {
-          timeout: 300_000,
-        });
-      }
+      let shedPasses = 0;
+      for (const [i, fn] of functions.entries()) shedPasses += await periodicPass(fn, `${d.functions[i]?.url ?? ''}/`);
       const { verdict } = await converge(ctx.kube, expected, d.setup.cloudLog, 5_000);
       const o = outcome(verdict, performance.now() - t0);
       return {
@@ -136,13 +134,29 @@ export async function knativeAdapterRow(ctx: RowContext): Promise<RowResult> {
         ok: o.lost === 0 && answered.events > 0,
         note:
           `after one "all" pass per function; the functions answered ${answered.events} events from the adapters ` +
-          `(${answered.shed} of them 503), the adapters logged ${dropped} as failed to send (dropped)`,
-        detail: { wrong: o.sample, dropped, answered },
+          `(${answered.shed} of them 503), the adapters logged ${dropped} as failed to send (dropped); ` +
+          `${shedPasses} passes shed and sent again`,
+        detail: { wrong: o.sample, dropped, answered, shedPasses },
       };
     } finally {
       await Promise.all(adapters.map((a) => a.stop(2_000)));
     }
   });
+}
+
+// One `reconcile --all` that ran, sent again while it is shed (503); returns how many were shed.
+async function periodicPass(fn: string, url: string): Promise<number> {
+  const deadline = performance.now() + 120_000;
+  for (let shed = 0; ; shed++) {
+    const pass = spawnSync(process.execPath, [cli, 'reconcile', fn, '--all', '--url', url], {
+      encoding: 'utf8',
+      timeout: 300_000,
+    });
+    if (pass.status === 0) return shed;
+    if (!pass.stderr.includes('answered 503') || performance.now() > deadline)
+      throw new Error(`the periodic pass of ${fn} failed: ${pass.stderr.trim().slice(0, 300)}`);
+    await sleep(1_000);
+  }
 }
 
 // A PingSource's event: `{"all": true}` to /reconcile. Its answer (200, 503, or none while the

@@ -108,7 +108,8 @@ export async function apiserverRestarts(ctx: RowContext): Promise<RowResult> {
 }
 
 // Row 3: a forced 410 Gone. The relay is paused (SIGSTOP); etcd's revision is moved past every
-// resourceVersion it holds and kube-apiserver restarted, so that its new watch cache starts there;
+// resourceVersion it holds and compacted there, and kube-apiserver restarted, so that neither its
+// new watch cache nor etcd (which serves watches while that cache is not ready yet) has them;
 // Nodes and Services are then deleted and updated; the relay resumes, its watches come back with
 // 410 and it must relist once per resource, the deletes coming from the relist's diff.
 export async function forcedGone(ctx: RowContext): Promise<RowResult> {
@@ -127,7 +128,7 @@ export async function forcedGone(ctx: RowContext): Promise<RowResult> {
     await converge(ctx.kube, expected, d.setup.cloudLog, profile.convergeMs);
     relay.pause(true);
     try {
-      await bumpEtcdRevision(ctx);
+      await bumpAndCompactEtcd(ctx);
       await ctx.controlPlane.restartApiserver({ graceMs: 1_000 });
       await changeWhileAway(ctx.kube, expected);
     } finally {
@@ -493,9 +494,12 @@ export async function relayLists(relay: CirrusProcess): Promise<Record<string, n
   return out;
 }
 
-// etcd's revision moved by a write outside the API server's keys: every resourceVersion the
-// relay holds is then older than where a new watch cache starts.
-async function bumpEtcdRevision(ctx: RowContext): Promise<void> {
+// etcd's revision moved by a write outside the API server's keys, and compacted there: every
+// resourceVersion the relay holds is then older than where a new watch cache starts, and etcd no
+// longer has it either. (Without the compaction, a watch that arrives before the API server's
+// cache for its resource is ready is served by etcd from the old revision, without a 410: at
+// --full, 1,000 Services, that happened to the Services watch.)
+async function bumpAndCompactEtcd(ctx: RowContext): Promise<void> {
   const flag = '--listen-client-urls=';
   const url = ctx.controlPlane.pids
     .flatMap((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'))
@@ -503,12 +507,22 @@ async function bumpEtcdRevision(ctx: RowContext): Promise<void> {
     ?.slice(flag.length);
   if (url === undefined) throw new Error('etcd: no --listen-client-urls among the control plane processes');
   const key = Buffer.from('/chaos/revision-bump').toString('base64');
+  let revision = '';
   await retried('etcd put', async () => {
     const reply = await fetch(`${url}/v3/kv/put`, {
       method: 'POST',
       body: JSON.stringify({ key, value: Buffer.from(String(Date.now())).toString('base64') }),
     });
     if (!reply.ok) throw new Error(`etcd put: ${reply.status}`);
+    revision = ((await reply.json()) as { header?: { revision?: string } }).header?.revision ?? '';
+  });
+  if (revision === '') throw new Error('etcd put: no revision in the answer');
+  await retried('etcd compaction', async () => {
+    const reply = await fetch(`${url}/v3/kv/compaction`, {
+      method: 'POST',
+      body: JSON.stringify({ revision, physical: true }),
+    });
+    if (!reply.ok) throw new Error(`etcd compaction: ${reply.status} ${await reply.text()}`);
   });
 }
 
