@@ -104,6 +104,39 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
     for (const relay of [closing, quiet]) assert.equal(await lists(relay, 'nodes'), 1, 'only the initial LIST');
   });
 
+  it('reopens at once, without backing off, a watch the server closed after it had delivered events', async (t) => {
+    const fn = await functionServer(t);
+    // The server ends every watch after 1 s, far short of the backoff's reset, and a backoff of 10 s.
+    const relay = testRelay(
+      t,
+      admin,
+      { to: [`all=${fn.url}`] },
+      {
+        watch: {
+          ...fastTimings.watch,
+          timeoutSeconds: { min: 1, max: 1 },
+          backoff: { initialMs: 10_000, maxMs: 10_000, jitter: 0 },
+        },
+      },
+    );
+    await ready(relay);
+    // Nodes keep coming for longer than a watch lives, so each watch moves on before it is closed.
+    const names: string[] = [];
+    for (let i = 0; i < 14; i++) {
+      const name = uniqueName('streamed');
+      names.push(name);
+      await createNode(core, newNode(name));
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    // A watch that backed off would deliver the nodes created in its gap up to 10 s late.
+    await waitFor('every node, without a 10 s gap', () => names.every((n) => fn.about(n).length > 0), 3_000);
+    assert.ok(
+      (await metric(relay.registry, 'cirrus_relay_watch_restarts_total', { resource: 'nodes', reason: 'closed' })) >= 2,
+      'the server closed the watch at least twice meanwhile',
+    );
+    assert.equal(await lists(relay, 'nodes'), 1, 'reopened from where it was, without a LIST');
+  });
+
   it('relists after 410 Gone and delivers what changed in the gap, deletions included', async (t) => {
     const fn = await functionServer(t);
     const relay = testRelay(t, throughProxy(admin, proxy.port), { to: [`all=${fn.url}`] });
