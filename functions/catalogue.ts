@@ -22,6 +22,8 @@ const nodeInit: FunctionEntry = {
   target: { kind: 'Node', namespaced: false },
   watches: ['Node'],
   feed: nodeInitFeed,
+  // instanceMetadata.
+  cloudCallsPerObject: 1,
   // The Go CCM's --node-status-update-frequency: the pass that refreshes addresses.
   period: { option: 'nodeStatusUpdateFrequency', defaultMs: 300_000 },
   skipReason: noInstances,
@@ -36,6 +38,8 @@ const nodeLifecycle: FunctionEntry = {
   target: { kind: 'Node', namespaced: false },
   watches: ['Node'],
   feed: nodeLifecycleFeed,
+  // instanceExists, then instanceShutdown.
+  cloudCallsPerObject: 2,
   // The Go CCM's --node-monitor-period.
   period: { option: 'nodeMonitorPeriod', defaultMs: 5_000 },
   skipReason: noInstances,
@@ -58,6 +62,8 @@ const serviceLb: FunctionEntry = {
   // A node-set change: one event per load-balanced Service, never a pass over all of them.
   fanOut: 'Service',
   nodeSetDigest: serviceLbNodeSet,
+  // ensureLoadBalancer or updateLoadBalancer; for a cleanup, getLoadBalancer then ensureLoadBalancerDeleted.
+  cloudCallsPerObject: 2,
   // The service controller has no periodic pass over all Services (its resyncs are filtered out).
   period: { option: 'serviceSyncPeriod', defaultMs: 0 },
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),
@@ -78,6 +84,8 @@ const routes: FunctionEntry = {
   target: { kind: 'Node', namespaced: false, wholeCluster: true },
   watches: ['Node'],
   feed: routesFeed,
+  // Never one object: its events are passes over the route table (one token, ADR 0015).
+  cloudCallsPerObject: 1,
   // The Go CCM's --route-reconciliation-period.
   period: { option: 'routeReconciliationPeriod', defaultMs: 10_000 },
   skipReason: (cloud, config) => {

@@ -80,6 +80,12 @@ export interface FunctionEntry {
    * node list it already holds is current without listing the Nodes again.
    */
   readonly nodeSetDigest?: (nodes: Iterable<KubeObject>) => string;
+  /**
+   * The most cloud calls its reconcile of one object makes with a provider that has InstancesV2
+   * (every built-in one): what a delivery of one object's event to it takes from the cloud call
+   * budget (ADR 0015). A legacy Instances provider makes more (node-init: up to six).
+   */
+  readonly cloudCallsPerObject: number;
   /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
   readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
   /** Why it cannot run with this provider and configuration (as the Go CCM skips a controller); undefined when it can. */

@@ -210,8 +210,8 @@ export const options = {
   ),
   cloudCallRate: option(
     'string',
-    'The cloud call budget: reconciles (each one or two cloud calls) the relay starts per second, across every function instance ' +
-      '(ADR 0015; e.g. 10 or 2.5). Default: no budget.',
+    'The cloud call budget: cloud calls a second across every function instance, paced by the relay, which charges each ' +
+      "delivery the calls its function's reconcile of one object may make (ADR 0015; e.g. 10 or 2.5). Default: no budget.",
     z
       .string()
       .regex(/^\d+(\.\d+)?$/, 'must be a number of calls per second, such as 10 or 2.5')

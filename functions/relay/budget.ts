@@ -1,9 +1,10 @@
-// The cloud call budget (ADR 0015): a token bucket, `rate` tokens a second up to `burst`, that
-// every delivery to a function takes one token from before it is sent. The relay is the one sender
-// of events to every function instance (one leader, ADR 0007), so a bucket held here paces the
-// work of all instances together, however many a platform scales out to: a per-instance limit
-// would multiply with them. A delivery is one reconcile, which makes one or two cloud calls;
-// what the budget cannot pace is said in the ADR.
+// The cloud call budget (ADR 0015): a token bucket, `rate` cloud calls a second up to `burst`, from
+// which every delivery to a function takes, before it is sent, as many tokens as the calls its
+// reconcile may make (the function's `cloudCallsPerObject` in the catalogue; one for a
+// `reconcile.all` trigger). The relay is the one sender of events to every function instance (one
+// leader, ADR 0007), so a bucket held here paces the work of all instances together, however many
+// a platform scales out to: a per-instance limit would multiply with them. What the budget cannot
+// pace is said in the ADR.
 //
 // Takes are served in order: a waiting delivery is not overtaken by later ones.
 
@@ -42,20 +43,22 @@ export class CallBudget {
   }
 
   /**
-   * Waits for a token and takes it; resolves with the ms waited. When `signal` aborts first,
-   * resolves at once and takes nothing (the delivery is not made either).
+   * Waits for `calls` tokens (at most the burst, which is all the bucket holds) and takes them;
+   * resolves with the ms waited. When `signal` aborts first, resolves at once and takes nothing
+   * (the delivery is not made either).
    */
-  take(signal: AbortSignal): Promise<number> {
+  take(signal: AbortSignal, calls = 1): Promise<number> {
     const started = this.#clock.now();
+    const cost = Math.min(Math.max(calls, 1), this.#burst);
     const turn = this.#tail.then(async () => {
       for (;;) {
         if (signal.aborted) return;
         this.#refill();
-        if (this.#tokens >= 1) {
-          this.#tokens -= 1;
+        if (this.#tokens >= cost) {
+          this.#tokens -= cost;
           return;
         }
-        await this.#clock.sleep(Math.ceil(((1 - this.#tokens) * 1000) / this.#rate), signal);
+        await this.#clock.sleep(Math.ceil(((cost - this.#tokens) * 1000) / this.#rate), signal);
       }
     });
     this.#tail = turn;

@@ -78,7 +78,7 @@ export interface RelayOptions {
    */
   readonly cursor?: Partial<CursorSettings> | false | undefined;
   /**
-   * The cloud call budget (ADR 0015): deliveries to the functions, each one reconcile, start at most
+   * The cloud call budget (ADR 0015): deliveries to the functions, each charged the cloud calls its reconcile may make, start at most
    * `rate` a second after a burst of `burst`, across every instance of every function. Default: none.
    */
   readonly cloudCallBudget?: CallBudgetSettings | undefined;
@@ -420,8 +420,18 @@ class Delivering {
     }
     const { budget } = this.#settings;
     if (budget === undefined || signal.aborted) return;
-    const waitedMs = await budget.take(signal);
+    const waitedMs = await budget.take(signal, outgoing.kind === 'object' ? this.#callsPerObject(destinationName) : 1);
     if (waitedMs > 0) this.#settings.metrics.budgetWait.inc({ destination: destinationName }, waitedMs / 1000);
+  }
+
+  // The cloud calls one object's reconcile may make at `destinationName`: its function's, or the
+  // most of any function for a destination fed every function's changes.
+  #callsPerObject(destinationName: string): number {
+    const { table } = this.#settings;
+    const feed = this.#destinations.get(destinationName)?.feed;
+    const fn = feed === undefined ? undefined : table.functions.get(feed);
+    if (fn !== undefined) return fn.cloudCallsPerObject;
+    return Math.max(1, ...[...table.functions.values()].map((f) => f.cloudCallsPerObject));
   }
 
   // Keys with a delivery waiting or in flight, to any destination.

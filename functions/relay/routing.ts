@@ -13,7 +13,10 @@ import type { KubeObject, ResourceType } from './resources.ts';
 import type { ResourceChange } from './watch.ts';
 
 /** The part of a catalogue entry the relay reads. */
-export type RoutedFunction = Pick<FunctionEntry, 'name' | 'feed' | 'watches' | 'period' | 'fanOut' | 'nodeSetDigest'>;
+export type RoutedFunction = Pick<
+  FunctionEntry,
+  'name' | 'feed' | 'watches' | 'period' | 'fanOut' | 'nodeSetDigest' | 'cloudCallsPerObject'
+>;
 
 /** The objects the relay knows of a kind, by key, for a fan-out; undefined when it does not watch that kind. */
 export type Known = (

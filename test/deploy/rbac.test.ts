@@ -333,14 +333,11 @@ function relayScenario(lease: string, functions: readonly string[]): (c: Context
 
 async function runRelayScenario(c: Context, lease: string, functions: readonly string[]): Promise<void> {
   const leases = c.admin.makeApiClient(CoordinationV1Api);
-  // No Lease and no cursor yet, so that the relay creates them.
+  // No Lease yet, so that the relay creates it.
   await leases.deleteNamespacedLease({ name: lease, namespace: c.namespace }).catch(ignoreNotFound);
-  // The known-keys cursor (ADR 0014) of each resource the functions' feeds watch.
+  // The known-keys cursor (ADR 0014) of each resource the functions' feeds watch: its ConfigMaps
+  // come with the manifests (cursor.yaml), so the relay reads and patches them.
   const cursors = functions.includes('service-lb') ? ['nodes', 'services'] : ['nodes'];
-  for (const resource of cursors)
-    await c.adminCore
-      .deleteNamespacedConfigMap({ name: `${lease}-known-${resource}`, namespace: c.namespace })
-      .catch(ignoreNotFound);
   const sink = createServer((request, response) => {
     request.resume();
     response.writeHead(202).end('{}');
@@ -379,7 +376,7 @@ async function runRelayScenario(c: Context, lease: string, functions: readonly s
     firstVersion ??= read.metadata?.resourceVersion;
     return read.spec?.holderIdentity === relay.identity && read.metadata?.resourceVersion !== firstVersion;
   };
-  // Then the cursor: created at the first flush, and patched when an object it must record appears.
+  // Then the cursor: patched when an object it must record appears.
   const marker = uniqueName('rbac-cursor');
   const recorded = async (): Promise<boolean> => {
     await done();
@@ -393,7 +390,6 @@ async function runRelayScenario(c: Context, lease: string, functions: readonly s
   };
   try {
     await until('the relay to lead with its watches open and renew its Lease', done, 8_000);
-    await until('the relay to create its cursor', () => cursorsExist(c, lease, cursors), 8_000);
     await c.adminCore.createNode({ body: { metadata: { name: marker } } });
     if (cursors.includes('services'))
       await c.adminCore.createNamespacedService({
@@ -408,22 +404,6 @@ async function runRelayScenario(c: Context, lease: string, functions: readonly s
     sink.closeAllConnections();
     sink.close();
   }
-}
-
-async function cursorsExist(c: Context, lease: string, resources: readonly string[]): Promise<boolean> {
-  for (const resource of resources) {
-    const found = await c.adminCore
-      .readNamespacedConfigMap({ name: `${lease}-known-${resource}`, namespace: c.namespace })
-      .then(
-        () => true,
-        (error: unknown) => {
-          ignoreNotFound(error);
-          return false;
-        },
-      );
-    if (!found) return false;
-  }
-  return true;
 }
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
@@ -466,7 +446,7 @@ const subjects: readonly Subject[] = [
   {
     name: 'relay',
     serviceAccount: 'cirrus-relay',
-    files: ['relay/rbac.yaml'],
+    files: ['relay/rbac.yaml', 'relay/cursor.yaml'],
     checked: ['relay/rbac.yaml'],
     scenario: relayScenario('cirrus-relay', ['node-init', 'service-lb']),
   },
@@ -481,7 +461,7 @@ const subjects: readonly Subject[] = [
     // node-init with a relay of its own (Nodes only), electing a leader on the Lease cirrus-node-init.
     name: 'node-init-bootstrap',
     serviceAccount: 'cirrus-node-init',
-    files: ['node-init/rbac/rbac.yaml', 'bootstrap/rbac.yaml'],
+    files: ['node-init/rbac/rbac.yaml', 'bootstrap/rbac.yaml', 'bootstrap/cursor.yaml'],
     checked: ['bootstrap/rbac.yaml'],
     scenario: inTurn(nodeInitScenario, relayScenario('cirrus-node-init', ['node-init'])),
   },
@@ -490,7 +470,7 @@ const subjects: readonly Subject[] = [
     name: 'standalone',
     serviceAccount: 'cirrus',
     root: standaloneRoot,
-    files: ['ccm/rbac.yaml', 'static-provider/rbac.yaml', 'static-provider/allocations.yaml'],
+    files: ['ccm/rbac.yaml', 'ccm/cursor.yaml', 'static-provider/rbac.yaml', 'static-provider/allocations.yaml'],
     checked: ['ccm/rbac.yaml', 'static-provider/rbac.yaml'],
     scenario: inTurn(
       nodeInitScenario,

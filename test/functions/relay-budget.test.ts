@@ -44,6 +44,19 @@ describe('CallBudget', () => {
     assert.ok(elapsed >= 480 && elapsed < 1_500, `${elapsed} ms`);
   });
 
+  it('takes as many tokens as a delivery may make calls, at most the burst', async () => {
+    const budget = new CallBudget({ rate: 10, burst: 2 });
+    const signal = new AbortController().signal;
+    const started = Date.now();
+    await budget.take(signal, 2); // the burst, at once
+    await budget.take(signal, 2); // two more tokens: 200 ms at 10 a second
+    const twoCalls = Date.now() - started;
+    assert.ok(twoCalls >= 180 && twoCalls < 600, `${twoCalls} ms for a second take of 2`);
+    await budget.take(signal, 5); // more than the bucket holds: the whole burst, 200 ms
+    const capped = Date.now() - started - twoCalls;
+    assert.ok(capped >= 180 && capped < 600, `${capped} ms for a take of 5 with a burst of 2`);
+  });
+
   it('takes nothing for an aborted wait, and the next in line goes on', async () => {
     const budget = new CallBudget({ rate: 5, burst: 1 });
     const live = new AbortController().signal;
