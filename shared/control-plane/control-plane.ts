@@ -94,11 +94,28 @@ export class ControlPlane {
     this.#apiserver = apiserver;
   }
 
-  /** Starts etcd, then kube-apiserver, and resolves once the API server serves the `default` namespace. */
+  /**
+   * Starts etcd, then kube-apiserver, and resolves once the API server serves the `default` namespace.
+   * A port found free can be taken before the process binds it (another process's outgoing
+   * connection gets it from the same ephemeral range): a start that fails with "address already in
+   * use" is made again, with new ports, up to three times.
+   */
   static async start(options: StartOptions): Promise<ControlPlane> {
+    for (let attempt = 1; ; attempt += 1) {
+      const dir = options.dir ?? (await freshRunDir());
+      try {
+        return await ControlPlane.#startIn(dir, options);
+      } catch (error) {
+        // The last failure keeps its folder: the error names its logs.
+        if (attempt >= 3 || !(error as Error).message.includes('address already in use')) throw error;
+        if (options.dir === undefined) await rm(dir, { recursive: true, force: true });
+      }
+    }
+  }
+
+  static async #startIn(dir: string, options: StartOptions): Promise<ControlPlane> {
     const started = Date.now();
     const ownsDir = options.dir === undefined;
-    const dir = options.dir ?? (await freshRunDir());
     await mkdir(join(dir, 'logs'), { recursive: true });
     const timeoutMs = options.timeoutMs ?? startTimeoutFromEnv() ?? 60_000;
     const pki = join(dir, 'pki');
