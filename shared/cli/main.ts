@@ -29,6 +29,9 @@ function command<K extends OptionName>(definition: Command<K>): Command<K> {
   return definition;
 }
 
+// What builds the provider and reaches the cluster: serve, conformance and start take them alike.
+const providerOptions = ['cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig'] as const;
+
 const commands = {
   cluster: command({
     summary: 'Run a local kube-apiserver and etcd (the test control plane) until Ctrl-C.',
@@ -45,11 +48,7 @@ const commands = {
       `Serves <function> (${functionList()}) on --bind-address:--port: CloudEvents on POST /,\n` +
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
     options: [
-      'cloudProvider',
-      'cloudConfig',
-      'providerModule',
-      'clusterName',
-      'kubeconfig',
+      ...providerOptions,
       'bindAddress',
       'port',
       'maxConcurrentRequests',
@@ -83,16 +82,7 @@ const commands = {
       "provider's known, shut-down and gone instances; the Nodes and pod CIDRs for load balancers and routes),\n" +
       'and prints one line per check of the contract (PASS, FAIL or SKIP, and the rule), then a summary.\n' +
       'Exits 1 when a check fails. Load balancers and routes it makes are deleted again. docs/conformance.md.',
-    options: [
-      'cloudProvider',
-      'cloudConfig',
-      'providerModule',
-      'clusterName',
-      'kubeconfig',
-      'fixture',
-      'junit',
-      'logLevel',
-    ],
+    options: [...providerOptions, 'fixture', 'junit', 'logLevel'],
     required: ['cloudProvider'],
     run: async (line, io) => (await import('./conformance.ts')).runConformanceCommand(line, io),
   }),
@@ -104,11 +94,7 @@ const commands = {
       '--kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is started\n' +
       '(printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml.',
     options: [
-      'cloudProvider',
-      'cloudConfig',
-      'providerModule',
-      'clusterName',
-      'kubeconfig',
+      ...providerOptions,
       'controllers',
       'bindAddress',
       'port',
