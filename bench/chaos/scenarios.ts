@@ -136,7 +136,10 @@ export async function forcedGone(ctx: RowContext): Promise<RowResult> {
     }
     const { ms, verdict } = await converge(ctx.kube, expected, d.setup.cloudLog, profile.convergeMs);
     const o = outcome(verdict, ms);
-    const lists = await relayLists(relay);
+    // The objects can converge before both watches are back: a relisted Node set fans out to every
+    // LoadBalancer Service the relay knows, and service-lb acts on what it re-reads. The relists are
+    // counted once both have happened, or after 15 s.
+    const lists = await relayListsOnce(relay, ['nodes/gone', 'services/gone'], 15_000);
     const gone = { nodes: lists['nodes/gone'] ?? 0, services: lists['services/gone'] ?? 0 };
     return row(head, o, {
       ok: o.lost === 0 && gone.nodes === 1 && gone.services === 1,
@@ -480,6 +483,20 @@ async function waitForLeader(replicas: readonly CirrusProcess[], timeoutMs: numb
   }
 }
 
+/** The relay's LISTs once every one of `wanted` has happened at least once, or at `timeoutMs`. */
+async function relayListsOnce(
+  relay: CirrusProcess,
+  wanted: readonly string[],
+  timeoutMs: number,
+): Promise<Record<string, number>> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const lists = await relayLists(relay);
+    if (wanted.every((k) => (lists[k] ?? 0) > 0) || performance.now() >= deadline) return lists;
+    await sleep(100);
+  }
+}
+
 /** The relay's completed LISTs, as `resource/reason` → count. */
 export async function relayLists(relay: CirrusProcess): Promise<Record<string, number>> {
   const metrics = await relay.metrics();
@@ -508,14 +525,18 @@ async function bumpAndCompactEtcd(ctx: RowContext): Promise<void> {
   if (url === undefined) throw new Error('etcd: no --listen-client-urls among the control plane processes');
   const key = Buffer.from('/chaos/revision-bump').toString('base64');
   let revision = '';
-  await retried('etcd put', async () => {
-    const reply = await fetch(`${url}/v3/kv/put`, {
-      method: 'POST',
-      body: JSON.stringify({ key, value: Buffer.from(String(Date.now())).toString('base64') }),
+  // Two writes: a watch from resourceVersion R starts at revision R + 1, so after one write (R + 1)
+  // and a compaction there, a watch from the newest revision the relay holds would still be valid.
+  for (const n of [1, 2]) {
+    await retried(`etcd put ${n}`, async () => {
+      const reply = await fetch(`${url}/v3/kv/put`, {
+        method: 'POST',
+        body: JSON.stringify({ key, value: Buffer.from(`${Date.now()} ${n}`).toString('base64') }),
+      });
+      if (!reply.ok) throw new Error(`etcd put: ${reply.status}`);
+      revision = ((await reply.json()) as { header?: { revision?: string } }).header?.revision ?? '';
     });
-    if (!reply.ok) throw new Error(`etcd put: ${reply.status}`);
-    revision = ((await reply.json()) as { header?: { revision?: string } }).header?.revision ?? '';
-  });
+  }
   if (revision === '') throw new Error('etcd put: no revision in the answer');
   await retried('etcd compaction', async () => {
     const reply = await fetch(`${url}/v3/kv/compaction`, {
