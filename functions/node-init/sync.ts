@@ -58,7 +58,14 @@ async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOption
   return retryOnConflict(async () => {
     const node = await readNode(deps.core, name);
     if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
-    return syncFetched(deps, node, options);
+    try {
+      return await syncFetched(deps, node, options);
+    } catch (error) {
+      // Only the node's own patch can answer 404 (the follow-up writes' failures are caught, the
+      // cloud's are wrapped): the node was deleted after the read, and there is nothing to do.
+      if (apiStatus(error) === 404) return { key: `Node/${name}`, result: 'not-found', changes: [] };
+      throw error;
+    }
   });
 }
 

@@ -5,6 +5,7 @@ import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
+import type { InstancesV2 } from '../../shared/cloud/provider.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import {
@@ -277,6 +278,29 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
 
   it('answers not-found for a node that does not exist', async () => {
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name: uniqueName('missing') }, run)), 'not-found');
+  });
+
+  it('answers not-found, not a failure, for a node deleted while the cloud was asked about it', async () => {
+    const name = uniqueName('deleted');
+    cloud = new (class extends FakeCloud {
+      override instancesV2(): InstancesV2 | undefined {
+        const v2 = super.instancesV2();
+        if (v2 === undefined) return undefined;
+        return {
+          ...v2,
+          instanceMetadata: async (node, signal) => {
+            await core.deleteNode({ name });
+            return v2.instanceMetadata(node, signal);
+          },
+        };
+      }
+    })();
+    machine(name);
+    await createNode(core, newNode(name, uninitialized));
+
+    const report = await nodeInitFunction({ core, cloud }).reconcileOne({ kind: 'Node', name }, run);
+
+    assert.equal(result(report), 'not-found');
   });
 
   it('loses no write when requests for one node race each other and another writer', async () => {
