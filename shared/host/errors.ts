@@ -2,7 +2,9 @@
 // that fail the same way get the same status: the Knative data plane retries on the status alone
 // (400 is never retried, 503 is retried after Retry-After, other 5xx with backoff).
 
+import { ApiException } from '@kubernetes/client-node';
 import { findCause, RetryError } from '../cloud/errors.ts';
+import { apiMessage } from '../kube/api.ts';
 import { InvalidRequestError, type ErrorBody } from '../wire/replies.ts';
 
 // The 400 error and the error body are the wire contract's (shared/wire/replies.ts); functions
@@ -46,7 +48,10 @@ export function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
+// An API error's own message is client-node's dump of the whole response, headers included: the
+// reply carries the API server's Status message instead.
 function errorMessage(error: unknown): string {
+  if (error instanceof ApiException) return `Kubernetes API answered ${apiMessage(error)}`;
   if (error instanceof Error) return error.message;
   return typeof error === 'string' ? error : 'unknown error';
 }

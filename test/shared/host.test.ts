@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { totalmem } from 'node:os';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiException } from '@kubernetes/client-node';
 import { Counter, Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
 import { buildApp, buildMultiApp, defaultPressure, type AppOptions, type FunctionApp } from '../../shared/host/app.ts';
@@ -646,6 +647,18 @@ describe('errors from the reconcile', () => {
       assert.deepEqual(json(response.body), {
         error: 'invalid node name "Worker_1"',
         problems: ['name: must be a DNS subdomain'],
+      });
+    });
+
+    it(`${route}: a Kubernetes API error → 500 with the API server's message, not its headers`, async (t) => {
+      const status = { kind: 'Status', message: 'nodes "worker-1" is forbidden', reason: 'Forbidden', code: 403 };
+      const one: One = () =>
+        Promise.reject(new ApiException(403, 'HTTP-Code: 403 ...', JSON.stringify(status), { 'audit-id': 'a1' }));
+      const { app } = await build(t, recording({ one }));
+      const response = await app.inject(request);
+      assert.equal(response.statusCode, 500);
+      assert.deepEqual(json(response.body), {
+        error: 'Kubernetes API answered 403: nodes "worker-1" is forbidden',
       });
     });
 
