@@ -103,7 +103,12 @@ function recordMutations(lb: LoadBalancer, write: (record: LbRecord) => void): v
     key: `${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`,
     uid: service.metadata?.uid ?? '',
     ports: (service.spec?.ports ?? []).map((p) => `${p.protocol ?? 'TCP'}/${p.port}`).sort(),
-    ...(nodes === undefined ? {} : { nodes: nodes.map((n) => String(n.metadata?.name)).sort() }),
+    ...(nodes === undefined
+      ? {}
+      : {
+          nodes: nodes.map((n) => String(n.metadata?.name)).sort(),
+          targets: nodes.map((n) => `${String(n.metadata?.name)}=${n.spec?.providerID ?? ''}`).sort(),
+        }),
     at: Date.now(),
     pid: process.pid,
   });

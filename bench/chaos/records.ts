@@ -20,6 +20,8 @@ export interface LbRecord {
   readonly ports: readonly string[];
   /** The node names, sorted (ensure and update). */
   readonly nodes?: readonly string[];
+  /** `name=providerID` of each node, sorted (ensure and update): what a cloud would target. */
+  readonly targets?: readonly string[];
   readonly at: number;
   readonly pid: number;
 }
@@ -31,6 +33,7 @@ export interface CloudLb {
   readonly uid: string;
   readonly ports: readonly string[];
   readonly nodes: readonly string[];
+  readonly targets: readonly string[];
 }
 
 /** Parses the file; a line cut short by a SIGKILL mid-write (never seen: writes are synchronous) is skipped. */
@@ -56,7 +59,11 @@ export function replayLoadBalancers(records: readonly CloudRecord[]): Map<string
 export interface Replayed {
   readonly lbs: Map<string, CloudLb>;
   readonly mutations: number;
-  /** An ensure that found the same load balancer, an update to the same nodes, a delete of nothing. */
+  /**
+   * An ensure that found the same load balancer, an update to the same targets, a delete of
+   * nothing. (An update to the same node names with a provider ID newly set is not redundant: the
+   * Go CCM also updates load balancers when a node's provider ID changes.)
+   */
   readonly redundant: number;
   readonly redundantByKind: Record<string, number>;
 }
@@ -93,18 +100,22 @@ export function peakCalls(records: readonly CloudRecord[], windowMs: number): nu
 function apply(lbs: Map<string, CloudLb>, record: LbRecord): boolean {
   const before = lbs.get(record.key);
   const nodes = record.nodes ?? [];
+  const targets = record.targets ?? nodes;
   if (record.kind === 'delete') {
     lbs.delete(record.key);
     return before === undefined;
   }
   if (record.kind === 'update') {
     if (before === undefined) return false;
-    lbs.set(record.key, { ...before, nodes });
-    return equal(before.nodes, nodes);
+    lbs.set(record.key, { ...before, nodes, targets });
+    return equal(before.targets, targets);
   }
-  lbs.set(record.key, { uid: record.uid, ports: record.ports, nodes });
+  lbs.set(record.key, { uid: record.uid, ports: record.ports, nodes, targets });
   return (
-    before !== undefined && before.uid === record.uid && equal(before.ports, record.ports) && equal(before.nodes, nodes)
+    before !== undefined &&
+    before.uid === record.uid &&
+    equal(before.ports, record.ports) &&
+    equal(before.targets, targets)
   );
 }
 
