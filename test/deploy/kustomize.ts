@@ -1,6 +1,7 @@
-// Builds deploy/knative's and deploy/standalone's kustomizations in-process, for tests that must run without kubectl: the
-// subset of kustomize those files use (resources, ConfigMap and Secret generators with fixed
-// names, images), and an error for anything else, so that this loader can never silently read a
+// Builds deploy/'s kustomizations in-process, for tests that must run without kubectl: the subset of
+// kustomize those files use (resources, ConfigMap and Secret generators with fixed names, images,
+// and patch files that add annotations or labels to an object or set a Deployment's pod
+// dnsPolicy), and an error for anything else, so that this loader can never silently read a
 // kustomization differently from kustomize. manifests.test.ts compares it with `kubectl kustomize`
 // where kubectl is installed.
 
@@ -56,6 +57,33 @@ const kustomizationSchema = z.strictObject({
     .optional(),
   configMapGenerator: z.array(generatorSchema).optional(),
   secretGenerator: z.array(generatorSchema).optional(),
+  // Strategic-merge patch files: the aws overlays annotate ServiceAccounts with their IAM roles,
+  // deploy/lambda sets the relay's dnsPolicy.
+  patches: z.array(z.strictObject({ path: z.string() })).optional(),
+});
+
+// What a patch file may do: add annotations or labels to an object of the build...
+const metadataPatchSchema = z.strictObject({
+  apiVersion: z.string(),
+  kind: z.string(),
+  metadata: z.strictObject({
+    name: z.string(),
+    namespace: z.string().optional(),
+    annotations: z.record(z.string(), z.string()).optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+  }),
+});
+
+// ...or set a Deployment's pod dnsPolicy.
+const dnsPolicyPatchSchema = z.strictObject({
+  apiVersion: z.literal('apps/v1'),
+  kind: z.literal('Deployment'),
+  metadata: z.strictObject({ name: z.string(), namespace: z.string().optional() }),
+  spec: z.strictObject({
+    template: z.strictObject({
+      spec: z.strictObject({ dnsPolicy: z.enum(['Default', 'ClusterFirst', 'ClusterFirstWithHostNet', 'None']) }),
+    }),
+  }),
 });
 
 type Kustomization = z.infer<typeof kustomizationSchema>;
@@ -100,14 +128,52 @@ export function build(dir: string, options: BuildOptions = {}): KubeObject[] {
     const path = join(dir, resource);
     return statSync(path).isDirectory() ? build(path, options) : readObjects(path);
   });
+  generateAll(objects, kustomization, dir, options);
+  checkUnique(objects, dir);
+  applyPatches(objects, dir, kustomization.patches ?? []);
+  return objects.map((object) => withImages(object, kustomization.images ?? []));
+}
+
+function generateAll(objects: KubeObject[], kustomization: Kustomization, dir: string, options: BuildOptions): void {
   const readFile = options.readFile ?? ((path: string) => readFileSync(path, 'utf8'));
   const labels = kustomization.generatorOptions?.labels ?? {};
   for (const generator of kustomization.configMapGenerator ?? [])
     generate(objects, configMap(generator, { dir, readFile, labels }), generator.behavior);
   for (const generator of kustomization.secretGenerator ?? [])
     generate(objects, secret(generator, { dir, readFile, labels }), generator.behavior);
-  checkUnique(objects, dir);
-  return objects.map((object) => withImages(object, kustomization.images ?? []));
+}
+
+function applyPatches(objects: KubeObject[], dir: string, patches: readonly { path: string }[]): void {
+  for (const { path } of patches) {
+    for (const document of readObjects(join(dir, path))) applyPatch(objects, document, join(dir, path));
+  }
+}
+
+// Merges the annotations and labels of `document` (a patch from `file`) into its object in
+// `objects`, or sets the pod dnsPolicy of a Deployment; anything else is an error.
+function applyPatch(objects: KubeObject[], document: KubeObject, file: string): void {
+  const at = objects.findIndex((o) => identity(o) === identity(document) && o.apiVersion === document.apiVersion);
+  const target = objects[at];
+  if (target === undefined) throw new Error(`${file}: ${identity(document)}: not in the build`);
+  const dns = dnsPolicyPatchSchema.safeParse(document);
+  if (dns.success) {
+    const spec = target['spec'] as { template: { spec: Record<string, unknown> } };
+    const template = { ...spec.template, spec: { ...spec.template.spec, ...dns.data.spec.template.spec } };
+    objects[at] = { ...target, spec: { ...spec, template } };
+    return;
+  }
+  const parsed = metadataPatchSchema.safeParse(document);
+  if (!parsed.success)
+    throw new Error(
+      `${file}: ${identity(document)}: only annotations and labels, or a Deployment's dnsPolicy: ${parsed.error.message}`,
+    );
+  const metadata: Record<string, unknown> = { ...target.metadata };
+  // As kustomize merges them: an empty map adds nothing, not even the key.
+  for (const key of ['annotations', 'labels'] as const) {
+    const merged = { ...(target.metadata[key] as Record<string, string> | undefined), ...parsed.data.metadata[key] };
+    if (Object.keys(merged).length > 0) metadata[key] = merged;
+  }
+  objects[at] = { ...target, metadata: metadata as KubeObject['metadata'] };
 }
 
 function checkUnique(objects: readonly KubeObject[], dir: string): void {
@@ -225,7 +291,7 @@ export function kustomizationDirs(root: string = knativeRoot): string[] {
   return found;
 }
 
-/** Every file a kustomization under `root` names (resources and generator files), relative to `root`. */
+/** Every file a kustomization under `root` names (resources, generator files, patches), relative to `root`. */
 export function referencedFiles(root: string = knativeRoot): Set<string> {
   const files = new Set<string>();
   for (const dir of kustomizationDirs(root)) {
@@ -234,7 +300,8 @@ export function referencedFiles(root: string = knativeRoot): Set<string> {
     const generated = [...(kustomization.configMapGenerator ?? []), ...(kustomization.secretGenerator ?? [])]
       .flatMap((g) => g.files ?? [])
       .map((file) => file.slice(file.indexOf('=') + 1));
-    for (const path of [...(kustomization.resources ?? []), ...generated]) {
+    const patches = (kustomization.patches ?? []).map((p) => p.path);
+    for (const path of [...(kustomization.resources ?? []), ...generated, ...patches]) {
       if (!existsSync(join(dir, path)) || !statSync(join(dir, path)).isDirectory())
         files.add(relative(root, join(dir, path)));
     }

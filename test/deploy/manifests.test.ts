@@ -9,19 +9,9 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join, relative } from 'node:path';
+import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +22,7 @@ import {
   RequestContext,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { dump, load, loadAll } from 'js-yaml';
+import { load, loadAll } from 'js-yaml';
 import { z } from 'zod';
 import { buildRoutingTable } from '../../functions/relay/index.ts';
 import { envName, options, type OptionName } from '../../shared/config.ts';
@@ -44,16 +34,7 @@ import {
   scaleAnnotation,
   type KnativeService,
 } from './knative.ts';
-import {
-  build,
-  identity,
-  knativeRoot,
-  kustomizationDirs,
-  readObjects,
-  standaloneRoot,
-  type BuildOptions,
-  type KubeObject,
-} from './kustomize.ts';
+import { build, identity, knativeRoot, referencedFiles, standaloneRoot, type KubeObject } from './kustomize.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 import { selectControllers } from '../../shared/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
@@ -68,131 +49,15 @@ const signingSecretFiles = [exampleDir, awsDir, lambdaDir].map((dir) => join(dir
 const readWithSigningSecret = (path: string): string =>
   signingSecretFiles.includes(path) && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8');
 
-// ./kustomize.ts reads no `patches`, which two kinds of kustomization use: the aws overlays, whose
-// strategic-merge patch files annotate ServiceAccounts with their IAM roles, and deploy/lambda, whose
-// patch sets the relay's dnsPolicy. Built here as kustomize builds them: the kustomization without
-// its patches through that loader (copied to a scratch folder, paths pointing back), then each patch,
-// which may only add annotations or labels to an object of the build, or set a Deployment's pod
-// dnsPolicy; anything else is an error. `kubectl kustomize` is compared below.
-const patchesSchema = z.array(z.strictObject({ path: z.string() }));
-const withPatchesSchema = z.looseObject({
-  resources: z.array(z.string()).optional(),
-  configMapGenerator: z.array(z.looseObject({ files: z.array(z.string()).optional() })).optional(),
-  secretGenerator: z.array(z.looseObject({ files: z.array(z.string()).optional() })).optional(),
-  patches: patchesSchema.optional(),
-});
-const metadataPatchSchema = z.strictObject({
-  apiVersion: z.string(),
-  kind: z.string(),
-  metadata: z.strictObject({
-    name: z.string(),
-    namespace: z.string().optional(),
-    annotations: z.record(z.string(), z.string()).optional(),
-    labels: z.record(z.string(), z.string()).optional(),
-  }),
-});
-
-const dnsPolicyPatchSchema = z.strictObject({
-  apiVersion: z.literal('apps/v1'),
-  kind: z.literal('Deployment'),
-  metadata: z.strictObject({ name: z.string(), namespace: z.string().optional() }),
-  spec: z.strictObject({
-    template: z.strictObject({
-      spec: z.strictObject({ dnsPolicy: z.enum(['Default', 'ClusterFirst', 'ClusterFirstWithHostNet', 'None']) }),
-    }),
-  }),
-});
-
-function readWithPatches(dir: string): z.infer<typeof withPatchesSchema> {
-  return withPatchesSchema.parse(load(readFileSync(join(dir, 'kustomization.yaml'), 'utf8')));
-}
-
-// A generator's file as `key=path`: the key kustomize gives it, the path as `at` moves it.
-function generatorFile(file: string, at: (path: string) => string): string {
-  const eq = file.indexOf('=');
-  return eq < 0 ? `${basename(file)}=${at(file)}` : `${file.slice(0, eq)}=${at(file.slice(eq + 1))}`;
-}
-
-function buildWithPatches(dir: string, options: BuildOptions = {}): KubeObject[] {
-  const { patches = [], ...kustomization } = readWithPatches(dir);
-  const objects = buildInScratch(dir, kustomization, options);
-  for (const { path } of patches) {
-    for (const document of readObjects(join(dir, path))) applyMetadataPatch(objects, document, join(dir, path));
-  }
-  return objects;
-}
-
-// `kustomization` (of `dir`) built by ./kustomize.ts from a scratch folder, its paths pointing back at `dir`.
-function buildInScratch(dir: string, kustomization: Record<string, unknown>, options: BuildOptions): KubeObject[] {
-  const { resources, configMapGenerator, secretGenerator } = withPatchesSchema.parse(kustomization);
-  const scratch = mkdtempSync(join(tmpdir(), 'cirrus-overlay-'));
-  try {
-    const back = (path: string): string => join(relative(scratch, dir), path);
-    const moved = (list: { files?: string[] | undefined }[]) =>
-      list.map((g) => (g.files === undefined ? g : { ...g, files: g.files.map((f) => generatorFile(f, back)) }));
-    const copy: Record<string, unknown> = { ...kustomization };
-    if (resources) copy['resources'] = resources.map(back);
-    if (configMapGenerator) copy['configMapGenerator'] = moved(configMapGenerator);
-    if (secretGenerator) copy['secretGenerator'] = moved(secretGenerator);
-    writeFileSync(join(scratch, 'kustomization.yaml'), dump(copy));
-    return build(scratch, options);
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
-}
-
-// Merges the annotations and labels of `document` (a patch from `file`) into its object in
-// `objects`, or sets the pod dnsPolicy of a Deployment.
-function applyMetadataPatch(objects: KubeObject[], document: KubeObject, file: string): void {
-  const at = objects.findIndex((o) => identity(o) === identity(document) && o.apiVersion === document.apiVersion);
-  const target = objects[at];
-  if (target === undefined) throw new Error(`${file}: ${identity(document)}: not in the build`);
-  const dns = dnsPolicyPatchSchema.safeParse(document);
-  if (dns.success) {
-    const spec = target['spec'] as { template: { spec: Record<string, unknown> } };
-    const template = { ...spec.template, spec: { ...spec.template.spec, ...dns.data.spec.template.spec } };
-    objects[at] = { ...target, spec: { ...spec, template } };
-    return;
-  }
-  const parsed = metadataPatchSchema.safeParse(document);
-  if (!parsed.success)
-    throw new Error(
-      `${file}: ${identity(document)}: only annotations and labels, or a Deployment's dnsPolicy: ${parsed.error.message}`,
-    );
-  const metadata: Record<string, unknown> = { ...target.metadata };
-  // As kustomize merges them: an empty map adds nothing, not even the key.
-  for (const key of ['annotations', 'labels'] as const) {
-    const merged = { ...(target.metadata[key] as Record<string, string> | undefined), ...parsed.data.metadata[key] };
-    if (Object.keys(merged).length > 0) metadata[key] = merged;
-  }
-  objects[at] = { ...target, metadata: metadata as KubeObject['metadata'] };
-}
-
-/** Every file a kustomization under `root` names (resources, generator files, patches), relative to `root`. */
-function usedFiles(root: string): Set<string> {
-  const files = new Set<string>();
-  for (const dir of kustomizationDirs(root)) {
-    const { resources = [], configMapGenerator = [], secretGenerator = [], patches = [] } = readWithPatches(dir);
-    const generated = [...configMapGenerator, ...secretGenerator]
-      .flatMap((g) => g.files ?? [])
-      .map((file) => file.slice(file.indexOf('=') + 1));
-    for (const path of ['kustomization.yaml', ...resources, ...generated, ...patches.map((p) => p.path)]) {
-      const full = join(dir, path);
-      if (!existsSync(full) || !statSync(full).isDirectory()) files.add(relative(root, full));
-    }
-  }
-  return files;
-}
-
 const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   base: build(knativeRoot),
   example: build(exampleDir, { readFile: readWithSigningSecret }),
   apiserversource: build(join(knativeRoot, 'apiserversource')),
-  lambda: buildWithPatches(lambdaDir, { readFile: readWithSigningSecret }),
+  lambda: build(lambdaDir, { readFile: readWithSigningSecret }),
   standalone: build(standaloneRoot),
   'standalone-example': build(join(standaloneRoot, 'overlays/example')),
-  aws: buildWithPatches(awsDir, { readFile: readWithSigningSecret }),
-  'standalone-aws': buildWithPatches(join(standaloneRoot, 'overlays/aws')),
+  aws: build(awsDir, { readFile: readWithSigningSecret }),
+  'standalone-aws': build(join(standaloneRoot, 'overlays/aws')),
 };
 
 const functionNames = catalogue.map((entry) => entry.name);
@@ -220,7 +85,7 @@ function component(service: KnativeService): string {
 describe('deploy/knative', () => {
   it('has no file that no kustomization uses', () => {
     for (const root of [knativeRoot, standaloneRoot]) {
-      const used = usedFiles(root);
+      const used = referencedFiles(root);
       const walk = (dir: string): string[] =>
         readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
           e.isDirectory() ? walk(join(dir, e.name)) : [relative(root, join(dir, e.name))],
