@@ -58,19 +58,19 @@ async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOption
   return retryOnConflict(async () => {
     const node = await readNode(deps.core, name);
     if (node === undefined) return { key: `Node/${name}`, result: 'not-found', changes: [] };
-    try {
-      return await syncFetched(deps, node, options);
-    } catch (error) {
-      // Only the node's own patch can answer 404 (the follow-up writes' failures are caught, the
-      // cloud's are wrapped): the node was deleted after the read, and there is nothing to do.
-      if (apiStatus(error) === 404) return { key: `Node/${name}`, result: 'not-found', changes: [] };
-      throw error;
-    }
+    return syncFetched(deps, node, options);
   });
 }
 
 async function syncFetched(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
-  return isUninitialized(node) ? initialize(deps, node, options) : reconcileLabels(deps, node, options);
+  try {
+    return await (isUninitialized(node) ? initialize(deps, node, options) : reconcileLabels(deps, node, options));
+  } catch (error) {
+    // Only the node's own patch can answer 404 (the follow-up writes' failures are caught, the
+    // cloud's are wrapped): the node was deleted after it was read, and there is nothing to do.
+    if (apiStatus(error) === 404) return { key: `Node/${node.metadata?.name ?? ''}`, result: 'not-found', changes: [] };
+    throw error;
+  }
 }
 
 async function initialize(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
@@ -173,7 +173,7 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
             if (apiStatus(error) === 409) return readAndSync(deps, name, options);
             throw error;
           });
-          if (isUninitialized(node)) return report;
+          if (report.result === 'not-found' || isUninitialized(node)) return report;
           return await refreshAddresses(deps, node, report, options);
         });
       } catch (error) {

@@ -280,28 +280,31 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     assert.equal(result(await fn.reconcileOne({ kind: 'Node', name: uniqueName('missing') }, run)), 'not-found');
   });
 
-  it('answers not-found, not a failure, for a node deleted while the cloud was asked about it', async () => {
-    const name = uniqueName('deleted');
-    cloud = new (class extends FakeCloud {
-      override instancesV2(): InstancesV2 | undefined {
-        const v2 = super.instancesV2();
-        if (v2 === undefined) return undefined;
-        return {
-          ...v2,
-          instanceMetadata: async (node, signal) => {
-            await core.deleteNode({ name });
-            return v2.instanceMetadata(node, signal);
-          },
-        };
-      }
-    })();
-    machine(name);
-    await createNode(core, newNode(name, uninitialized));
+  for (const path of ['event', 'pass'] as const) {
+    it(`answers not-found, not a failure, for a node deleted while the cloud was asked about it (${path})`, async () => {
+      const name = uniqueName('deleted');
+      cloud = new (class extends FakeCloud {
+        override instancesV2(): InstancesV2 | undefined {
+          const v2 = super.instancesV2();
+          if (v2 === undefined) return undefined;
+          return {
+            ...v2,
+            instanceMetadata: async (node, signal) => {
+              if (node.metadata?.name === name) await core.deleteNode({ name });
+              return v2.instanceMetadata(node, signal);
+            },
+          };
+        }
+      })();
+      machine(name);
+      await createNode(core, newNode(name, uninitialized));
+      fn = nodeInitFunction({ core, cloud });
 
-    const report = await nodeInitFunction({ core, cloud }).reconcileOne({ kind: 'Node', name }, run);
+      const report = path === 'event' ? await fn.reconcileOne({ kind: 'Node', name }, run) : await fn.reconcileAll(run);
 
-    assert.equal(result(report), 'not-found');
-  });
+      assert.equal(report.objects.find((o) => o.key === `Node/${name}`)?.result, 'not-found');
+    });
+  }
 
   it('loses no write when requests for one node race each other and another writer', async () => {
     const name = uniqueName('race');
