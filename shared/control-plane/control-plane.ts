@@ -454,36 +454,37 @@ async function startComponents(
     );
   const logs: { scheduler?: string; controllerManager?: string } = {};
   const started: { name: string; url: string }[] = [];
-  if (options.scheduler === true) {
-    const { args, url } = await componentArgs(setup, 'kube-scheduler', 'system:kube-scheduler');
-    const process = await startProcess(
-      'kube-scheduler',
-      binaries.kubeScheduler,
-      args,
-      logFile(setup, 'kube-scheduler'),
-    );
+  // Starts one component; its health endpoint is waited for below, with the others'.
+  const start = async (
+    name: string,
+    binary: string,
+    { args, url }: { args: string[]; url: string },
+    health: string,
+  ): Promise<string> => {
+    const process = await startProcess(name, binary, args, logFile(setup, name));
     processes.push(process);
-    logs.scheduler = process.logFile;
-    started.push({ name: 'kube-scheduler /readyz', url: `${url}/readyz` });
+    started.push({ name: `${name} ${health}`, url: `${url}${health}` });
+    return process.logFile;
+  };
+  if (options.scheduler === true) {
+    const component = await componentArgs(setup, 'kube-scheduler', 'system:kube-scheduler');
+    logs.scheduler = await start('kube-scheduler', binaries.kubeScheduler, component, '/readyz');
   }
   if (options.controllers !== undefined) {
     if (options.controllers.length === 0) throw new Error('kube-controller-manager: name at least one controller');
-    const { args, url } = await componentArgs(setup, 'kube-controller-manager', 'system:kube-controller-manager');
-    args.push(
+    const component = await componentArgs(setup, 'kube-controller-manager', 'system:kube-controller-manager');
+    component.args.push(
       `--controllers=${options.controllers.join(',')}`,
       // Each controller as its own ServiceAccount (system:controller:<name>), as kubeadm runs it:
       // the roles Kubernetes bootstraps are written for that.
       '--use-service-account-credentials=true',
     );
-    const process = await startProcess(
+    logs.controllerManager = await start(
       'kube-controller-manager',
       binaries.kubeControllerManager,
-      args,
-      logFile(setup, 'kube-controller-manager'),
+      component,
+      '/healthz',
     );
-    processes.push(process);
-    logs.controllerManager = process.logFile;
-    started.push({ name: 'kube-controller-manager /healthz', url: `${url}/healthz` });
   }
   for (const { name, url } of started)
     await waitUntil(deadline, processes, name, async () => (await getInsecure(url)).status === 200);
