@@ -211,7 +211,8 @@ export const options = {
   cloudCallRate: option(
     'string',
     'The cloud call budget: cloud calls a second across every function instance, paced by the relay, which charges each ' +
-      "delivery the calls its function's reconcile of one object may make (ADR 0015; e.g. 10 or 2.5). Default: no budget.",
+      "delivery the calls its function's reconcile of one object may make and lends each pass over all objects a share " +
+      '(ADR 0015; e.g. 10 or 2.5). Default: no budget.',
     z
       .string()
       .regex(/^\d+(\.\d+)?$/, 'must be a number of calls per second, such as 10 or 2.5')

@@ -15,7 +15,7 @@ import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/clien
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../../shared/clock.ts';
-import { extensionNames } from '../../shared/wire/index.ts';
+import { extensionNames, formatBudget } from '../../shared/wire/index.ts';
 import type { Readiness } from '../../shared/host/probes.ts';
 import { checkBackoff, type BackoffPolicy } from './backoff.ts';
 import { deliver, eventRequest, type DeliveryContext } from './delivery.ts';
@@ -26,7 +26,7 @@ import {
   LeaderElection,
   type LeaseSettings,
 } from './lease.ts';
-import { CallBudget, type CallBudgetSettings } from './budget.ts';
+import { CallBudget, type CallBudgetSettings } from '../../shared/cloud/budget.ts';
 import { defaultCursorFlushMs, KnownKeys, type CursorSettings } from './cursor.ts';
 import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
@@ -49,7 +49,7 @@ export { defaultWatchSettings, type WatchSettings } from './watch.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
 export { defaultCursorFlushMs, type CursorSettings } from './cursor.ts';
-export { checkCallBudget, type CallBudgetSettings } from './budget.ts';
+export { checkCallBudget, type CallBudgetSettings } from '../../shared/cloud/budget.ts';
 
 /** How to run a relay. Only `kubeConfig`, `routing` and `logger` are required. */
 export interface RelayOptions {
@@ -446,17 +446,37 @@ class Delivering {
     await this.#mayGo(destinationName, outgoing, signal);
     if (signal.aborted) return { kind: 'retry', reason: 'unreachable', detail: 'stopped' };
     const nodeSet = this.#nodeSet(destination.feed);
+    const share = outgoing.kind === 'trigger' ? this.#passShare() : undefined;
+    const extensions = {
+      ...(nodeSet === undefined ? {} : { [extensionNames.nodeSet]: nodeSet }),
+      ...(share === undefined ? {} : { [extensionNames.budget]: formatBudget(share) }),
+    };
     const request =
-      nodeSet === undefined
+      Object.keys(extensions).length === 0
         ? this.#settings.request
-        : {
-            ...this.#settings.request,
-            ceOverrides: { ...this.#settings.request.ceOverrides, [extensionNames.nodeSet]: nodeSet },
-          };
-    return deliver(destination.url, eventRequest(outgoing, request), {
-      timeoutMs: this.#settings.queue.timeoutMs,
-      signal,
-    });
+        : { ...this.#settings.request, ceOverrides: { ...this.#settings.request.ceOverrides, ...extensions } };
+    // The pass runs while its trigger is in flight: its share is lent for that long.
+    const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share.rate);
+    try {
+      return await deliver(destination.url, eventRequest(outgoing, request), {
+        timeoutMs: this.#settings.queue.timeoutMs,
+        signal,
+      });
+    } finally {
+      giveBack?.();
+    }
+  }
+
+  // The share of the budget a pass gets while its trigger is in flight: an equal part for every
+  // trigger that can be in flight at once (one per function a destination is fed, each under its
+  // own queue key) and one for the deliveries of objects, so that the shares lent never reach the
+  // whole rate.
+  #passShare(): CallBudgetSettings | undefined {
+    const { budget, table } = this.#settings;
+    if (budget === undefined) return undefined;
+    const triggers = table.destinations.reduce((n, d) => n + (d.feed === 'all' ? table.functions.size : 1), 0);
+    const parts = triggers + 1;
+    return { rate: budget.rate / parts, burst: Math.max(1, Math.floor(budget.burst / parts)) };
   }
 
   // The digest of the Nodes for the function `feed` names, as the watch of Nodes has them at the

@@ -8,6 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { CloudProvider } from './provider.ts';
+import { pacedProvider } from './paced.ts';
 
 /** What a factory gets to build its provider from. */
 export interface ProviderContext {
@@ -83,14 +84,17 @@ export async function initCloudProvider(
   }
   try {
     const log = options.log.child({ provider: name });
-    return await factory({
-      config,
-      configPath,
-      signal: options.signal,
-      log,
-      kubeConfig: options.kubeConfig,
-      metrics: options.metrics,
-    });
+    // Paced within a pass that carries a share of the relay's cloud call budget (./paced.ts).
+    return pacedProvider(
+      await factory({
+        config,
+        configPath,
+        signal: options.signal,
+        log,
+        kubeConfig: options.kubeConfig,
+        metrics: options.metrics,
+      }),
+    );
   } catch (error) {
     throw new Error(`could not init cloud provider "${name}": ${(error as Error).message}`, { cause: error });
   }

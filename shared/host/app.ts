@@ -17,7 +17,9 @@ import type {
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
-import { acceptedEventTypes, eventMode, eventTypes, extensionNames } from '../wire/types.ts';
+import type { CallBudgetSettings } from '../cloud/budget.ts';
+import { withCallBudget } from '../cloud/paced.ts';
+import { acceptedEventTypes, eventMode, eventTypes, extensionNames, parseBudget } from '../wire/types.ts';
 import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
 import { eventObjectKey, formatKey, type ObjectKey } from '../wire/keys.ts';
 import { maxEventBytes, queryParameters, verifyRequest, type AuthOptions } from '../wire/signing.ts';
@@ -304,6 +306,8 @@ interface Job {
   readonly lastKnown?: unknown;
   readonly claimed?: unknown;
   readonly nodeSet?: string;
+  /** A trigger's share of the relay's cloud call budget: the pass's calls are paced to it. */
+  readonly callBudget?: CallBudgetSettings;
 }
 
 async function handleEvent(
@@ -326,6 +330,7 @@ async function handleEvent(
   const lastKnown = event.type === eventTypes.resourceDelete ? event.data : undefined;
   const claimed = mode === 'resource' && lastKnown === undefined ? claimFor(target, event.data) : undefined;
   const nodeSet = event.extensions[extensionNames.nodeSet];
+  const callBudget = mode === 'all' ? readBudget(event.extensions[extensionNames.budget]) : undefined;
   return runReconcile(host, request, reply, {
     trigger: event.type,
     target,
@@ -335,7 +340,18 @@ async function handleEvent(
     lastKnown,
     claimed,
     ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
+    ...(callBudget === undefined ? {} : { callBudget }),
   });
+}
+
+// A trigger's `cirrusbudget` extension: absent → no pacing; present and malformed → 400, since a
+// pass run without the pace the relay asked for would break the budget.
+function readBudget(value: unknown): CallBudgetSettings | undefined {
+  if (value === undefined) return undefined;
+  const budget = typeof value === 'string' ? parseBudget(value) : undefined;
+  if (budget !== undefined) return budget;
+  const problem = `${extensionNames.budget}: must be <calls a second>/<burst>, e.g. 2.5/2, not ${quote(typeof value === 'string' ? value : JSON.stringify(value))}`;
+  throw new InvalidRequestError(`invalid ${extensionNames.budget} extension`, [problem]);
 }
 
 // An add or update event's object, when it is the object the event's key names (its name and
@@ -441,7 +457,9 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
   };
   const started = performance.now();
   host.admission.hold(request);
-  const outcome = await invoke(host.definition, job.target, options)
+  const { callBudget } = job;
+  const run = (): Promise<Report> => invoke(host.definition, job.target, options);
+  const outcome = await (callBudget === undefined ? run() : withCallBudget(callBudget, options.signal, run))
     .then(
       (report): Outcome => {
         const summary = summarize(report);

@@ -7,6 +7,8 @@ export {
   eventMode,
   eventTypes,
   extensionNames,
+  formatBudget,
+  parseBudget,
   triggerSource,
   type EventMode,
   type EventType,

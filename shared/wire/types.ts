@@ -61,7 +61,27 @@ export const extensionNames = {
    * list by; an event without it (ApiServerSource) makes the function read the nodes itself.
    */
   nodeSet: 'cirrusnodeset',
+  /**
+   * Trigger: the share of the relay's cloud call budget lent to the pass while the trigger is in
+   * flight, as `<calls a second>/<burst>` (e.g. `2.5/2`); the pass's cloud calls are paced to it
+   * (ADR 0015). A trigger without it is not paced.
+   */
+  budget: 'cirrusbudget',
 } as const;
+
+/** The value of the `cirrusbudget` extension for `rate` calls a second and `burst`. */
+export function formatBudget(share: { readonly rate: number; readonly burst: number }): string {
+  return `${share.rate}/${share.burst}`;
+}
+
+/** The `cirrusbudget` extension's value read back; undefined when it is not `<rate > 0>/<whole burst >= 1>`. */
+export function parseBudget(value: string): { rate: number; burst: number } | undefined {
+  const match = /^(\d+(?:\.\d+)?(?:e-?\d+)?)\/(\d+)$/.exec(value);
+  if (match === null) return undefined;
+  const rate = Number(match[1]);
+  const burst = Number(match[2]);
+  return Number.isFinite(rate) && rate > 0 && Number.isSafeInteger(burst) && burst >= 1 ? { rate, burst } : undefined;
+}
 
 /** `source` of the relay's own `reconcile.all` triggers. */
 export const triggerSource = '/cirrus/relay';

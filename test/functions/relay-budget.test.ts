@@ -3,8 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { setTimeout } from 'node:timers/promises';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { CallBudget, checkCallBudget } from '../../functions/relay/budget.ts';
+import { CallBudget, checkCallBudget } from '../../shared/cloud/budget.ts';
 import { callBudget } from '../../shared/cli/relay.ts';
 import { ConfigError } from '../../shared/config.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
@@ -55,6 +56,26 @@ describe('CallBudget', () => {
     await budget.take(signal, 5); // more than the bucket holds: the whole burst, 200 ms
     const capped = Date.now() - started - twoCalls;
     assert.ok(capped >= 180 && capped < 600, `${capped} ms for a take of 5 with a burst of 2`);
+  });
+
+  it('refills slower by what it lends, until it is given back', async () => {
+    const budget = new CallBudget({ rate: 20, burst: 1 });
+    const signal = new AbortController().signal;
+    await budget.take(signal); // the burst
+    const giveBack = budget.lend(15); // 5 a second left: 200 ms a token
+    let started = Date.now();
+    await budget.take(signal);
+    await budget.take(signal);
+    const lent = Date.now() - started;
+    assert.ok(lent >= 380 && lent < 1_000, `${lent} ms for 2 tokens at 5 a second`);
+    giveBack();
+    giveBack(); // a second call gives nothing back twice
+    started = Date.now();
+    await budget.take(signal);
+    await budget.take(signal);
+    const back = Date.now() - started;
+    assert.ok(back >= 80 && back < 300, `${back} ms for 2 tokens at 20 a second`);
+    assert.throws(() => budget.lend(20), /cannot lend 20 calls a second of the 20 left/);
   });
 
   it('takes nothing for an aborted wait, and the next in line goes on', async () => {
@@ -139,5 +160,59 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
     assert.ok(Math.max(...times) - Math.min(...times) >= 2_500, `${Math.max(...times) - Math.min(...times)} ms`);
     assert.ok(peak(times, 1_000) <= 10, `${peak(times, 1_000)} in one second`);
     assert.ok((await metric(relay.registry, 'cirrus_relay_budget_wait_seconds_total', { destination: 'all' })) > 0);
+  });
+
+  it("lends each pass a share of the budget, named in its trigger's cirrusbudget, and none without a budget", async (t) => {
+    const [lifecycle, routes] = [await functionServer(t), await functionServer(t)];
+    const periods = { 'node-lifecycle': 100 };
+    const relay = testRelay(
+      t,
+      admin,
+      { to: [`node-lifecycle=${lifecycle.url}`, `routes=${routes.url}`], periods },
+      { cloudCallBudget: { rate: 9, burst: 6 } },
+    );
+    await ready(relay);
+    await waitFor('a periodic trigger', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
+    const [trigger] = lifecycle.ofType('dev.cirrus-ccm.reconcile.all');
+    // Two destinations, each with at most one trigger in flight, and the objects' deliveries: thirds.
+    assert.equal(trigger?.headers['ce-cirrusbudget'], '3/2');
+
+    const unpaced = await functionServer(t);
+    const free = testRelay(t, admin, { to: [`node-lifecycle=${unpaced.url}`], periods });
+    await ready(free);
+    await waitFor('a periodic trigger', () => unpaced.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
+    assert.equal(unpaced.ofType('dev.cirrus-ccm.reconcile.all')[0]?.headers['ce-cirrusbudget'], undefined);
+  });
+
+  it("delivers objects only at what is not lent while a pass's trigger is in flight", async (t) => {
+    const [lifecycle, lb] = [await functionServer(t), await functionServer(t)];
+    // Every pass takes 3 s, and the next is sent as soon as one ends: a share is always lent.
+    lifecycle.respond = async () => {
+      await setTimeout(3_000);
+      return { status: 202, body: '{}' };
+    };
+    const relay = testRelay(
+      t,
+      admin,
+      { to: [`node-lifecycle=${lifecycle.url}`, `service-lb=${lb.url}`], periods: { 'node-lifecycle': 100 } },
+      { cloudCallBudget: { rate: 4, burst: 1 } },
+    );
+    await ready(relay);
+    await waitFor('a pass in flight', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
+    const names = Array.from({ length: 8 }, (_, i) => uniqueName(`lent-${i}`));
+    await Promise.all(
+      names.map((name) =>
+        core.createNamespacedService({
+          namespace,
+          body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
+        }),
+      ),
+    );
+    await waitFor('every Service delivered', () => names.every((n) => lb.about(n).length > 0), 20_000);
+    const times = names.map((n) => lb.about(n)[0]?.at ?? 0);
+    // A third of 4 a second lent: 7 tokens after the first at 2.67 a second, 2.6 s (at the whole
+    // rate, 1.75 s).
+    const spread = Math.max(...times) - Math.min(...times);
+    assert.ok(spread >= 2_300, `${spread} ms for 8 deliveries while a pass holds a share`);
   });
 });

@@ -6,6 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException } from '@kubernetes/client-node';
 import { Counter, Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
+import { pacedProvider } from '../../shared/cloud/paced.ts';
+import { FakeCloud } from '../../providers/fake/index.ts';
 import { buildApp, buildMultiApp, defaultPressure, type AppOptions, type FunctionApp } from '../../shared/host/app.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
@@ -280,6 +282,47 @@ describe('POST / with dev.cirrus-ccm.reconcile.all', () => {
       ['reconcileAll'],
     );
   });
+
+  it("paces the pass's cloud calls to the share of the budget its trigger carries (cirrusbudget), and only then", async (t) => {
+    const cloud = pacedProvider(new FakeCloud());
+    const node = { metadata: { name: 'a' } };
+    const definition = recording({
+      all: async (options) => {
+        const started = performance.now();
+        const instances = cloud.instancesV2();
+        assert.ok(instances);
+        for (let i = 0; i < 5; i++) await instances.instanceExists(node, options.signal);
+        return report(options, [
+          { key: 'Node/a', result: 'unchanged', changes: [], note: String(performance.now() - started) },
+        ]);
+      },
+    });
+    const { app } = await build(t, definition);
+    const passMs = async (extensions: Record<string, string>): Promise<number> => {
+      const headers = omit(binaryHeaders('dev.cirrus-ccm.reconcile.all', extensions), 'content-type');
+      const response = await app.inject({ method: 'POST', url: '/', headers });
+      assert.equal(response.statusCode, 202, response.body);
+      const [object] = json(response.body)['objects'] as { note: string }[];
+      return Number(object?.note);
+    };
+    // One token at once, then one per 50 ms: four waits.
+    const paced = await passMs({ cirrusbudget: '20/1' });
+    assert.ok(paced >= 190, `${paced} ms for 5 calls at 20 a second`);
+    const free = await passMs({});
+    assert.ok(free < 100, `${free} ms for 5 calls without a budget`);
+  });
+
+  for (const value of ['0/1', '20/0', '20', 'fast/1', '20/1.5', '-1/1']) {
+    it(`refuses a trigger whose cirrusbudget is ${JSON.stringify(value)} with a 400 naming it`, async (t) => {
+      const { app, definition } = await build(t);
+      const headers = omit(binaryHeaders('dev.cirrus-ccm.reconcile.all', { cirrusbudget: value }), 'content-type');
+      const response = await app.inject({ method: 'POST', url: '/', headers });
+      assert.equal(response.statusCode, 400, response.body);
+      assert.equal(json(response.body)['error'], 'invalid cirrusbudget extension');
+      assert.match(String((json(response.body)['problems'] as string[])[0]), /^cirrusbudget: must be/);
+      assert.equal(definition.calls.length, 0);
+    });
+  }
 
   it('reconciles everything, in structured mode, as a dry run when asked', async (t) => {
     const { app, definition } = await build(t);

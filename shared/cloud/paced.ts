@@ -1,0 +1,79 @@
+// Pacing a pass's cloud calls (ADR 0015). A `reconcile.all` trigger from a relay with a cloud call
+// budget carries the share of the budget the relay lent the pass (extension `cirrusbudget`); the
+// host runs the pass inside withCallBudget(), and every call the pass makes through a provider
+// wrapped by pacedProvider() first takes a token of that share. Outside such a pass (an event, a
+// manual reconcile, a trigger without the extension) the wrapper calls straight through.
+//
+// The budget travels with the pass's async context, not through the functions' code: a function is
+// built once with its provider, and every path it calls the cloud from is covered alike.
+
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { CallBudget, type CallBudgetSettings } from './budget.ts';
+import type { CloudProvider } from './provider.ts';
+
+interface Pass {
+  readonly budget: CallBudget;
+  readonly signal: AbortSignal;
+}
+
+const current = new AsyncLocalStorage<Pass>();
+
+/** Runs `work` with its cloud calls through pacedProvider() paced at `settings`; `signal` ends the waits. */
+export function withCallBudget<T>(
+  settings: CallBudgetSettings,
+  signal: AbortSignal,
+  work: () => Promise<T>,
+): Promise<T> {
+  return current.run({ budget: new CallBudget(settings), signal }, work);
+}
+
+// The capabilities' methods that do not call the cloud (pure functions).
+const notCalls: ReadonlySet<string> = new Set(['getLoadBalancerName']);
+
+/**
+ * `cloud`, with every cloud call made inside withCallBudget() waiting for a token first. The
+ * capabilities are the provider's own objects behind a Proxy (one per object, so that a capability
+ * asked for twice is the same object); one that is undefined stays undefined.
+ */
+export function pacedProvider(cloud: CloudProvider): CloudProvider {
+  const wrapped = new WeakMap<object, object>();
+  const pace = <T extends object>(capability: T | undefined): T | undefined => {
+    if (capability === undefined) return undefined;
+    let proxy = wrapped.get(capability);
+    if (proxy === undefined) {
+      // The Proxy's own target is an empty object, so that Proxy invariants never bind it to a
+      // frozen capability's members (a frozen object's method must be returned as it is).
+      const target = capability;
+      proxy = new Proxy(
+        {},
+        { get: (_, property) => pacedMember(target, property), has: (_, property) => property in target },
+      );
+      wrapped.set(capability, proxy);
+    }
+    return proxy as T;
+  };
+  return {
+    providerName: () => cloud.providerName(),
+    hasClusterId: () => cloud.hasClusterId(),
+    loadBalancer: () => pace(cloud.loadBalancer()),
+    instances: () => pace(cloud.instances()),
+    instancesV2: () => pace(cloud.instancesV2()),
+    zones: () => pace(cloud.zones()),
+    clusters: () => pace(cloud.clusters()),
+    routes: () => pace(cloud.routes()),
+  };
+}
+
+function pacedMember(target: object, property: string | symbol): unknown {
+  const member: unknown = Reflect.get(target, property, target);
+  if (typeof member !== 'function' || typeof property !== 'string' || notCalls.has(property)) return member;
+  const call = member as (...args: unknown[]) => unknown;
+  return (...args: unknown[]): unknown => {
+    const pass = current.getStore();
+    if (pass === undefined) return call.apply(target, args);
+    return pass.budget.take(pass.signal).then(() => {
+      pass.signal.throwIfAborted();
+      return call.apply(target, args);
+    });
+  };
+}
