@@ -456,7 +456,7 @@ class Delivering {
         ? this.#settings.request
         : { ...this.#settings.request, ceOverrides: { ...this.#settings.request.ceOverrides, ...extensions } };
     // The pass runs while its trigger is in flight: its share is lent for that long.
-    const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share.rate);
+    const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share);
     try {
       return await deliver(destination.url, eventRequest(outgoing, request), {
         timeoutMs: this.#settings.queue.timeoutMs,

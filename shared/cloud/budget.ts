@@ -31,8 +31,11 @@ export function checkCallBudget(settings: CallBudgetSettings): void {
 export class CallBudget {
   readonly #rate: number;
   readonly #burst: number;
-  // Calls a second lent to passes in flight: the bucket refills at #rate minus this.
+  // Calls a second and tokens lent to passes in flight: the bucket refills at #rate minus the
+  // first and holds #burst minus the second (at least one), so that it and the passes' buckets
+  // together never hold more than the burst (unless the burst is smaller than the passes).
   #lent = 0;
+  #lentBurst = 0;
   readonly #clock: Clock;
   #tokens: number;
   #at: number;
@@ -48,17 +51,18 @@ export class CallBudget {
   }
 
   /**
-   * Waits for `calls` tokens (at most the burst, which is all the bucket holds) and takes them;
+   * Waits for `calls` tokens (at most what the bucket holds, the burst less what is lent) and takes them;
    * resolves with the ms waited. When `signal` aborts first, resolves at once and takes nothing
    * (the delivery is not made either).
    */
   take(signal: AbortSignal, calls = 1): Promise<number> {
     const started = this.#clock.now();
-    const cost = Math.min(Math.max(calls, 1), this.#burst);
     const turn = this.#tail.then(async () => {
       for (;;) {
         if (signal.aborted) return;
         this.#refill();
+        // Computed each time: a lend or a give-back while this take waits changes what the bucket holds.
+        const cost = Math.min(Math.max(calls, 1), this.#capacity());
         if (this.#tokens >= cost) {
           this.#tokens -= cost;
           return;
@@ -81,21 +85,31 @@ export class CallBudget {
   }
 
   /**
-   * Lends `rate` calls a second (less than what is left unlent) until the returned function is
-   * called: meanwhile the bucket refills that much slower. Calling it again does nothing.
+   * Lends `share` (its rate less than what is left unlent) until the returned function is called:
+   * meanwhile the bucket refills that much slower and holds `share.burst` fewer tokens (the
+   * borrower's own bucket starts with them). Calling the returned function again does nothing.
    */
-  lend(rate: number): () => void {
+  lend(share: CallBudgetSettings): () => void {
+    const { rate, burst } = share;
     if (!(rate > 0) || rate >= this.#refillRate())
       throw new RangeError(`cloud call budget: cannot lend ${rate} calls a second of the ${this.#refillRate()} left`);
     this.#refill();
     this.#lent += rate;
+    this.#lentBurst += burst;
+    this.#tokens = Math.min(this.#tokens, this.#capacity());
     let returned = false;
     return () => {
       if (returned) return;
       returned = true;
       this.#refill();
       this.#lent -= rate;
+      this.#lentBurst -= burst;
     };
+  }
+
+  /** The most tokens the bucket holds now: the burst less what is lent, at least one. */
+  #capacity(): number {
+    return Math.max(1, this.#burst - this.#lentBurst);
   }
 
   /** Calls a second not lent: what the bucket refills at now. */
@@ -105,7 +119,7 @@ export class CallBudget {
 
   #refill(): void {
     const now = this.#clock.now();
-    this.#tokens = Math.min(this.#burst, this.#tokens + ((now - this.#at) * this.#refillRate()) / 1000);
+    this.#tokens = Math.min(this.#capacity(), this.#tokens + ((now - this.#at) * this.#refillRate()) / 1000);
     this.#at = now;
   }
 }

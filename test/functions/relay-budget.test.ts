@@ -62,7 +62,7 @@ describe('CallBudget', () => {
     const budget = new CallBudget({ rate: 20, burst: 1 });
     const signal = new AbortController().signal;
     await budget.take(signal); // the burst
-    const giveBack = budget.lend(15); // 5 a second left: 200 ms a token
+    const giveBack = budget.lend({ rate: 15, burst: 1 }); // 5 a second left: 200 ms a token
     let started = Date.now();
     await budget.take(signal);
     await budget.take(signal);
@@ -75,7 +75,18 @@ describe('CallBudget', () => {
     await budget.take(signal);
     const back = Date.now() - started;
     assert.ok(back >= 80 && back < 300, `${back} ms for 2 tokens at 20 a second`);
-    assert.throws(() => budget.lend(20), /cannot lend 20 calls a second of the 20 left/);
+    assert.throws(() => budget.lend({ rate: 20, burst: 1 }), /cannot lend 20 calls a second of the 20 left/);
+  });
+
+  it('holds fewer tokens by the burst it lends, so that it and the borrower never hold more than the burst', async () => {
+    const budget = new CallBudget({ rate: 10, burst: 4 });
+    const signal = new AbortController().signal;
+    budget.lend({ rate: 2, burst: 3 }); // holds 1 token now, refilled at 8 a second
+    const started = Date.now();
+    await budget.take(signal, 4); // as much as it holds: the 1 token, at once
+    await budget.take(signal); // the next: 125 ms
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 110 && elapsed < 500, `${elapsed} ms for 2 takes with 1 token held`);
   });
 
   it('takes nothing for an aborted wait, and the next in line goes on', async () => {
