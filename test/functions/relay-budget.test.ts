@@ -142,6 +142,20 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
     await core.createNamespace({ body: { metadata: { name: namespace } } });
   });
 
+  // Creates `count` LoadBalancer Services at once; their names.
+  async function loadBalancerServices(count: number, prefix: string): Promise<string[]> {
+    const names = Array.from({ length: count }, (_, i) => uniqueName(`${prefix}-${i}`));
+    await Promise.all(
+      names.map((name) =>
+        core.createNamespacedService({
+          namespace,
+          body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
+        }),
+      ),
+    );
+    return names;
+  }
+
   it('starts no more deliveries in any second than rate + burst, over all destinations, and delivers them all', async (t) => {
     const [a, b] = [await functionServer(t), await functionServer(t)];
     const relay = testRelay(
@@ -151,15 +165,7 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
       { cloudCallBudget: { rate: 8, burst: 2 } },
     );
     await ready(relay);
-    const names = Array.from({ length: 12 }, (_, i) => uniqueName(`paced-${i}`));
-    await Promise.all(
-      names.map((name) =>
-        core.createNamespacedService({
-          namespace,
-          body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
-        }),
-      ),
-    );
+    const names = await loadBalancerServices(12, 'paced');
     await waitFor(
       'every Service at both',
       () => names.every((n) => a.about(n).length > 0 && b.about(n).length > 0),
@@ -212,15 +218,7 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
     // The first trigger waits its turn behind the LIST's deliveries of every LoadBalancer Service
     // in the cluster (other tests' too).
     await waitFor('a pass in flight', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 30_000);
-    const names = Array.from({ length: 40 }, (_, i) => uniqueName(`lent-${i}`));
-    await Promise.all(
-      names.map((name) =>
-        core.createNamespacedService({
-          namespace,
-          body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
-        }),
-      ),
-    );
+    const names = await loadBalancerServices(40, 'lent');
     await waitFor('every Service delivered', () => names.every((n) => lb.about(n).length > 0), 30_000);
     const times = names.map((n) => lb.about(n)[0]?.at ?? 0);
     // A third of 40 a second lent: 39 tokens after the first at 26.7 a second, 1.46 s (at the
