@@ -44,9 +44,10 @@ export function pacedProvider(cloud: CloudProvider): CloudProvider {
       // The Proxy's own target is an empty object, so that Proxy invariants never bind it to a
       // frozen capability's members (a frozen object's method must be returned as it is).
       const target = capability;
+      const members = new Map<string | symbol, { member: unknown; paced: unknown }>();
       proxy = new Proxy(
         {},
-        { get: (_, property) => pacedMember(target, property), has: (_, property) => property in target },
+        { get: (_, property) => pacedMember(target, property, members), has: (_, property) => property in target },
       );
       wrapped.set(capability, proxy);
     }
@@ -64,10 +65,23 @@ export function pacedProvider(cloud: CloudProvider): CloudProvider {
   };
 }
 
-function pacedMember(target: object, property: string | symbol): unknown {
+// The member `property` of `target`, a method wrapped once per method (`members` remembers the
+// wrapper, made again if the provider replaced the method).
+function pacedMember(
+  target: object,
+  property: string | symbol,
+  members: Map<string | symbol, { member: unknown; paced: unknown }>,
+): unknown {
   const member: unknown = Reflect.get(target, property, target);
   if (typeof member !== 'function' || typeof property !== 'string' || notCalls.has(property)) return member;
-  const call = member as (...args: unknown[]) => unknown;
+  const known = members.get(property);
+  if (known?.member === member) return known.paced;
+  const paced = pacedCall(target, member as (...args: unknown[]) => unknown);
+  members.set(property, { member, paced });
+  return paced;
+}
+
+function pacedCall(target: object, call: (...args: unknown[]) => unknown): (...args: unknown[]) => unknown {
   return (...args: unknown[]): unknown => {
     const pass = current.getStore();
     if (pass === undefined) return call.apply(target, args);

@@ -21,6 +21,8 @@ describe('pacedProvider', () => {
     assert.equal(cloud.routes(), undefined);
     assert.equal(cloud.instances(), undefined);
     assert.equal(cloud.instancesV2(), cloud.instancesV2(), 'a capability asked for twice is one object');
+    const method = (): unknown => Reflect.get(cloud.instancesV2() ?? {}, 'instanceExists');
+    assert.equal(method(), method(), 'a method asked for twice is one function');
     const lb = cloud.loadBalancer();
     assert.ok(lb);
     // A pure method stays synchronous.
