@@ -5,36 +5,48 @@ import { readdirSync } from 'node:fs';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
-// The layers (DESIGN.md, ADR 0009): functions/ and providers/ use shared/, never the reverse; the
-// composition root (shared/cli/root.ts) is the one module of shared/ that imports them. A function
-// imports only shared/ (the catalogue, which lists the functions, reads their folders); a provider
-// imports only the contract (shared/cloud/), the Kubernetes helpers (shared/kube/) and the IP
-// module (shared/net/).
+// The layers (docs/adr/0009-function-catalogue-and-layers.md, amended by ADR 0016): every top-level
+// folder has one role, and imports run one way, with no exemption:
+//   bin → app → functions, relay, providers, tools → shared
+//   scripts (the build) → app and below; test → anything but bench; bench → test/harness and below.
+// Inside those: a function imports only shared/ and its own folder (functions/catalogue.ts, which
+// lists them, reads their folders); a provider, and the conformance kit beside the providers, import
+// only the contract (shared/cloud/), the Kubernetes helpers (shared/kube/) and shared/net/.
 const folders = (dir) =>
   readdirSync(dir, { withFileTypes: true })
     .filter((d) => d.isDirectory())
     .map((d) => d.name);
 const layerRule = (zones) => ({ 'import-x/no-restricted-paths': ['error', { zones }] });
+const above = {
+  app: 'the application (app/) composes everything; nothing below imports it',
+  functions: 'functions/ are reached through the catalogue from app/',
+  relay: 'the relay is composed by app/',
+  providers: 'providers are registered by app/ (providers/index.ts)',
+  tools: 'tooling (tools/) is used by app/, tests and benchmarks',
+  scripts: 'scripts/ is the build',
+  test: 'tests import product code, never the reverse',
+  bench: 'benchmarks import test/harness/, never the reverse',
+};
+const forbid = (target, names) =>
+  names.map((name) => ({
+    target: `./${target}`,
+    from: `./${name}`,
+    message: `${target}/ never imports ${name}/: ${above[name]}.`,
+  }));
 const layers = [
+  { files: ['shared/**/*.{ts,js}'], rules: layerRule(forbid('shared', Object.keys(above))) },
   {
-    files: ['shared/**/*.ts'],
-    ignores: ['shared/cli/root.ts'],
-    rules: layerRule([
-      {
-        target: './shared',
-        from: './functions',
-        message: 'shared/ never imports functions/: take it from the composition root (shared/cli/root.ts).',
-      },
-      {
-        target: './shared',
-        from: './providers',
-        message: 'shared/ never imports providers/: take it from the composition root (shared/cli/root.ts).',
-      },
-    ]),
+    files: ['tools/**/*.{ts,js}'],
+    rules: layerRule(forbid('tools', ['app', 'functions', 'relay', 'providers', 'scripts', 'test', 'bench'])),
   },
   {
-    files: ['functions/**/*.ts'],
+    files: ['relay/**/*.{ts,js}'],
+    rules: layerRule(forbid('relay', ['app', 'functions', 'providers', 'tools', 'scripts', 'test', 'bench'])),
+  },
+  {
+    files: ['functions/**/*.{ts,js}'],
     rules: layerRule([
+      ...forbid('functions', ['app', 'relay', 'tools', 'scripts', 'test', 'bench']),
       {
         target: './functions',
         from: './providers',
@@ -49,8 +61,9 @@ const layers = [
     ]),
   },
   {
-    files: ['providers/**/*.ts'],
+    files: ['providers/**/*.{ts,js}'],
     rules: layerRule([
+      ...forbid('providers', ['app', 'relay', 'tools', 'scripts', 'test', 'bench']),
       { target: './providers', from: './functions', message: 'A provider never imports a function.' },
       {
         target: './providers',
@@ -63,9 +76,34 @@ const layers = [
         target: `./providers/${name}`,
         from: './providers',
         except: [`./${name}`],
-        message: 'A provider imports no other provider.',
+        message: 'A provider (or the conformance kit) imports no other provider.',
       })),
     ]),
+  },
+  { files: ['app/**/*.{ts,js}'], rules: layerRule(forbid('app', ['scripts', 'test', 'bench'])) },
+  { files: ['bin/**/*.{ts,js}'], rules: layerRule(forbid('bin', ['scripts', 'test', 'bench'])) },
+  { files: ['scripts/**/*.{ts,js}'], rules: layerRule(forbid('scripts', ['test', 'bench'])) },
+  { files: ['test/**/*.{ts,js}'], rules: layerRule(forbid('test', ['bench'])) },
+  {
+    files: ['bench/**/*.{ts,js}'],
+    rules: layerRule([
+      {
+        target: './bench',
+        from: './test',
+        except: ['./harness'],
+        message: 'bench/ imports only test/harness/ of test/: what both use lives there.',
+      },
+    ]),
+  },
+  {
+    files: ['examples/**/*.{ts,js}'],
+    rules: layerRule(
+      ['app', 'functions', 'relay', 'providers', 'shared', 'tools', 'scripts', 'test', 'bench'].map((name) => ({
+        target: './examples',
+        from: `./${name}`,
+        message: 'An example uses cirrus as its users do: through the cirrus-ccm package, not the source.',
+      })),
+    ),
   },
 ];
 

@@ -7,7 +7,7 @@
 // would load Node's type stripper (17 MB resident, ~30 ms here), which Lambda's own JavaScript
 // bootstrap never does, and charge it to the handler.
 
-import { functionUrlEvent, lambdaContext } from '../test/helpers/lambda.ts';
+import { functionUrlEvent, lambdaContext } from '../test/harness/lambda.ts';
 
 /** What the harness imports: a handler module and its export, or `bare` (Fastify behind @fastify/aws-lambda). */
 export type SandboxTarget = { readonly module: string; readonly exported: string } | 'bare';

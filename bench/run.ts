@@ -1,5 +1,5 @@
 // `npm run bench`: cirrus's figures against the goals of performance.md §7, on a local control
-// plane of its own, with the benchmark cloud (bench/cloud.ts). Prints a table; writes JSON to
+// plane of its own, with the benchmark cloud (test/harness/cloud.ts). Prints a table; writes JSON to
 // bench/results/<time>.json and the figures as a chart beside it, <time>.svg (also latest.svg).
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
@@ -21,12 +21,12 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../shared/kube/client.ts';
 import type { LevelWithSilent } from 'pino';
-import { ControlPlane, resolveAssets } from '../shared/control-plane/index.ts';
-import { startCirrus } from './cirrus.ts';
-import { BenchCloud } from './cloud.ts';
-import type { Bench } from './context.ts';
-import { Kube } from './kube.ts';
-import { machine, table, writeResults, type Figure, type ScenarioResult } from './report.ts';
+import { ControlPlane, resolveAssets } from '../tools/control-plane/index.ts';
+import { startCirrus } from '../test/harness/cirrus.ts';
+import { BenchCloud } from '../test/harness/cloud.ts';
+import type { Bench } from '../test/harness/context.ts';
+import { Kube } from '../test/harness/kube.ts';
+import { machine, table, writeResults, type Figure, type ScenarioResult } from '../test/harness/report.ts';
 import { calibrate } from './scenarios/calibrate.ts';
 import { coldStarts } from './scenarios/coldstart.ts';
 import { loadBalancers } from './scenarios/lb.ts';

@@ -9,5 +9,5 @@ if (major < 24) {
   );
   process.exit(1);
 }
-const { runFromProcess } = await import('../shared/cli/process.ts');
+const { runFromProcess } = await import('../app/cli/process.ts');
 await runFromProcess();

@@ -1,7 +1,7 @@
 // AWS Lambda entry points, one per reconcile function (serverless.yml: `handler: bin/lambda.<name>`).
 // Plain JavaScript because Lambda loads a handler from a .js, .mjs or .cjs file; what it imports
 // is TypeScript, run through Node's type stripping (the nodejs24.x runtime).
-import { lambdaHandler } from '../shared/lambda/index.ts';
+import { lambdaHandler } from '../app/lambda/index.ts';
 
 export const nodeInit = lambdaHandler('node-init');
 export const nodeLifecycle = lambdaHandler('node-lifecycle');

@@ -1,4 +1,4 @@
-// The providers that ship with cirrus, registered by the composition root (shared/cli/root.ts)
+// The providers that ship with cirrus, registered by the composition root (app/root.ts)
 // with factories that import them on first use, so a function that runs one provider never loads
 // the others.
 

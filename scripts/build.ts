@@ -11,7 +11,7 @@
 //
 // Every deployment artifact is one folder of ES modules (bundled, tree-shaken, minified by
 // esbuild) that needs no node_modules; index.js in it is the library a --provider-module imports
-// as 'cirrus-ccm' (shared/cli/main.ts). A function or command an artifact leaves out is replaced by
+// as 'cirrus-ccm' (app/cli/main.ts). A function or command an artifact leaves out is replaced by
 // a module that throws, naming the artifact, if anything ever imports it.
 //
 //   node scripts/build.ts [lib|image|functions|relay]… [--out-dir dir]   (default: all, into dist/)
@@ -43,10 +43,10 @@ export interface Artifact {
 }
 
 // The modules a narrower artifact leaves out: each function's implementation, the relay, and the
-// commands of shared/cli/main.ts (each imported lazily, so leaving one out costs nothing until used).
+// commands of app/cli/main.ts (each imported lazily, so leaving one out costs nothing until used).
 const implementation = (name: string): string => at(`functions/${name}/index.ts`);
-const relayModule = at('functions/relay/index.ts');
-const commandModules = ['cluster', 'reconcile', 'relay', 'serve', 'start'].map((c) => at(`shared/cli/${c}.ts`));
+const relayModule = at('relay/index.ts');
+const commandModules = ['cluster', 'reconcile', 'relay', 'serve', 'start'].map((c) => at(`app/cli/${c}.ts`));
 
 // CommonJS dependencies bundled into ES modules still call require() for Node's built-ins.
 const requireShim =
@@ -76,7 +76,7 @@ function lambdaEntryPlugin(name: string): esbuild.Plugin {
     setup(build) {
       build.onResolve({ filter: /^cirrus:lambda$/ }, () => ({ path: 'lambda', namespace: 'cirrus-entry' }));
       build.onLoad({ filter: /.*/, namespace: 'cirrus-entry' }, () => ({
-        contents: `import { sandboxHandler } from './shared/lambda/index.ts';\nexport const handler = sandboxHandler(${JSON.stringify(name)});\n`,
+        contents: `import { sandboxHandler } from './app/lambda/index.ts';\nexport const handler = sandboxHandler(${JSON.stringify(name)});\n`,
         resolveDir: root,
         loader: 'js',
       }));
@@ -124,7 +124,7 @@ async function buildLib(out: string): Promise<string[]> {
     absWorkingDir: root,
     metafile: true,
     entryPoints: [
-      { in: at('shared/index.ts'), out: 'index' },
+      { in: at('app/index.ts'), out: 'index' },
       { in: at('providers/fake/index.ts'), out: 'fake' },
       { in: at('bin/cirrus.js'), out: 'cirrus' },
     ],
@@ -138,7 +138,7 @@ async function buildLib(out: string): Promise<string[]> {
     logLevel: 'warning',
   });
   // `cirrus cluster` and `start` build the control plane from the Go module beside their code.
-  for (const file of ['go.mod', 'go.sum']) await copyFile(at(`shared/control-plane/${file}`), join(out, 'lib', file));
+  for (const file of ['go.mod', 'go.sum']) await copyFile(at(`tools/control-plane/${file}`), join(out, 'lib', file));
   await declarations(join(out, 'types'));
   return Object.keys(metafile.inputs);
 }
@@ -168,7 +168,7 @@ const functionNames = catalogue.map((entry) => entry.name);
 
 // The artifacts of one target, as bundles (lib is built apart).
 function bundles(target: Exclude<Target, 'lib'>): Bundle[] {
-  const library = at('shared/index.ts');
+  const library = at('app/index.ts');
   const cli = at('bin/cirrus.js');
   if (target === 'image') return [{ name: 'image', entries: { cirrus: cli, index: library } }];
   const exceptServe = commandModules.filter((m) => !m.endsWith('/serve.ts'));
@@ -206,7 +206,7 @@ export async function build(which: readonly Target[] = targets, outDir = at('dis
         done.set(spec.name, await bundle(join(staging, spec.name), spec, version));
         if (target === 'image')
           for (const file of ['go.mod', 'go.sum'])
-            await copyFile(at(`shared/control-plane/${file}`), join(staging, spec.name, file));
+            await copyFile(at(`tools/control-plane/${file}`), join(staging, spec.name, file));
       }
     }
     for (const dir of done.keys()) await moveIn(join(staging, dir), join(outDir, dir));

@@ -6,7 +6,6 @@
 
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { CloudProvider } from './cloud/provider.ts';
-import type { Config } from './config.ts';
 import type { FunctionDefinition } from './host/function.ts';
 import type { KubeObject } from './kube/object.ts';
 
@@ -32,14 +31,23 @@ export type FeedDecision = 'object' | 'all' | undefined;
 /** Decides, for every watched change, what the function receives. Pure and cheap: it runs for every change. */
 export type Feed = (change: WatchChange) => FeedDecision;
 
+/**
+ * The settings a function's implementation reads. The application's configuration (app/config.ts)
+ * has each under the same name (the flag `--cluster-name`, the variable `CIRRUS_CLUSTER_NAME`), so
+ * its parsed options are handed over as they are.
+ */
+export interface FunctionSettings {
+  readonly clusterName: string;
+  readonly concurrentNodeSyncs: number;
+  readonly concurrentServiceSyncs: number;
+  readonly configureCloudRoutes: boolean;
+  /** Pod CIDRs, one per IP family. */
+  readonly clusterCidr: readonly string[];
+  readonly concurrentRouteOperations: number;
+}
+
 /** The options a function's implementation reads. */
-export type FunctionOption =
-  | 'clusterName'
-  | 'concurrentNodeSyncs'
-  | 'concurrentServiceSyncs'
-  | 'configureCloudRoutes'
-  | 'clusterCidr'
-  | 'concurrentRouteOperations';
+export type FunctionOption = keyof FunctionSettings;
 
 /** The options that set a function's period. */
 export type PeriodOption =
@@ -49,7 +57,7 @@ export type PeriodOption =
 export interface FunctionDeps {
   readonly core: CoreV1Api;
   readonly cloud: CloudProvider;
-  readonly config: Config<FunctionOption>;
+  readonly config: FunctionSettings;
 }
 
 /** One function of the catalogue. */
@@ -89,7 +97,7 @@ export interface FunctionEntry {
   /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
   readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
   /** Why it cannot run with this provider and configuration (as the Go CCM skips a controller); undefined when it can. */
-  skipReason(cloud: CloudProvider, config: Config<FunctionOption>): string | undefined;
+  skipReason(cloud: CloudProvider, config: FunctionSettings): string | undefined;
   /** Imports the implementation (only a process that serves the function loads it) and builds it. */
   load(deps: FunctionDeps): Promise<FunctionDefinition>;
 }

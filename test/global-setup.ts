@@ -1,18 +1,18 @@
 // One control plane for the whole `npm test` run (node --test --test-global-setup). It starts
 // before any test file and hands itself to the files, which run in their own processes, through
 // environment variables:
-//   CIRRUS_TEST_CLUSTER                      the control plane's cluster.json (see test/helpers/cluster.ts)
+//   CIRRUS_TEST_CLUSTER                      the control plane's cluster.json (see test/harness/cluster.ts)
 //   CIRRUS_TEST_CLUSTER_SKIP                 why there is none (integration suites then skip)
 //   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD   the binaries, for tests that start their own
-// And one AWS emulator (moto's server, scripts/aws-emulator/server.ts; installed once per machine):
-//   CIRRUS_TEST_AWS_ENDPOINT                 its endpoint, http://127.0.0.1:<port> (see test/helpers/aws.ts)
+// And one AWS emulator (moto's server, tools/aws-emulator/server.ts; installed once per machine):
+//   CIRRUS_TEST_AWS_ENDPOINT                 its endpoint, http://127.0.0.1:<port> (see test/harness/aws.ts)
 //   CIRRUS_TEST_AWS_SKIP                     why there is none (the aws suites then skip)
 // With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane or emulator fails the run.
 
 import { join } from 'node:path';
-import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from '../shared/control-plane/index.ts';
-import { EmulatorUnavailableError, motoVersion, startEmulator, type Emulator } from '../scripts/aws-emulator/server.ts';
-import { warmEmulator } from '../scripts/aws-emulator/world.ts';
+import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from '../tools/control-plane/index.ts';
+import { EmulatorUnavailableError, motoVersion, startEmulator, type Emulator } from '../tools/aws-emulator/server.ts';
+import { warmEmulator } from '../tools/aws-emulator/world.ts';
 
 let controlPlane: ControlPlane | undefined;
 let emulator: Emulator | undefined;

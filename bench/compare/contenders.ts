@@ -6,10 +6,10 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultDelivery } from '../../functions/relay/index.ts';
+import { defaultDelivery } from '../../relay/index.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/index.ts';
-import { freePort, startProcess, type ManagedProcess } from '../../shared/control-plane/processes.ts';
-import { clusterCidr } from '../cirrus.ts';
+import { freePort, startProcess, type ManagedProcess } from '../../tools/control-plane/processes.ts';
+import { clusterCidr } from '../../test/harness/cirrus.ts';
 import { benchProviderName, type BenchCloudConfig } from './provider.ts';
 
 export const contenderNames = ['go-defaults', 'go-tuned', 'go-width', 'cirrus'] as const;

@@ -1,5 +1,5 @@
 // Builds the stock Go cloud-controller-manager with the benchmark cloud (bench/go-ccm/) once per
-// machine, as shared/control-plane/assets.ts builds kube-apiserver: into
+// machine, as tools/control-plane/assets.ts builds kube-apiserver: into
 // <cache>/go-ccm/kubernetes-<version>-<hash>/cloud-controller-manager, keyed by the Go module's
 // files, staged in a temporary folder and renamed into place, so that a build that dies half-way
 // never looks complete. The module must pin k8s.io/cloud-provider at the control plane's version.
@@ -15,7 +15,7 @@ import {
   isExecutable,
   pinnedVersions,
   versionStamps,
-} from '../../shared/control-plane/index.ts';
+} from '../../tools/control-plane/index.ts';
 
 const moduleDir = fileURLToPath(new URL('../go-ccm/', import.meta.url));
 const binaryName = 'cloud-controller-manager';

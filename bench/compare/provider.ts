@@ -1,4 +1,4 @@
-// The benchmark cloud (bench/cloud.ts) as an out-of-tree provider for `cirrus start`, so that cirrus
+// The benchmark cloud (test/harness/cloud.ts) as an out-of-tree provider for `cirrus start`, so that cirrus
 // runs in a process of its own like the Go CCM: `cirrus start --provider-module
 // bench/compare/provider.ts --cloud-provider bench --cloud-config <file>`. The cloud-config (JSON)
 // sets the latencies and the port of a /calls endpoint that answers as the Go CCM's cloud does
@@ -9,7 +9,7 @@
 import { createServer } from 'node:http';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import { registerCloudProvider } from '../../shared/cloud/registry.ts';
-import { BenchCloud } from '../cloud.ts';
+import { BenchCloud } from '../../test/harness/cloud.ts';
 
 /** The cloud-config of the `bench` provider; the Go CCM takes the same as --bench-* flags. */
 export interface BenchCloudConfig {

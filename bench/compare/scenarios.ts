@@ -7,8 +7,8 @@
 // API requests the API server counted minus the harness's own. Before any of it, sampleCheck()
 // makes the CCM initialize one Node and provision one load balancer and compares what it wrote.
 
-import { deleteNodes, listVersion, nodeObject, uninitializedTaint } from '../context.ts';
-import { difference, sleep, type Counts, type Kube, type KubeObject } from '../kube.ts';
+import { deleteNodes, listVersion, nodeObject, uninitializedTaint } from '../../test/harness/context.ts';
+import { difference, sleep, type Counts, type Kube, type KubeObject } from '../../test/harness/kube.ts';
 import type { RunningCcm } from './contenders.ts';
 import { cpuMs, memoryMb, resetPeak, sampleRss } from './procfs.ts';
 

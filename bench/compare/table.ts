@@ -2,7 +2,7 @@
 // at cirrus's width, and the goals of issue 21 on that ratio (or, for the burst rate, on cirrus's
 // own figure against the calibrated API server ceiling). Printed as a Markdown table.
 
-import { percentile } from '../kube.ts';
+import { percentile } from '../../test/harness/kube.ts';
 import { contenderNames, contenders, type ContenderName } from './contenders.ts';
 import type { ScenarioRun } from './scenarios.ts';
 

@@ -1,5 +1,5 @@
 // The stock Go cloud-controller-manager with the benchmark cloud, for `npm run bench -- --compare go`.
-// Pinned to the control plane's Kubernetes version (shared/control-plane/go.mod): k8s.io/cloud-provider
+// Pinned to the control plane's Kubernetes version (tools/control-plane/go.mod): k8s.io/cloud-provider
 // v0.X.Y belongs to Kubernetes v1.X.Y. bench/compare/go-ccm.ts builds it once per machine into a cache
 // keyed by this folder's files.
 

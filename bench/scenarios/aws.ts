@@ -1,7 +1,7 @@
-// The aws provider against the AWS emulator (moto, scripts/aws-emulator/): node init and load
+// The aws provider against the AWS emulator (moto, tools/aws-emulator/): node init and load
 // balancer ensure with cirrus in this process, fed by the relay, as the other scenarios run it.
 // Cloud calls are counted where the cloud sees them, by a counting proxy between the provider and
-// moto (scripts/aws-emulator/counter.ts): per operation, retries included. When the provider also
+// moto (tools/aws-emulator/counter.ts): per operation, retries included. When the provider also
 // exports `cirrus_aws_api_calls_total{service,operation,outcome}` to prom-client's global registry,
 // its totals are kept beside the proxy's, and a difference is noted.
 //
@@ -22,7 +22,7 @@ import { register } from 'prom-client';
 import { registerBuiltInProviders } from '../../providers/index.ts';
 import { initCloudProvider, isCloudProvider } from '../../shared/cloud/registry.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
-import { createLogger } from '../../shared/log.ts';
+import { createLogger } from '../../app/log.ts';
 import {
   callsBetween,
   isMutating,
@@ -30,13 +30,13 @@ import {
   sumCalls,
   type CallCounter,
   type CallCounts,
-} from '../../scripts/aws-emulator/counter.ts';
-import { EmulatorUnavailableError, startEmulator, type Emulator } from '../../scripts/aws-emulator/server.ts';
-import { awsProcessEnv, createWorld, type AwsWorld, type WorldInstance } from '../../scripts/aws-emulator/world.ts';
-import { startCirrus } from '../cirrus.ts';
-import { deleteNodes, listVersion, nodeObject, uninitializedTaint, type Bench } from '../context.ts';
-import { percentile, sleep, until, type KubeObject } from '../kube.ts';
-import type { Figure, ScenarioResult } from '../report.ts';
+} from '../../tools/aws-emulator/counter.ts';
+import { EmulatorUnavailableError, startEmulator, type Emulator } from '../../tools/aws-emulator/server.ts';
+import { awsProcessEnv, createWorld, type AwsWorld, type WorldInstance } from '../../tools/aws-emulator/world.ts';
+import { startCirrus } from '../../test/harness/cirrus.ts';
+import { deleteNodes, listVersion, nodeObject, uninitializedTaint, type Bench } from '../../test/harness/context.ts';
+import { percentile, sleep, until, type KubeObject } from '../../test/harness/kube.ts';
+import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
 
 const group = 'aws';
 const servicesPath = '/api/v1/namespaces/default/services';

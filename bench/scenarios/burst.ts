@@ -9,12 +9,12 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import type { Bench } from '../context.ts';
-import { sleep } from '../kube.ts';
-import type { Figure, ScenarioResult } from '../report.ts';
+import type { Bench } from '../../test/harness/context.ts';
+import { sleep } from '../../test/harness/kube.ts';
+import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/shedding.ts';
 import { catalogue } from '../../functions/catalogue.ts';
-import { freePort } from '../../shared/control-plane/processes.ts';
+import { freePort } from '../../tools/control-plane/processes.ts';
 import { healthy, serveArgs } from './coldstart.ts';
 
 const fn = catalogue.find((entry) => entry.target.kind === 'Node' && entry.target.wholeCluster !== true)?.name ?? '';

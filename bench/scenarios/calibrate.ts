@@ -1,8 +1,8 @@
 // Step 0 (performance.md §7): the API server's own ceiling on this machine — sustained Node merge
 // PATCHes per second from one client with `concurrency` requests in flight, before cirrus runs.
 
-import { deleteNodes, nodeObject, type Bench } from '../context.ts';
-import type { ScenarioResult } from '../report.ts';
+import { deleteNodes, nodeObject, type Bench } from '../../test/harness/context.ts';
+import type { ScenarioResult } from '../../test/harness/report.ts';
 
 export async function calibrate(bench: Bench): Promise<{ result: ScenarioResult; patchesPerSecond: number }> {
   const { kube } = bench;

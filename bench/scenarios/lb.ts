@@ -2,9 +2,9 @@
 // create returning to our watch seeing status.loadBalancer.ingress. Then the node-sync case: one
 // node labelled excluded, and the time until every load balancer got its updateLoadBalancer.
 
-import { deleteNodes, listVersion, nodeObject, type Bench } from '../context.ts';
-import { difference, percentile, until, type KubeObject } from '../kube.ts';
-import type { Figure, ScenarioResult } from '../report.ts';
+import { deleteNodes, listVersion, nodeObject, type Bench } from '../../test/harness/context.ts';
+import { difference, percentile, until, type KubeObject } from '../../test/harness/kube.ts';
+import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
 
 const excludeLabel = 'node.kubernetes.io/exclude-from-external-load-balancers';
 

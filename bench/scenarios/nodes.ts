@@ -2,9 +2,9 @@
 // Per node: from the moment our create returned to the moment our watch sees the taint gone.
 // API requests per node: the API server's apiserver_request_total before and after, minus ours.
 
-import { deleteNodes, listVersion, nodeObject, uninitializedTaint, type Bench } from '../context.ts';
-import { difference, percentile, sleep, until, type Counts, type KubeObject } from '../kube.ts';
-import type { Figure, ScenarioResult } from '../report.ts';
+import { deleteNodes, listVersion, nodeObject, uninitializedTaint, type Bench } from '../../test/harness/context.ts';
+import { difference, percentile, sleep, until, type Counts, type KubeObject } from '../../test/harness/kube.ts';
+import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
 
 export interface NodeRun {
   readonly mode: 'steady' | 'burst';

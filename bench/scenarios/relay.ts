@@ -4,11 +4,11 @@
 // Runs twice: as fast as one client can write, and at 500 writes/s (G8's load).
 
 import { createServer, type Server } from 'node:http';
-import { buildRoutingTable, startRelay } from '../../functions/relay/index.ts';
-import { createLogger } from '../../shared/log.ts';
-import { deleteNodes, nodeObject, type Bench } from '../context.ts';
-import { percentile, sleep, until } from '../kube.ts';
-import type { Figure, ScenarioResult } from '../report.ts';
+import { buildRoutingTable, startRelay } from '../../relay/index.ts';
+import { createLogger } from '../../app/log.ts';
+import { deleteNodes, nodeObject, type Bench } from '../../test/harness/context.ts';
+import { percentile, sleep, until } from '../../test/harness/kube.ts';
+import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 
 const nodes = 100;

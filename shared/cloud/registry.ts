@@ -1,7 +1,7 @@
 // The provider registry, with the semantics of k8s.io/cloud-provider's plugins.go: a name is
 // registered once; an unknown name is an error that lists the known ones; the factory receives
 // the cloud-config file's contents (and its path, for providers that watch it for changes).
-// The built-in providers are registered by the composition root (shared/cli/root.ts).
+// The built-in providers are registered by the composition root (app/root.ts).
 
 import { readFile } from 'node:fs/promises';
 import type { KubeConfig } from '@kubernetes/client-node';

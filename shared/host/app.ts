@@ -37,7 +37,7 @@ export const defaultBodyLimit = maxEventBytes;
 
 /** How to build a function's app. */
 export interface AppOptions {
-  /** Where the app logs; it should carry the `fn` field (shared/log.ts `createLogger` sets it). */
+  /** Where the app logs; it should carry the `fn` field (app/log.ts `createLogger` sets it). */
   readonly logger: Logger;
   /** Overrides of {@link defaultPressure} (./shedding.ts), or false for no load shedding at all. */
   readonly pressure?: PressureOptions | false;

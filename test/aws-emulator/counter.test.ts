@@ -1,13 +1,13 @@
-// The counting proxy (scripts/aws-emulator/counter.ts): every call that passes is counted by
+// The counting proxy (tools/aws-emulator/counter.ts): every call that passes is counted by
 // service and operation, errors too, and answered as the emulator answered it.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DescribeInstancesCommand, DescribeVpcsCommand } from '@aws-sdk/client-ec2';
 import { DescribeLoadBalancersCommand } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { callsBetween, isMutating, startCallCounter, sumCalls } from '../../scripts/aws-emulator/counter.ts';
-import { emulatorClients } from '../../scripts/aws-emulator/world.ts';
-import { awsEmulatorSkip, testWorld } from '../helpers/aws.ts';
+import { callsBetween, isMutating, startCallCounter, sumCalls } from '../../tools/aws-emulator/counter.ts';
+import { emulatorClients } from '../../tools/aws-emulator/world.ts';
+import { awsEmulatorSkip, testWorld } from '../harness/aws.ts';
 
 describe('the AWS call counter', { skip: awsEmulatorSkip }, () => {
   it('counts each call by service and operation, errors apart, and passes the answers through', async (t) => {

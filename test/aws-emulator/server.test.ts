@@ -1,4 +1,4 @@
-// The AWS emulator harness (scripts/aws-emulator/server.ts): moto installed once per machine and
+// The AWS emulator harness (tools/aws-emulator/server.ts): moto installed once per machine and
 // reused, a server that answers, stops, and dies with the process that started it, and install
 // failures that name the command and show its output.
 
@@ -17,11 +17,11 @@ import {
   ensureEmulatorInstalled,
   motoVersion,
   startEmulator,
-} from '../../scripts/aws-emulator/server.ts';
-import { awsEmulatorSkip } from '../helpers/aws.ts';
-import { isRunning } from '../helpers/processes.ts';
+} from '../../tools/aws-emulator/server.ts';
+import { awsEmulatorSkip } from '../harness/aws.ts';
+import { isRunning } from '../harness/processes.ts';
 
-const serverModule = new URL('../../scripts/aws-emulator/server.ts', import.meta.url).pathname;
+const serverModule = new URL('../../tools/aws-emulator/server.ts', import.meta.url).pathname;
 
 async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -1,4 +1,4 @@
-// Cluster worlds in the run's AWS emulator (scripts/aws-emulator/world.ts): tagged as
+// Cluster worlds in the run's AWS emulator (tools/aws-emulator/world.ts): tagged as
 // cloud-provider-aws expects, isolated from each other, with instances whose state the helpers
 // change, a foreign load balancer, a cloud-config, and an environment that points the SDK at them.
 
@@ -13,7 +13,7 @@ import {
   type Tag,
 } from '@aws-sdk/client-ec2';
 import { DeleteLoadBalancerCommand } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { awsEmulatorSkip, awsTestEnv, testWorld, useAwsEnv, type AwsWorld } from '../helpers/aws.ts';
+import { awsEmulatorSkip, awsTestEnv, testWorld, useAwsEnv, type AwsWorld } from '../harness/aws.ts';
 
 function tags(list: Tag[] | undefined): Record<string, string> {
   return Object.fromEntries((list ?? []).map((t) => [t.Key ?? '', t.Value ?? '']));

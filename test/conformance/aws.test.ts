@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { createAwsProvider } from '../../providers/aws/index.ts';
-import { formatResult, runConformance, type FixtureInput } from '../../shared/conformance/index.ts';
-import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld } from '../helpers/aws.ts';
+import { formatResult, runConformance, type FixtureInput } from '../../providers/conformance/index.ts';
+import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld } from '../harness/aws.ts';
 
 describe('cirrus conformance: the aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
   let world: AwsWorld | undefined;

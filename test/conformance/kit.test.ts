@@ -14,7 +14,7 @@ import {
   parseFixture,
   runConformance,
   type ConformanceReport,
-} from '../../shared/conformance/index.ts';
+} from '../../providers/conformance/index.ts';
 import { brokenProviders, seededFake, seededFixture } from './fixtures/broken-providers.ts';
 
 function failures(report: ConformanceReport): string {

@@ -10,8 +10,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { controlPlaneSkip } from '../helpers/cluster.ts';
-import { childPids, isRunning } from '../helpers/processes.ts';
+import { controlPlaneSkip } from '../harness/cluster.ts';
+import { childPids, isRunning } from '../harness/processes.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 

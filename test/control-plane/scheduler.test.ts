@@ -33,10 +33,10 @@ import {
   type V1Pod,
   type V1Taint,
 } from '@kubernetes/client-node';
-import { ControlPlane, resolveAssets } from '../../shared/control-plane/index.ts';
+import { ControlPlane, resolveAssets } from '../../tools/control-plane/index.ts';
 import { build, knativeRoot, standaloneRoot, type KubeObject } from '../deploy/kustomize.ts';
 import { apply } from '../deploy/rbac-harness.ts';
-import { controlPlaneSkip } from '../helpers/cluster.ts';
+import { controlPlaneSkip } from '../harness/cluster.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 const uninitialized: V1Taint = {

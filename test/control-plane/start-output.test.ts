@@ -13,10 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { resolveLogFormat } from '../../shared/log.ts';
+import { resolveLogFormat } from '../../app/log.ts';
 
 const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
-const logModule = fileURLToPath(new URL('../../shared/log.ts', import.meta.url));
+const logModule = fileURLToPath(new URL('../../app/log.ts', import.meta.url));
 
 const offlineKubeconfig = [
   'apiVersion: v1',

@@ -14,7 +14,7 @@ import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { createAwsProvider } from '../../providers/aws/index.ts';
 import type { CloudProvider, Route } from '../../shared/cloud/provider.ts';
-import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld } from '../helpers/aws.ts';
+import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld } from '../harness/aws.ts';
 
 const root = new URL('../../', import.meta.url);
 const functions = ['node-init', 'node-lifecycle', 'service-lb', 'routes'] as const;

@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { catalogue } from '../../functions/catalogue.ts';
-import { controlPlaneSkip, ownControlPlane } from '../helpers/cluster.ts';
+import { controlPlaneSkip, ownControlPlane } from '../harness/cluster.ts';
 
 const dashboardPath = fileURLToPath(new URL('../../deploy/grafana/cirrus.json', import.meta.url));
 const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));

@@ -24,9 +24,9 @@ import {
 } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
 import { z } from 'zod';
-import { buildRoutingTable } from '../../functions/relay/index.ts';
-import { envName, options, type OptionName } from '../../shared/config.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { buildRoutingTable } from '../../relay/index.ts';
+import { envName, options, type OptionName } from '../../app/config.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
   apiServerSourceSchema,
   knativeServiceSchema,
@@ -1221,7 +1221,7 @@ function optionOfVariable(variable: string): OptionName | undefined {
   return (Object.keys(options) as OptionName[]).find((name) => envName(name) === variable);
 }
 
-// As shared/config.ts reads a variable: strings through the schema, booleans as true/false/1/0.
+// As app/config.ts reads a variable: strings through the schema, booleans as true/false/1/0.
 function checkValue(option: OptionName, value: string): string | undefined {
   const spec = options[option];
   if (spec.kind === 'boolean') return /^(true|false|1|0)$/i.test(value) ? undefined : 'not a boolean';

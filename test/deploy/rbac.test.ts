@@ -28,7 +28,7 @@ import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/clien
 import { pino, type Logger } from 'pino';
 import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
-import { buildRoutingTable, startRelay } from '../../functions/relay/index.ts';
+import { buildRoutingTable, startRelay } from '../../relay/index.ts';
 import { routesFunction } from '../../functions/routes/index.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { FakeCloud, type FakeInstance } from '../../providers/fake/index.ts';
@@ -43,8 +43,8 @@ import {
   withLabels,
   withReady,
   type NodeTweak,
-} from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+} from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import { knativeRoot, readObjects, standaloneRoot, type KubeObject } from './kustomize.ts';
 import {
   apply,

@@ -20,17 +20,17 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
 import yauzl, { type Entry } from 'yauzl';
 import { z } from 'zod';
-import { parseConfig } from '../../shared/config.ts';
-import { lambdaCommand, type LambdaHandler } from '../../shared/lambda/index.ts';
-import { createNode, newNode, ownTaints, uninitialized } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { parseConfig } from '../../app/config.ts';
+import { lambdaCommand, type LambdaHandler } from '../../app/lambda/index.ts';
+import { createNode, newNode, ownTaints, uninitialized } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
   functionUrlEvent,
   lambdaContext,
   nodeEvent,
   startSecretsExtension,
   type SecretsExtension,
-} from '../helpers/lambda.ts';
+} from '../harness/lambda.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
 import { knativeServiceSchema } from './knative.ts';

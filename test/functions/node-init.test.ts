@@ -23,8 +23,8 @@ import {
   withLabels,
   withProviderId,
   withTaints,
-} from '../helpers/builders.ts';
-import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../helpers/cluster.ts';
+} from '../harness/builders.ts';
+import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const log = silentLogger();
 const run = { dryRun: false, log, signal: new AbortController().signal };

@@ -18,8 +18,8 @@ import {
   uninitialized,
   withProviderId,
   withReady,
-} from '../helpers/builders.ts';
-import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../helpers/cluster.ts';
+} from '../harness/builders.ts';
+import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const shutdownTaint = { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' };

@@ -10,8 +10,8 @@ import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, ObjectReport, Report } from '../../shared/host/function.ts';
 import { apiStatus, mergePatch } from '../../shared/kube/api.ts';
-import { createNode, newNode, plain, silentLogger, withAddresses, type NodeTweak } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { createNode, newNode, plain, silentLogger, withAddresses, type NodeTweak } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const log = silentLogger();
 const run = { dryRun: false, log, signal: new AbortController().signal };

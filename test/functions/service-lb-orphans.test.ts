@@ -10,8 +10,8 @@ import { finalizer } from '../../functions/service-lb/predicates.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { OwnedLoadBalancer } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition, ObjectReport } from '../../shared/host/function.ts';
-import { createNode, eventsAbout, newNode, silentLogger } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { createNode, eventsAbout, newNode, silentLogger } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);

@@ -9,8 +9,8 @@ import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/c
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { mergePatch } from '../../shared/kube/api.ts';
-import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../helpers/builders.ts';
-import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../harness/builders.ts';
+import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);

@@ -7,14 +7,14 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Service } from '@kubernetes/client-node';
-import { startCirrus } from '../../bench/cirrus.ts';
-import { BenchCloud } from '../../bench/cloud.ts';
-import { Kube, type Counts } from '../../bench/kube.ts';
+import { startCirrus } from '../harness/cirrus.ts';
+import { BenchCloud } from '../harness/cloud.ts';
+import { Kube, type Counts } from '../harness/kube.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { nodeListDigest } from '../../functions/service-lb/predicates.ts';
-import { createNode, newNode, silentLogger, uninitialized } from '../helpers/builders.ts';
-import { controlPlaneSkip, ownControlPlane, uniqueName } from '../helpers/cluster.ts';
-import { waitFor } from '../functions/relay-harness.ts';
+import { createNode, newNode, silentLogger, uninitialized } from '../harness/builders.ts';
+import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
+import { waitFor } from '../relay/harness.ts';
 
 describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
   const cluster = ownControlPlane();

@@ -1,5 +1,5 @@
 // The four functions with the aws provider, end to end: cirrus wired as `cirrus start` wires it
-// (bench/cirrus.ts), on a control plane of this file's own (the shared one's Nodes and Services
+// (test/harness/cirrus.ts), on a control plane of this file's own (the shared one's Nodes and Services
 // belong to other files), against the run's AWS emulator in a world of this file's own. What the
 // tests look at is the real outcome on both sides: the Node and Service objects in the API server,
 // and the instances, load balancers and routes in the emulator.
@@ -15,12 +15,12 @@ import {
 import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
-import { startCirrus, type Cirrus } from '../../bench/cirrus.ts';
+import { startCirrus, type Cirrus } from '../harness/cirrus.ts';
 import { createAwsProvider } from '../../providers/aws/index.ts';
-import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld, type WorldInstance } from '../helpers/aws.ts';
-import { createNode, newNode, ownTaints, setReady, uninitialized, withProviderId } from '../helpers/builders.ts';
-import { controlPlaneSkip, ownControlPlane } from '../helpers/cluster.ts';
-import { waitFor } from '../functions/relay-harness.ts';
+import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import { createNode, newNode, ownTaints, setReady, uninitialized, withProviderId } from '../harness/builders.ts';
+import { controlPlaneSkip, ownControlPlane } from '../harness/cluster.ts';
+import { waitFor } from '../relay/harness.ts';
 
 const SHUTDOWN_TAINT = 'node.cloudprovider.kubernetes.io/shutdown';
 const skip = controlPlaneSkip || awsEmulatorSkip;

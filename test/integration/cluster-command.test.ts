@@ -9,8 +9,8 @@ import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { controlPlaneSkip } from '../helpers/cluster.ts';
-import { childPids, isRunning } from '../helpers/processes.ts';
+import { controlPlaneSkip } from '../harness/cluster.ts';
+import { childPids, isRunning } from '../harness/processes.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 

@@ -13,8 +13,8 @@ import {
   Watch,
   type V1Node,
 } from '@kubernetes/client-node';
-import { pinnedVersions } from '../../shared/control-plane/index.ts';
-import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../helpers/cluster.ts';
+import { pinnedVersions } from '../../tools/control-plane/index.ts';
+import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../harness/cluster.ts';
 
 const uninitializedTaint = {
   key: 'node.cloudprovider.kubernetes.io/uninitialized',
@@ -41,7 +41,7 @@ describe('the local control plane', { skip: controlPlaneSkip }, () => {
     core = cluster.admin.makeApiClient(CoreV1Api);
   });
 
-  it('is the kube-apiserver release that shared/control-plane/go.mod pins', async () => {
+  it('is the kube-apiserver release that tools/control-plane/go.mod pins', async () => {
     const version = await cluster.admin.makeApiClient(VersionApi).getCode();
     assert.equal(version.gitVersion, (await pinnedVersions()).kubernetes);
     assert.equal(cluster.info.kubernetesVersion, version.gitVersion);

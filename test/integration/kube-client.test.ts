@@ -6,7 +6,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
-import { controlPlaneSkip, testCluster } from '../helpers/cluster.ts';
+import { controlPlaneSkip, testCluster } from '../harness/cluster.ts';
 
 async function socketsOpenedBy(work: () => Promise<void>): Promise<number> {
   let opened = 0;

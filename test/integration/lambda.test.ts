@@ -1,4 +1,4 @@
-// The AWS Lambda handler (shared/lambda) against the real API server: function URL events reach
+// The AWS Lambda handler (app/lambda) against the real API server: function URL events reach
 // the same app `cirrus serve` runs, signed by the relay's secret; the kubeconfig, cloud-config and
 // signing secret come from the secrets extension; a configuration that cannot work stops with an
 // error naming the variable, and the next event tries again.
@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { lambdaHandler, type HttpResult, type LambdaHandler } from '../../shared/lambda/index.ts';
-import { extensionSecretStore } from '../../shared/lambda/secrets.ts';
-import { createNode, newNode, ownTaints, uninitialized } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { lambdaHandler, type HttpResult, type LambdaHandler } from '../../app/lambda/index.ts';
+import { extensionSecretStore } from '../../app/lambda/secrets.ts';
+import { createNode, newNode, ownTaints, uninitialized } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
   functionUrlEvent,
   lambdaContext,
@@ -18,7 +18,7 @@ import {
   startSecretsExtension,
   type HttpRequest,
   type SecretsExtension,
-} from '../helpers/lambda.ts';
+} from '../harness/lambda.ts';
 
 const signing = 'lambda-test-signing-secret';
 

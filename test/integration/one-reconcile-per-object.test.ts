@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Service } from '@kubernetes/client-node';
-import { startCirrus } from '../../bench/cirrus.ts';
+import { startCirrus } from '../harness/cirrus.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
-import { createNode, newNode } from '../helpers/builders.ts';
-import { controlPlaneSkip, ownControlPlane, uniqueName } from '../helpers/cluster.ts';
-import { waitFor } from '../functions/relay-harness.ts';
+import { createNode, newNode } from '../harness/builders.ts';
+import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
+import { waitFor } from '../relay/harness.ts';
 
 describe('one reconcile per object at a time', { skip: controlPlaneSkip }, () => {
   const cluster = ownControlPlane();

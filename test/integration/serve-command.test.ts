@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { createNode, newNode, uninitialized, uninitializedTaint, withReady } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../helpers/cluster.ts';
+import { createNode, newNode, uninitialized, uninitializedTaint, withReady } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../harness/cluster.ts';
 import { signRequest } from '../../shared/wire/signing.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;

@@ -12,8 +12,8 @@ import { describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig, loadYaml, type V1Node, type V1Service } from '@kubernetes/client-node';
 import { catalogue } from '../../functions/catalogue.ts';
 import { selectControllers } from '../../shared/catalogue.ts';
-import { controlPlaneSkip } from '../helpers/cluster.ts';
-import { childPids, isRunning } from '../helpers/processes.ts';
+import { controlPlaneSkip } from '../harness/cluster.ts';
+import { childPids, isRunning } from '../harness/processes.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 

@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { catalogue } from '../../functions/catalogue.ts';
-import { freePort } from '../../shared/control-plane/processes.ts';
+import { freePort } from '../../tools/control-plane/processes.ts';
 import { build } from '../../scripts/build.ts';
-import { controlPlaneSkip, testCluster } from '../helpers/cluster.ts';
+import { controlPlaneSkip, testCluster } from '../harness/cluster.ts';
 
 const names = catalogue.map((entry) => entry.name);
 

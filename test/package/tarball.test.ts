@@ -18,8 +18,8 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { createNode, newNode, ownTaints, uninitialized } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster } from '../helpers/cluster.ts';
+import { createNode, newNode, ownTaints, uninitialized } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster } from '../harness/cluster.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const example = join(repoRoot, 'examples/out-of-tree-provider');

@@ -27,7 +27,7 @@ import type {
   Routes,
 } from '../../shared/cloud/provider.ts';
 import { createAwsProvider } from '../../providers/aws/index.ts';
-import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld, type WorldInstance } from '../helpers/aws.ts';
+import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
 
 interface Call {
   readonly service: string;

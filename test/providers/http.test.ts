@@ -18,7 +18,7 @@ import { createHttpProvider } from '../../providers/http/index.ts';
 import { errorCodes, results } from '../../providers/http/protocol.ts';
 import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
-import { createCa, createClientCert, createServingCert } from '../../shared/control-plane/pki.ts';
+import { createCa, createClientCert, createServingCert } from '../../tools/control-plane/pki.ts';
 import { errorReply } from '../../shared/host/errors.ts';
 
 type Handler = (request: IncomingMessage, body: string, response: ServerResponse) => void;

@@ -25,8 +25,8 @@ import {
   POOL_ANNOTATION,
   type StaticProviderOptions,
 } from '../../providers/static/index.ts';
-import { silentLogger } from '../helpers/builders.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../helpers/cluster.ts';
+import { silentLogger } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const CLUSTER = 'kubernetes';
 const CONFIG_MAP = 'ipam';

@@ -14,7 +14,7 @@ import type { CloudProvider, InstanceMetadata, InstancesV2 } from '../../shared/
 import { createStaticProvider, parseInventory, type StaticProviderOptions } from '../../providers/static/index.ts';
 import { deploymentNamespace, SERVICE_ACCOUNT_NAMESPACE_FILE } from '../../providers/static/namespace.ts';
 import { initCloudProvider } from '../../shared/cloud/registry.ts';
-import '../../shared/cli/root.ts'; // registers the built-in providers, as the command line does
+import '../../app/root.ts'; // registers the built-in providers, as the command line does
 
 const silent = pino({ level: 'silent' });
 const never = new AbortController().signal;

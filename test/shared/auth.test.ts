@@ -18,8 +18,8 @@ import {
   verifyRequest,
   type SignedRequest,
 } from '../../shared/wire/signing.ts';
-import { silentLogger } from '../helpers/builders.ts';
-import { answerWithoutBody } from '../helpers/http.ts';
+import { silentLogger } from '../harness/builders.ts';
+import { answerWithoutBody } from '../harness/http.ts';
 
 const secret = 'a shared secret';
 const now = 1_800_000_000;

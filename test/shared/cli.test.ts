@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { main, usageExitCode } from '../../shared/cli/main.ts';
+import { main, usageExitCode } from '../../app/cli/main.ts';
 
 async function run(
   argv: string[],

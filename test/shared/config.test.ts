@@ -8,7 +8,7 @@ import {
   parseCommandLine,
   parseConfig,
   type OptionName,
-} from '../../shared/config.ts';
+} from '../../app/config.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 
 describe('option names', () => {

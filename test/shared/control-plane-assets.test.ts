@@ -3,7 +3,7 @@ import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { AssetsUnavailableError, pinnedVersions, resolveAssets } from '../../shared/control-plane/assets.ts';
+import { AssetsUnavailableError, pinnedVersions, resolveAssets } from '../../tools/control-plane/assets.ts';
 
 async function folderWith(files: string[]): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'cirrus-assets-test-'));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { subject } from '../../shared/control-plane/pki.ts';
+import { subject } from '../../tools/control-plane/pki.ts';
 
 describe('certificate subjects', () => {
   const cases = [

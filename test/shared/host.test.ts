@@ -14,15 +14,15 @@ import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '..
 import { buildProbeApp, type Readiness } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { defaultMaxConcurrentRequests, memoryBudget, unconstrainedMemoryBytes } from '../../shared/host/shedding.ts';
-import { createLogger, redactedPaths } from '../../shared/log.ts';
+import { createLogger, redactedPaths } from '../../app/log.ts';
 import { ManualClock } from '../../shared/clock.ts';
-import { optionSpec } from '../../shared/config.ts';
+import { optionSpec } from '../../app/config.ts';
 import { maxEventBytes, signatureHeader, signRequest } from '../../shared/wire/signing.ts';
-import { deliver, type EventRequest } from '../../functions/relay/delivery.ts';
-import { createRelayMetrics } from '../../functions/relay/metrics.ts';
-import { DeliveryQueue, type DeliveryOutcome } from '../../functions/relay/queue.ts';
-import { silentLogger } from '../helpers/builders.ts';
-import { answerWithoutBody } from '../helpers/http.ts';
+import { deliver, type EventRequest } from '../../relay/delivery.ts';
+import { createRelayMetrics } from '../../relay/metrics.ts';
+import { DeliveryQueue, type DeliveryOutcome } from '../../relay/queue.ts';
+import { silentLogger } from '../harness/builders.ts';
+import { answerWithoutBody } from '../harness/http.ts';
 
 // A function that records what the host asks of it: the boundary the host serves, written here
 // so that each test decides what the reconcile does.

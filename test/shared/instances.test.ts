@@ -6,7 +6,7 @@ import { beforeEach, describe, it } from 'node:test';
 import { InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
 import { instanceExists, instanceMetadata, instanceShutdown, nodeAddresses } from '../../shared/cloud/instances.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
-import { newNode, withProviderId } from '../helpers/builders.ts';
+import { newNode, withProviderId } from '../harness/builders.ts';
 
 const address = { type: 'InternalIP', address: '10.0.0.7' };
 

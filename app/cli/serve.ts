@@ -1,0 +1,110 @@
+// `cirrus serve <function>`: one function over HTTP, as a container or Knative Service runs it; and
+// the building of a function's app that it shares with the AWS Lambda entry (app/lambda).
+
+import { CoreV1Api } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { findFunction, knownNames, type FunctionEntry } from '../../shared/catalogue.ts';
+import { Registry } from 'prom-client';
+import { initCloudProvider } from '../../shared/cloud/registry.ts';
+import { importProviderModule } from './provider-module.ts';
+
+export { importProviderModule } from './provider-module.ts';
+import { ConfigError, type CommandLine, type Config } from '../config.ts';
+import type { AppOptions, FunctionApp, PressureOptions } from '../../shared/host/app.ts';
+import { loadKubeConfig } from '../../shared/kube/client.ts';
+import { createLogger } from '../log.ts';
+import type { Io } from './io.ts';
+import { catalogue } from '../root.ts';
+import { readSecret } from './secret.ts';
+
+/** The options `cirrus serve` takes. */
+export type ServeCommandOptions =
+  | 'cloudProvider'
+  | 'cloudConfig'
+  | 'providerModule'
+  | 'clusterName'
+  | 'kubeconfig'
+  | 'bindAddress'
+  | 'port'
+  | 'maxConcurrentRequests'
+  | 'concurrentNodeSyncs'
+  | 'concurrentServiceSyncs'
+  | 'configureCloudRoutes'
+  | 'clusterCidr'
+  | 'concurrentRouteOperations'
+  | 'signingSecretFile'
+  | 'logLevel';
+
+/** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
+export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): Promise<number> {
+  const { config } = line;
+  const entry = functionNamed(line.positionals[0] ?? '');
+  const { name } = entry;
+  const log = createLogger({ name, level: config.logLevel });
+  const { app, providerName } = await buildFunctionApp(entry, config, {
+    signal: io.signal,
+    log,
+    pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
+  });
+  const { serve } = await import('../../shared/host/index.ts');
+  const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
+  log.info({ address: server.address, provider: providerName }, `${name} serving`);
+  await server.closed;
+  return 0;
+}
+
+/**
+ * The options that shape a function's app, wherever it runs (`cirrus serve`, AWS Lambda). Load
+ * shedding is the platform's: see buildFunctionApp's `pressure`.
+ */
+export type FunctionOptions = Exclude<ServeCommandOptions, 'bindAddress' | 'port' | 'maxConcurrentRequests'>;
+
+/** The catalogue entry for a function name or alias; throws ConfigError listing the known names. */
+export function functionNamed(name: string): FunctionEntry {
+  const entry = findFunction(catalogue, name);
+  if (entry === undefined)
+    throw new ConfigError(`unknown function '${name}' (known: ${knownNames(catalogue).join(', ')})`);
+  return entry;
+}
+
+/**
+ * The ready app of function `entry`, as `cirrus serve` runs it: the provider module
+ * imported, the kubeconfig loaded, the provider initialized, signatures verified when a signing
+ * secret is configured (without one, the host warns in the log). `pressure` overrides the load
+ * shedding defaults, or turns it off (false); `publicEndpoint` requires the signature on every
+ * route but the probes (AppOptions).
+ */
+export async function buildFunctionApp(
+  entry: FunctionEntry,
+  config: Config<FunctionOptions>,
+  context: {
+    readonly signal: AbortSignal;
+    readonly log: Logger;
+    readonly pressure?: PressureOptions | false;
+    readonly publicEndpoint?: boolean;
+  },
+): Promise<{ app: FunctionApp; providerName: string }> {
+  const { signal, log } = context;
+  if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  // One registry for /metrics, shared with the provider for its own series (the aws provider's API calls).
+  const registry = new Registry();
+  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, {
+    signal,
+    log,
+    kubeConfig,
+    metrics: registry,
+  });
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const definition = await entry.load({ core, cloud, config });
+  const { buildApp } = await import('../../shared/host/index.ts');
+  const secret = await readSecret(config.signingSecretFile);
+  const options: AppOptions = {
+    logger: log,
+    registry,
+    ...(secret === undefined ? {} : { auth: { secret } }),
+    ...(context.pressure === undefined ? {} : { pressure: context.pressure }),
+    ...(context.publicEndpoint === true ? { publicEndpoint: true } : {}),
+  };
+  return { app: await buildApp(definition, options), providerName: cloud.providerName() };
+}

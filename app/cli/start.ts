@@ -1,0 +1,301 @@
+// `cirrus start`: the whole CCM in one process — every selected function on one port, and the
+// relay delivering to them — against the configured cluster, or, when none is configured, against
+// the local control plane that `cirrus cluster` runs. With no provider given it uses `static` and
+// the example inventory, so a newcomer can watch a Node get initialized and a Service an address.
+
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { DestinationStream, Logger } from 'pino';
+import { Registry } from 'prom-client';
+import { selectControllers, type FunctionEntry } from '../../shared/catalogue.ts';
+import { initCloudProvider } from '../../shared/cloud/registry.ts';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { ConfigError, type CommandLine, type Config } from '../config.ts';
+import type { FunctionDefinition } from '../../shared/host/function.ts';
+import { apiStatus } from '../../shared/kube/api.ts';
+import { loadKubeConfig } from '../../shared/kube/client.ts';
+import { createLogger, logDestination } from '../log.ts';
+import type { Io } from './io.ts';
+import { callBudget, leaseSettings, periodsOf, type CallBudgetOption, type LeaseOption } from './relay.ts';
+import { catalogue, loadRelay } from '../root.ts';
+import { readSecret } from './secret.ts';
+import { importProviderModule, type ServeCommandOptions } from './serve.ts';
+
+/** The options `cirrus start` takes. */
+export type StartOptions =
+  | ServeCommandOptions
+  | 'controllers'
+  | 'nodeMonitorPeriod'
+  | 'routeReconciliationPeriod'
+  | 'nodeStatusUpdateFrequency'
+  | CallBudgetOption
+  | 'leaderElect'
+  | LeaseOption
+  | 'dataDir'
+  | 'logFormat';
+
+const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
+
+// What has to be stopped on the way out. Started in dependency order (the control plane, the
+// functions, the relay) and stopped in reverse: the relay first, while the API server still
+// answers, so that it releases its Lease (a standby takes over at once) and stops delivering;
+// then the functions; the control plane last. The control plane's processes are in a process
+// group of their own, so Ctrl-C in a terminal reaches only this process, which stops them here.
+interface Stopper {
+  readonly what: string;
+  stop(): Promise<void>;
+}
+
+/** Runs everything until `io.signal` aborts; exit status 0 after a clean stop. */
+export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise<number> {
+  const { config } = line;
+  const selected = controllersOf(config);
+  callBudget(config); // a usage error (a burst without a rate) before anything starts
+  const destination = await logDestination(config.logFormat);
+  const log = createLogger({ name: 'cirrus', level: config.logLevel, destination });
+  const provider = config.cloudProvider ?? 'static';
+  const cloudConfig = config.cloudConfig ?? (provider === 'static' ? exampleInventory : undefined);
+  io.stderr.write(
+    `cirrus start: ${selected.map((e) => e.name).join(', ')} and the relay feeding them, in this process; ` +
+      `provider ${provider}${cloudConfig === undefined ? '' : ` (${cloudConfig})`}; cluster: ${clusterSource(config, io)}\n`,
+  );
+  const stoppers: Stopper[] = [];
+  try {
+    const cluster = await clusterFor(config, io, stoppers);
+    if (io.signal.aborted) return 0;
+    const { kubeConfig } = cluster;
+    if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
+    // One registry for the process's /metrics: the provider's series, the functions' and the relay's.
+    const registry = new Registry();
+    const cloud = await initCloudProvider(provider, cloudConfig, {
+      signal: io.signal,
+      log,
+      kubeConfig,
+      metrics: registry,
+    });
+    const { definitions, skipped } = await buildFunctions(selected, { kubeConfig, cloud, config, log });
+    await serveAll(definitions, { kubeConfig, config, io, log, destination, registry }, stoppers, {
+      cluster: cluster.description,
+      provider: `${provider}${cloudConfig === undefined ? '' : `, cloud-config ${cloudConfig}`}`,
+      skipped,
+    });
+    await new Promise<void>((resolve) => {
+      if (io.signal.aborted) resolve();
+      io.signal.addEventListener(
+        'abort',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
+    });
+    return 0;
+  } finally {
+    const started = Date.now();
+    const steps: string[] = [];
+    for (const stopper of stoppers.reverse()) {
+      const step = Date.now();
+      await stopper.stop();
+      steps.push(`${stopper.what} ${Date.now() - step} ms`);
+    }
+    if (stoppers.length > 0) io.stderr.write(`cirrus stopped in ${Date.now() - started} ms (${steps.join(', ')})\n`);
+  }
+}
+
+// Where the cluster comes from, as clusterFor() will decide.
+function clusterSource(config: Config<StartOptions>, io: Io): string {
+  if (config.kubeconfig !== undefined) return `--kubeconfig ${config.kubeconfig}`;
+  if (io.env['KUBECONFIG']) return `KUBECONFIG=${io.env['KUBECONFIG']}`;
+  if (io.env['KUBERNETES_SERVICE_HOST']) return "this pod's ServiceAccount";
+  return 'none configured, so the local control plane';
+}
+
+function controllersOf(config: Config<StartOptions>): FunctionEntry[] {
+  try {
+    return selectControllers(catalogue, config.controllers);
+  } catch (error) {
+    throw new ConfigError(`--controllers: ${(error as Error).message}`);
+  }
+}
+
+// --kubeconfig, else $KUBECONFIG, else the pod's ServiceAccount; with none of them, the embedded
+// local control plane (whose binaries are built on first use, with progress lines).
+async function clusterFor(
+  config: Config<StartOptions>,
+  io: Io,
+  stoppers: Stopper[],
+): Promise<{ kubeConfig: KubeConfig; description: string }> {
+  if (config.kubeconfig !== undefined || io.env['KUBECONFIG'] || io.env['KUBERNETES_SERVICE_HOST']) {
+    const kubeConfig = loadKubeConfig(config.kubeconfig);
+    return {
+      kubeConfig,
+      description: `${kubeConfig.getCurrentCluster()?.server ?? '?'} (${clusterSource(config, io)})`,
+    };
+  }
+  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../tools/control-plane/index.ts');
+  io.stderr.write(
+    'no cluster configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount): starting the local control plane\n',
+  );
+  let assets;
+  try {
+    assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
+  } catch (error) {
+    if (error instanceof AssetsUnavailableError)
+      throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
+    throw error;
+  }
+  const controlPlane = await ControlPlane.start({
+    assets,
+    clusterName: config.clusterName,
+    ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
+  });
+  stoppers.push({ what: 'control plane', stop: () => controlPlane.stop() });
+  const { info } = controlPlane;
+  io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
+  io.stderr.write(
+    `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`,
+  );
+  const kubeConfig = loadKubeConfig(info.adminKubeconfig);
+  // The namespace of cirrus's deployments, where the static provider records load balancer
+  // allocations when it runs outside a pod: created here as a deployment would (kept with --data-dir).
+  await kubeConfig
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
+    .catch((error: unknown) => {
+      if (apiStatus(error) !== 409) throw error;
+    });
+  return {
+    kubeConfig,
+    description:
+      `${info.server}: the local control plane (kube-apiserver ${info.kubernetesVersion}, etcd ${info.etcdVersion}), ` +
+      `KUBECONFIG=${info.adminKubeconfig}`,
+  };
+}
+
+interface Context {
+  readonly kubeConfig: KubeConfig;
+  readonly cloud: CloudProvider;
+  readonly config: Config<StartOptions>;
+  readonly log: Logger;
+}
+
+// The selected functions the provider and configuration allow; the others are skipped with a
+// warning, as the Go CCM skips a controller whose cloud capability is missing.
+async function buildFunctions(
+  selected: readonly FunctionEntry[],
+  context: Context,
+): Promise<{ definitions: FunctionDefinition[]; skipped: string[] }> {
+  const core = context.kubeConfig.makeApiClient(CoreV1Api);
+  const { cloud, config } = context;
+  const definitions: FunctionDefinition[] = [];
+  const skipped: string[] = [];
+  for (const entry of selected) {
+    const reason = entry.skipReason(cloud, config);
+    if (reason !== undefined) {
+      context.log.warn({ function: entry.name }, `${entry.name} not started: ${reason}`);
+      skipped.push(`${entry.name} (${reason})`);
+      continue;
+    }
+    definitions.push(await entry.load({ core, cloud, config }));
+  }
+  if (definitions.length === 0) throw new Error('no function can run: see the warnings above');
+  return { definitions, skipped };
+}
+
+/** What the summary printed once everything runs says besides the functions. */
+interface Summary {
+  readonly cluster: string;
+  readonly provider: string;
+  readonly skipped: readonly string[];
+}
+
+// One server for the functions, and the relay delivering to it, signed with a secret of this
+// process (or --signing-secret-file's), so nothing else can drive the functions.
+async function serveAll(
+  definitions: FunctionDefinition[],
+  {
+    kubeConfig,
+    config,
+    io,
+    log,
+    destination,
+    registry,
+  }: {
+    kubeConfig: KubeConfig;
+    config: Config<StartOptions>;
+    io: Io;
+    log: Logger;
+    destination: DestinationStream | undefined;
+    registry: Registry;
+  },
+  stoppers: Stopper[],
+  summary: Summary,
+): Promise<void> {
+  const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
+  const { buildMultiApp, serve } = await import('../../shared/host/index.ts');
+  const app = await buildMultiApp(definitions, {
+    logger: log,
+    auth: { secret },
+    pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
+    registry,
+  });
+  const controller = new AbortController();
+  const server = await serve(app, { host: config.bindAddress, port: config.port, signal: controller.signal });
+  stoppers.push({
+    what: 'functions',
+    stop: async () => {
+      controller.abort();
+      await server.closed;
+    },
+  });
+  const local = `http://127.0.0.1:${server.port}`;
+  const relayModule = await loadRelay();
+  const routing = relayModule.buildRoutingTable(catalogue, {
+    to: definitions.map((d) => `${d.name}=${local}/${d.name}`),
+    periods: periodsOf(config),
+  });
+  const logger = createLogger({ name: 'relay', level: config.logLevel, destination });
+  const lease = leaseSettings(config);
+  const relay = relayModule.startRelay({
+    kubeConfig,
+    routing,
+    logger,
+    secret,
+    leaderElection: config.leaderElect ? lease : false,
+    cloudCallBudget: callBudget(config),
+    // The process's metrics are collected once, by the functions' registry.
+    processMetrics: false,
+  });
+  // One /metrics for the process: the relay's series (queue depth, retries, delivery latency) too.
+  for (const { name } of relay.registry.getMetricsAsArray()) {
+    const metric = relay.registry.getSingleMetric(name);
+    if (metric !== undefined) registry.registerMetric(metric);
+  }
+  stoppers.push({ what: 'relay', stop: () => relay.stop() });
+  log.info({ address: server.address, functions: definitions.map((d) => d.name) }, 'cirrus serving');
+  // Ctrl-C while waiting (for the Lease, say) must still stop.
+  const aborted = new Promise<void>((resolve) => {
+    io.signal.addEventListener(
+      'abort',
+      () => {
+        resolve();
+      },
+      { once: true },
+    );
+  });
+  await Promise.race([relay.ready, aborted]);
+  if (io.signal.aborted) return;
+  const election = config.leaderElect ? `leading on Lease ${lease.namespace}/${lease.name}` : 'no leader election';
+  io.stderr.write(
+    [
+      `  cluster    ${summary.cluster}`,
+      `  provider   ${summary.provider}`,
+      `  functions  ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>; metrics at ${local}/metrics`,
+      ...(summary.skipped.length === 0 ? [] : [`  skipped    ${summary.skipped.join('; ')}`]),
+      `  relay      in this process, ${election}, watching Nodes and Services`,
+      `cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops`,
+      '',
+    ].join('\n'),
+  );
+}

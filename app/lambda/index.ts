@@ -1,0 +1,185 @@
+// cirrus on AWS Lambda: one reconcile function per Lambda, behind a function URL. The handler
+// turns the function URL's (or an API Gateway HTTP API's) event into a request to the same app
+// `cirrus serve` listens with (@fastify/aws-lambda injects it; nothing listens), so the routes,
+// the CloudEvents contract and the signature check are the ones every other platform runs.
+//
+// Configuration is the environment's CIRRUS_* variables, as in a container. The kubeconfig,
+// cloud-config and signing secret come from Secrets Manager (CIRRUS_*_SECRET_ID, ./secrets.ts) or
+// from files in the package. A function URL is reachable from anywhere, so a function refuses to
+// start without a signing secret, and every route but /healthz and /readyz (the reconcile routes,
+// /metrics) needs the signature: only the relay, which holds it, gets past the 401.
+//
+// The app sees the request target the caller sent: the function URL's rawPath and rawQueryString,
+// as they came, are what the signature is checked against (not a query rebuilt from its parsed
+// parameters, though the signature's canonical query would survive that too).
+
+import awsLambdaFastify from '@fastify/aws-lambda';
+import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-lambda';
+import type { FastifyInstance } from 'fastify';
+import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
+import type { FunctionEntry } from '../../shared/catalogue.ts';
+import { shareLibraryWithProviderModules } from '../cli/main.ts';
+import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
+import { createLogger } from '../log.ts';
+import { extensionSecretStore, materializeSecrets } from './secrets.ts';
+
+/** The options a function takes on Lambda: those of `cirrus serve` but the listening address, and the secret IDs. */
+export type LambdaOptions = FunctionOptions | 'kubeconfigSecretId' | 'cloudConfigSecretId' | 'signingSecretId';
+
+/** What a function reads from its environment on Lambda. */
+export const lambdaCommand: CommandOptions<LambdaOptions> = {
+  options: [
+    'cloudProvider',
+    'cloudConfig',
+    'cloudConfigSecretId',
+    'providerModule',
+    'clusterName',
+    'kubeconfig',
+    'kubeconfigSecretId',
+    'concurrentNodeSyncs',
+    'concurrentServiceSyncs',
+    'configureCloudRoutes',
+    'clusterCidr',
+    'concurrentRouteOperations',
+    'signingSecretFile',
+    'signingSecretId',
+    'logLevel',
+  ],
+  required: ['cloudProvider'],
+};
+
+/** A function URL or HTTP API (payload 2.0) event, or a REST API (1.0) one: what @fastify/aws-lambda reads. */
+export type HttpEvent = APIGatewayProxyEventV2 | APIGatewayProxyEvent;
+
+/** What the handler answers: the HTTP response for the function URL. */
+export interface HttpResult {
+  readonly statusCode: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly isBase64Encoded?: boolean;
+}
+
+/** A Lambda handler for one function; `functionName` says which. */
+export interface LambdaHandler {
+  (event: HttpEvent, context: Context): Promise<HttpResult>;
+  readonly functionName: string;
+  /** Starts building the app now (during the sandbox's init phase) instead of at the first event. */
+  prepare(): void;
+}
+
+/** Where a handler gets its configuration: the process's, unless a test gives its own. */
+export interface LambdaHandlerOptions {
+  readonly env?: NodeJS.ProcessEnv;
+  /** Aborted when the sandbox shuts down; default: on SIGTERM (Lambda sends it when an extension is attached). */
+  readonly signal?: AbortSignal;
+}
+
+type Proxy = (event: HttpEvent, context: Context) => Promise<HttpResult>;
+
+/**
+ * The handler of function `name` (canonical name or alias). The app is built once per sandbox,
+ * at the first event or at prepare(); a failure to build (bad configuration, an unreadable secret)
+ * is thrown to Lambda, which answers the caller 502 so that the relay retries, and the next event
+ * tries again. Throws ConfigError at once for an unknown function name.
+ */
+export function lambdaHandler(name: string, options: LambdaHandlerOptions = {}): LambdaHandler {
+  const entry = functionNamed(name);
+  const canonical = entry.name;
+  let proxy: Promise<Proxy> | undefined;
+  const start = (): Promise<Proxy> => {
+    proxy ??= startFunction(entry, options).catch((error: unknown) => {
+      proxy = undefined;
+      throw error;
+    });
+    return proxy;
+  };
+  const handler = async (event: HttpEvent, context: Context): Promise<HttpResult> => (await start())(event, context);
+  return Object.assign(handler, {
+    functionName: canonical,
+    prepare: () => {
+      // Its failure is reported by the first event, which tries again.
+      start().catch(() => undefined);
+    },
+  });
+}
+
+/**
+ * The handler of a one-function artifact (scripts/build.ts, `dist/functions/<name>/lambda.js`): in a
+ * Lambda sandbox (which sets _HANDLER) it starts building the app at once, during the init phase,
+ * before its first event.
+ */
+export function sandboxHandler(name: string): LambdaHandler {
+  const handler = lambdaHandler(name);
+  if (process.env['_HANDLER'] !== undefined) handler.prepare();
+  return handler;
+}
+
+async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions): Promise<Proxy> {
+  const { name } = entry;
+  const env = options.env ?? process.env;
+  const parsed = parseConfig(lambdaCommand, [], env);
+  const log = createLogger({ name, level: parsed.logLevel });
+  try {
+    const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
+    if (config.providerModule !== undefined) shareLibraryWithProviderModules();
+    // Lambda freezes a sandbox between events: the event-loop delay measured across a freeze is
+    // not load, and a sandbox takes one event at a time anyway (its memory is the function's
+    // MemorySize, and reserved concurrency caps the sandboxes). No load shedding here.
+    const { app, providerName } = await buildFunctionApp(entry, config, {
+      signal: options.signal ?? sigterm(),
+      log,
+      pressure: false,
+      publicEndpoint: true,
+    });
+    log.info({ provider: providerName }, `${name} ready on AWS Lambda`);
+    // decorateRequest: the app is ready, it takes no more decorators (and the routes do not need
+    // the event). The cast: the adapter is typed for Fastify's default logger type, and only
+    // calls inject().
+    const proxy = awsLambdaFastify<HttpEvent>(app as unknown as FastifyInstance, { decorateRequest: false });
+    return (event, context) => proxy(withRawTarget(event), context);
+  } catch (error) {
+    log.error({ err: error }, `${name} could not start`);
+    throw error;
+  }
+}
+
+// A function URL answers anyone: without a secret to verify, a function would reconcile for anyone.
+function requireSecrets(config: Config<LambdaOptions>): Config<LambdaOptions> {
+  if (config.signingSecretId === undefined && config.signingSecretFile === undefined) {
+    throw new ConfigError(
+      `${envName('signingSecretId')} (or ${envName('signingSecretFile')}) is required on AWS Lambda: a function URL is public, the signature is what keeps strangers out`,
+    );
+  }
+  if (config.kubeconfigSecretId === undefined && config.kubeconfig === undefined) {
+    throw new ConfigError(
+      `${envName('kubeconfigSecretId')} (or ${envName('kubeconfig')}) is required on AWS Lambda: it has no in-cluster ServiceAccount`,
+    );
+  }
+  return config;
+}
+
+/**
+ * A function URL (payload 2.0) event whose path carries its raw query: @fastify/aws-lambda would
+ * otherwise rebuild the query from `queryStringParameters`, where repeated names are joined by
+ * commas and every value is decoded. The app then parses and verifies the query the caller sent.
+ */
+export function withRawTarget(event: HttpEvent): HttpEvent {
+  if (!('rawPath' in event) || event.rawQueryString === '') return event;
+  const withQuery = { ...event, rawPath: `${event.rawPath}?${event.rawQueryString}` };
+  delete withQuery.queryStringParameters;
+  return withQuery;
+}
+
+let shutdown: AbortController | undefined;
+
+// One listener for the sandbox, however many times a handler tries to start.
+function sigterm(): AbortSignal {
+  if (shutdown === undefined) {
+    const controller = new AbortController();
+    process.once('SIGTERM', () => {
+      controller.abort();
+    });
+    shutdown = controller;
+  }
+  return shutdown.signal;
+}

@@ -1,0 +1,337 @@
+// The delivery queue: one slot per (destination, key), so that
+// - events for one key coalesce while they wait (the newest state wins, see `merge`),
+// - a key never has two deliveries in flight, and its deliveries leave in order,
+// - a failed delivery is retried with exponential backoff and jitter until it is accepted (a key
+//   that keeps failing settles at the ceiling, 300 s by default, and is logged at every attempt),
+//   or until the function rejects it for good (400);
+// - at most `concurrency` deliveries are in flight across all keys and destinations.
+//
+// A key waiting for a retry keeps its delay when new events for it arrive; they join the waiting
+// delivery. Keys that failed only because their destination was unreachable are released at once
+// when a delivery to that destination is accepted: the function is back, there is no reason to
+// make each key sit out the rest of its backoff.
+
+import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../shared/clock.ts';
+import { backoffDelay, type BackoffPolicy } from './backoff.ts';
+import type { QueueGauges, RelayMetrics } from './metrics.ts';
+
+/** How one delivery attempt went. */
+export type DeliveryOutcome =
+  | { readonly kind: 'accepted'; readonly status: number }
+  | { readonly kind: 'rejected'; readonly status: number; readonly reason: string }
+  | {
+      readonly kind: 'retry';
+      /** `status`: an HTTP error; `retry-after`: 429/503 naming a delay; `unreachable`: no answer (refused, reset, timed out). */
+      readonly reason: 'status' | 'retry-after' | 'unreachable';
+      readonly detail: string;
+      readonly status?: number;
+      /** From Retry-After: the delay the function asked for. */
+      readonly retryAfterMs?: number;
+    };
+
+/** What the queue needs. */
+export interface QueueOptions<T> {
+  /** Deliveries in flight at most, over all keys. */
+  readonly concurrency: number;
+  readonly retry: BackoffPolicy;
+  /** The newer of two waiting values for one key replacing (or merging into) the older; undefined keeps both, in order. */
+  readonly merge: (older: T, newer: T) => T | undefined;
+  /** Makes one delivery; should resolve with the outcome rather than reject (a rejection counts as unreachable). */
+  readonly send: (destination: string, key: string, value: T, signal: AbortSignal) => Promise<DeliveryOutcome>;
+  readonly metrics: RelayMetrics;
+  readonly log: Logger;
+  readonly random?: () => number;
+  /** What retries wait on and latency is measured by; default the system clock. */
+  readonly clock?: Clock;
+}
+
+/** What push did. */
+export type PushResult = 'queued' | 'coalesced' | 'skipped';
+
+interface Waiting<T> {
+  readonly value: T;
+  /** When the oldest change it carries was observed (the clock's now()), for the latency metric. */
+  readonly observedAt: number;
+}
+
+interface Slot<T> {
+  readonly destination: string;
+  readonly key: string;
+  pending: Waiting<T>[];
+  current: Waiting<T> | undefined;
+  failures: number;
+  /** Set while the slot waits out a retry delay; aborting it ends the wait without a retry. */
+  retryWait: AbortController | undefined;
+  unreachable: boolean;
+  ready: boolean;
+}
+
+/** The per-key coalescing, retrying delivery queue; see the module comment. */
+export class DeliveryQueue<T> implements QueueGauges {
+  readonly #options: QueueOptions<T>;
+  readonly #clock: Clock;
+  readonly #slots = new Map<string, Slot<T>>();
+  readonly #ready: Slot<T>[] = [];
+  // Slots waiting out a backoff only because their destination did not answer.
+  readonly #unreachable = new Map<string, Set<Slot<T>>>();
+  readonly #abort = new AbortController();
+  #active = 0;
+  #idle: (() => void)[] = [];
+
+  constructor(options: QueueOptions<T>) {
+    if (!Number.isInteger(options.concurrency) || options.concurrency < 1)
+      throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
+    this.#options = options;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /**
+   * Queues `value` for `key` at `destination`. It merges into a value already waiting for that key
+   * ('coalesced'), or waits behind it and behind a delivery in flight ('queued'). With `skipIfBusy`
+   * nothing is queued when the key has anything waiting, in flight or in backoff ('skipped'): for
+   * periodic triggers, which must not pile up behind a slow or failing function.
+   */
+  push(
+    destination: string,
+    key: string,
+    value: T,
+    options: { readonly observedAt?: number; readonly skipIfBusy?: boolean } = {},
+  ): PushResult {
+    if (this.#abort.signal.aborted) return 'skipped';
+    const slot = this.#slot(destination, key);
+    if (
+      options.skipIfBusy === true &&
+      (slot.current !== undefined || slot.pending.length > 0 || slot.retryWait !== undefined)
+    )
+      return 'skipped';
+    const result = this.#add(slot, { value, observedAt: options.observedAt ?? this.#clock.now() });
+    this.#schedule(slot);
+    this.#pump();
+    return result;
+  }
+
+  /** Stops: aborts deliveries in flight, cancels retries, forgets everything waiting. */
+  stop(): void {
+    this.#abort.abort(new Error('the relay stopped delivering'));
+    for (const slot of this.#slots.values()) slot.retryWait?.abort();
+    this.#slots.clear();
+    this.#ready.length = 0;
+    this.#unreachable.clear();
+    this.#settleIdle();
+  }
+
+  /** Resolves once nothing is waiting, in flight or in backoff (or the queue stopped). */
+  async idle(): Promise<void> {
+    if (this.#slots.size === 0) return;
+    await new Promise<void>((resolve) => this.#idle.push(resolve));
+  }
+
+  /** Keys of `destination` with something waiting or in flight. */
+  keys(destination: string): string[] {
+    return [...this.#slots.values()].filter((slot) => slot.destination === destination).map((slot) => slot.key);
+  }
+
+  depth(): ReadonlyMap<string, number> {
+    return this.#count((slot) => slot.pending.length > 0 && slot.current === undefined);
+  }
+
+  inFlight(): ReadonlyMap<string, number> {
+    return this.#count((slot) => slot.current !== undefined);
+  }
+
+  retrying(): ReadonlyMap<string, number> {
+    return this.#count((slot) => slot.retryWait !== undefined);
+  }
+
+  #count(predicate: (slot: Slot<T>) => boolean): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const slot of this.#slots.values())
+      if (predicate(slot)) counts.set(slot.destination, (counts.get(slot.destination) ?? 0) + 1);
+    return counts;
+  }
+
+  #slot(destination: string, key: string): Slot<T> {
+    const id = `${destination}\u0000${key}`;
+    let slot = this.#slots.get(id);
+    if (slot === undefined) {
+      slot = {
+        destination,
+        key,
+        pending: [],
+        current: undefined,
+        failures: 0,
+        retryWait: undefined,
+        unreachable: false,
+        ready: false,
+      };
+      this.#slots.set(id, slot);
+    }
+    return slot;
+  }
+
+  #add(slot: Slot<T>, waiting: Waiting<T>): PushResult {
+    const last = slot.pending.at(-1);
+    const merged = last === undefined ? undefined : this.#options.merge(last.value, waiting.value);
+    if (last === undefined || merged === undefined) {
+      slot.pending.push(waiting);
+      return 'queued';
+    }
+    slot.pending[slot.pending.length - 1] = {
+      value: merged,
+      observedAt: Math.min(last.observedAt, waiting.observedAt),
+    };
+    this.#options.metrics.coalesced.inc({ destination: slot.destination });
+    return 'coalesced';
+  }
+
+  // Marks the slot ready to send, unless it is busy, backing off, or has nothing to send.
+  #schedule(slot: Slot<T>): void {
+    if (slot.ready || slot.current !== undefined || slot.retryWait !== undefined || slot.pending.length === 0) return;
+    slot.ready = true;
+    this.#ready.push(slot);
+  }
+
+  #pump(): void {
+    while (this.#active < this.#options.concurrency && !this.#abort.signal.aborted) {
+      const slot = this.#ready.shift();
+      if (slot === undefined) return;
+      slot.ready = false;
+      this.#start(slot);
+    }
+  }
+
+  #start(slot: Slot<T>): void {
+    const current = slot.pending.shift();
+    if (current === undefined) return;
+    slot.current = current;
+    this.#active += 1;
+    const signal = this.#abort.signal;
+    this.#options.send(slot.destination, slot.key, current.value, signal).then(
+      (outcome) => {
+        this.#finish(slot, outcome);
+      },
+      (error: unknown) => {
+        this.#finish(slot, { kind: 'retry', reason: 'unreachable', detail: (error as Error).message });
+      },
+    );
+  }
+
+  #finish(slot: Slot<T>, outcome: DeliveryOutcome): void {
+    this.#active -= 1;
+    if (this.#abort.signal.aborted) return;
+    this.#options.metrics.deliveries.inc({ destination: slot.destination, outcome: outcome.kind });
+    if (outcome.kind === 'retry') this.#retry(slot, outcome);
+    else this.#done(slot, outcome);
+    this.#pump();
+    if (this.#slots.size === 0) this.#settleIdle();
+  }
+
+  #done(slot: Slot<T>, outcome: Exclude<DeliveryOutcome, { kind: 'retry' }>): void {
+    const current = slot.current;
+    slot.current = undefined;
+    slot.failures = 0;
+    this.#setUnreachable(slot, false);
+    if (outcome.kind === 'accepted') {
+      if (current !== undefined)
+        this.#options.metrics.latency.observe(
+          { destination: slot.destination },
+          (this.#clock.now() - current.observedAt) / 1000,
+        );
+      this.#releaseUnreachable(slot.destination);
+    } else {
+      this.#options.log.error(
+        { destination: slot.destination, key: slot.key, status: outcome.status, reason: outcome.reason },
+        'delivery rejected by the function; not retried',
+      );
+    }
+    this.#next(slot);
+  }
+
+  #next(slot: Slot<T>): void {
+    if (slot.pending.length === 0 && slot.current === undefined && slot.retryWait === undefined) {
+      this.#slots.delete(`${slot.destination}\u0000${slot.key}`);
+      return;
+    }
+    this.#schedule(slot);
+  }
+
+  // Puts the failed value back in front (merged with anything newer that arrived meanwhile) and
+  // waits: the function's Retry-After if it gave one (within the ceiling), else the backoff.
+  #retry(slot: Slot<T>, outcome: Extract<DeliveryOutcome, { kind: 'retry' }>): void {
+    const current = slot.current;
+    slot.current = undefined;
+    if (current !== undefined) this.#requeue(slot, current);
+    slot.failures += 1;
+    const policy = this.#options.retry;
+    const delayMs =
+      outcome.retryAfterMs === undefined
+        ? backoffDelay(policy, slot.failures, this.#options.random)
+        : Math.min(outcome.retryAfterMs, policy.maxMs);
+    this.#options.metrics.retries.inc({ destination: slot.destination, reason: outcome.reason });
+    const level = delayMs >= policy.maxMs ? 'error' : 'warn';
+    this.#options.log[level](
+      {
+        destination: slot.destination,
+        key: slot.key,
+        attempt: slot.failures,
+        reason: outcome.reason,
+        status: outcome.status,
+        detail: outcome.detail,
+        delayMs,
+      },
+      'delivery failed; retrying',
+    );
+    this.#setUnreachable(slot, outcome.reason === 'unreachable');
+    const wait = new AbortController();
+    slot.retryWait = wait;
+    void this.#clock.sleep(delayMs, wait.signal).then(() => {
+      if (!wait.signal.aborted) this.#retryDue(slot);
+    });
+  }
+
+  // The retry delay is over: the slot may send again.
+  #retryDue(slot: Slot<T>): void {
+    slot.retryWait = undefined;
+    this.#setUnreachable(slot, false);
+    this.#schedule(slot);
+    this.#pump();
+  }
+
+  #requeue(slot: Slot<T>, failed: Waiting<T>): void {
+    const newer = slot.pending[0];
+    const merged = newer === undefined ? undefined : this.#options.merge(failed.value, newer.value);
+    if (newer === undefined || merged === undefined) slot.pending.unshift(failed);
+    else slot.pending[0] = { value: merged, observedAt: Math.min(failed.observedAt, newer.observedAt) };
+  }
+
+  #setUnreachable(slot: Slot<T>, unreachable: boolean): void {
+    slot.unreachable = unreachable;
+    let set = this.#unreachable.get(slot.destination);
+    if (unreachable) {
+      if (set === undefined) this.#unreachable.set(slot.destination, (set = new Set()));
+      set.add(slot);
+    } else {
+      set?.delete(slot);
+    }
+  }
+
+  // The destination answered: the keys that were waiting only because it did not may go now.
+  #releaseUnreachable(destination: string): void {
+    const set = this.#unreachable.get(destination);
+    if (set === undefined || set.size === 0) return;
+    this.#unreachable.delete(destination);
+    for (const slot of set) {
+      slot.retryWait?.abort();
+      slot.retryWait = undefined;
+      slot.unreachable = false;
+      this.#schedule(slot);
+    }
+  }
+
+  #settleIdle(): void {
+    const waiters = this.#idle;
+    this.#idle = [];
+    for (const resolve of waiters) resolve();
+  }
+}

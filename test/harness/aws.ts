@@ -1,0 +1,86 @@
+// Access to the run's AWS emulator (moto, started by test/global-setup.ts) from a test file, and a
+// cluster world of the test's own in it (tools/aws-emulator/world.ts): parallel test files share
+// the emulator, and worlds keep them apart (a VPC, subnets, route table and cluster ID each).
+
+import { randomBytes } from 'node:crypto';
+import type { TestContext } from 'node:test';
+import { awsEnv, awsProcessEnv, createWorld, defaultRegion, type AwsWorld } from '../../tools/aws-emulator/world.ts';
+
+export type { AwsWorld, WorldInstance } from '../../tools/aws-emulator/world.ts';
+
+/**
+ * False when the emulator runs; otherwise the reason the aws suites skip, for
+ * `describe(name, { skip: awsEmulatorSkip }, …)` (as controlPlaneSkip in ./cluster.ts).
+ */
+export const awsEmulatorSkip: string | false =
+  process.env['CIRRUS_TEST_AWS_ENDPOINT'] === undefined
+    ? `no AWS emulator: ${process.env['CIRRUS_TEST_AWS_SKIP'] ?? 'run through npm test (test/global-setup.ts starts it)'}`
+    : false;
+
+/**
+ * The emulator's endpoint; when there is none, skips `t` with the reason and returns undefined
+ * (the test then returns: `const endpoint = awsEmulator(t); if (!endpoint) return;`).
+ */
+export function awsEmulator(t: TestContext): string | undefined {
+  const endpoint = process.env['CIRRUS_TEST_AWS_ENDPOINT'];
+  if (endpoint === undefined) t.skip(String(awsEmulatorSkip));
+  return endpoint;
+}
+
+/** The emulator's endpoint; throws when there is none (guard suites with awsEmulatorSkip). */
+export function requireAwsEmulator(): string {
+  const endpoint = process.env['CIRRUS_TEST_AWS_ENDPOINT'];
+  if (endpoint === undefined) throw new Error(String(awsEmulatorSkip));
+  return endpoint;
+}
+
+/**
+ * A world of `t`'s own, with a cluster ID no other test uses (`<name>-` and 8 hex digits), closed
+ * after the test; undefined (and `t` skipped) when there is no emulator.
+ */
+export async function testWorld(t: TestContext, name: string, region?: string): Promise<AwsWorld | undefined> {
+  const endpoint = awsEmulator(t);
+  if (endpoint === undefined) return undefined;
+  const world = await awsWorld(name, region);
+  t.after(() => {
+    world.close();
+  });
+  return world;
+}
+
+/** A world with a unique cluster ID, for a suite's `before` (the caller closes it); throws when there is no emulator. */
+export function awsWorld(name: string, region: string = defaultRegion): Promise<AwsWorld> {
+  const clusterId = `${name.replace(/[^-A-Za-z0-9]/g, '-').slice(0, 40)}-${randomBytes(4).toString('hex')}`;
+  return createWorld(requireAwsEmulator(), { clusterId, region });
+}
+
+/**
+ * The standard AWS SDK variables that point a provider at `world` (AWS_ENDPOINT_URL, AWS_REGION,
+ * AWS_ACCESS_KEY_ID=testing, …), as a record to merge into a child process's env.
+ */
+export function awsTestEnv(world: Pick<AwsWorld, 'endpoint' | 'region'>): Record<string, string> {
+  return awsEnv(world.endpoint, world.region);
+}
+
+/**
+ * A whole env for a child process (default: this process's, with AWS_PROFILE, web-identity and
+ * AWS_ENDPOINT_URL_* variables removed so they cannot win over the emulator).
+ */
+export function awsChildEnv(world: Pick<AwsWorld, 'endpoint' | 'region'>, base?: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return awsProcessEnv(world.endpoint, world.region, base);
+}
+
+/**
+ * Points this process's AWS SDK clients at `world` (for a provider built in-process) until `t`
+ * ends, then restores the environment as it was.
+ */
+export function useAwsEnv(t: Pick<TestContext, 'after'>, world: Pick<AwsWorld, 'endpoint' | 'region'>): void {
+  const saved = { ...process.env };
+  const wanted = awsProcessEnv(world.endpoint, world.region, process.env);
+  for (const key of Object.keys(process.env)) if (!(key in wanted)) Reflect.deleteProperty(process.env, key);
+  Object.assign(process.env, wanted);
+  t.after(() => {
+    for (const key of Object.keys(process.env)) if (!(key in saved)) Reflect.deleteProperty(process.env, key);
+    Object.assign(process.env, saved);
+  });
+}

@@ -1,0 +1,63 @@
+// cirrus in this process, wired as `cirrus start` wires it (app/cli/start.ts): every function
+// behind one port (buildMultiApp), and the relay, without leader election, delivering to it.
+
+import { randomBytes } from 'node:crypto';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { catalogue } from '../../functions/catalogue.ts';
+import { buildRoutingTable, startRelay, type Relay } from '../../relay/index.ts';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { buildMultiApp, serve } from '../../shared/host/index.ts';
+import type { LevelWithSilent } from 'pino';
+import { createLogger } from '../../app/log.ts';
+
+export interface Cirrus {
+  readonly url: string;
+  readonly relay: Relay;
+  stop(): Promise<void>;
+}
+
+export const clusterCidr = '10.244.0.0/16';
+
+export async function startCirrus(
+  kubeConfig: KubeConfig,
+  cloud: CloudProvider,
+  logLevel: LevelWithSilent,
+): Promise<Cirrus> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  // The defaults of `cirrus start`, with a cluster CIDR for routes.
+  const config = {
+    clusterName: 'kubernetes',
+    concurrentNodeSyncs: 10,
+    concurrentServiceSyncs: 10,
+    configureCloudRoutes: true,
+    clusterCidr: [clusterCidr],
+    concurrentRouteOperations: 10,
+  };
+  const definitions = await Promise.all(catalogue.map((entry) => entry.load({ core, cloud, config })));
+  const secret = randomBytes(32).toString('hex');
+  const app = await buildMultiApp(definitions, {
+    logger: createLogger({ name: 'cirrus', level: logLevel }),
+    auth: { secret },
+  });
+  const controller = new AbortController();
+  const server = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
+  const url = `http://127.0.0.1:${server.port}`;
+  const routing = buildRoutingTable(catalogue, { to: definitions.map((d) => `${d.name}=${url}/${d.name}`) });
+  const relay = startRelay({
+    kubeConfig,
+    routing,
+    logger: createLogger({ name: 'relay', level: logLevel }),
+    secret,
+    leaderElection: false,
+  });
+  await relay.ready;
+  return {
+    url,
+    relay,
+    stop: async () => {
+      await relay.stop();
+      controller.abort();
+      await server.closed;
+    },
+  };
+}
