@@ -53,7 +53,7 @@ describe('the one-role artifacts', () => {
         encoding: 'utf8',
       });
       assert.equal(relay.status, 1);
-      assert.match(relay.stderr, /shared\/cli\/relay\.ts is not in this artifact/);
+      assert.match(relay.stderr, /app\/cli\/relay\.ts is not in this artifact/);
     });
   }
 
@@ -89,7 +89,7 @@ describe('the one-role artifacts', () => {
       encoding: 'utf8',
     });
     assert.equal(serve.status, 1);
-    assert.match(serve.stderr, /shared\/cli\/serve\.ts is not in this artifact \(relay\)/);
+    assert.match(serve.stderr, /app\/cli\/serve\.ts is not in this artifact \(relay\)/);
   });
 });
 
