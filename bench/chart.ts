@@ -1,5 +1,5 @@
 // The bench's figures as an SVG chart, written next to their JSON (bench/results/<time>.svg) and
-// as bench/results/latest.svg, which the README shows. One horizontal bar per figure, grouped by
+// as bench/results/latest.svg (a chart worth keeping is copied to docs/figures/). One horizontal bar per figure, grouped by
 // scenario: a run's figures are scaled within their unit (so that milliseconds are compared with
 // milliseconds), green where a figure meets its goal, red where it does not, grey without one; a
 // comparison (--compare go) draws one bar per contender for each figure, scaled within the figure.

@@ -1,6 +1,7 @@
 // `npm run bench`: cirrus's figures against the goals of performance.md §7, on a local control
 // plane of its own, with the benchmark cloud (test/harness/cloud.ts). Prints a table; writes JSON to
-// bench/results/<time>.json and the figures as a chart beside it, <time>.svg (also latest.svg).
+// bench/results/<time>.json, the figures as a chart beside it, <time>.svg (also latest.svg), and as
+// the Markdown table of docs/figures.md, <time>.md (also latest.md; bench/markdown.ts).
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
@@ -15,7 +16,7 @@
 //                                       (bench/compare/). With --full: 1000 objects; --objects <n>: n objects;
 //                                       --contenders go-defaults,go-tuned,go-width,cirrus: some of them.
 
-import { copyFile } from 'node:fs/promises';
+import { copyFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -35,6 +36,7 @@ import { relayAlone } from './scenarios/relay.ts';
 import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
 import { drawChart } from './chart.ts';
+import { comparisonSection, runSection } from './markdown.ts';
 import { compareWithGo } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
@@ -43,7 +45,8 @@ const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burs
 const usage = `Usage: npm run bench -- [flags]
 
 cirrus's figures against the goals of performance.md §7, on a local control plane of its own.
-Prints a table; writes bench/results/<time>.json and the chart bench/results/<time>.svg (and latest.svg).
+Prints a table; writes bench/results/<time>.json, the chart bench/results/<time>.svg and the table
+for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
 
   --full                 full sizes (1000 nodes, 1000 Services, 10 cold starts); default short (minutes)
   --only <list>          some scenarios: ${scenarioNames.join(', ')}
@@ -115,13 +118,20 @@ const file = await writeResults(
 );
 const chart = await drawChart(file);
 await copyFile(chart, join(dirname(file), 'latest.svg'));
+const facts = { ...common, ...(values.only === undefined ? {} : { only: values.only }) };
+const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
+const markdown =
+  comparison === undefined
+    ? runSection(facts, figures)
+    : comparisonSection(facts, comparison.content, comparison.table);
+const pasteable = file.replace(/\.json$/, '.md');
+await writeFile(pasteable, markdown);
+await copyFile(pasteable, join(dirname(file), 'latest.md'));
+const written = `JSON: ${file}\nchart: ${chart}\ntable for docs/figures.md: ${pasteable}\n`;
 if (comparison !== undefined) {
-  process.stdout.write(`\n${comparison.table}\n\nJSON: ${file}\nchart: ${chart}\n`);
+  process.stdout.write(`\n${comparison.table}\n\n${written}`);
 } else {
-  const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
-  process.stdout.write(
-    `\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\nJSON: ${file}\nchart: ${chart}\n`,
-  );
+  process.stdout.write(`\n${table(figures)}\n\nnot measured: ${notMeasured().join(', ') || 'nothing'}\n${written}`);
 }
 
 async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {

@@ -1,7 +1,10 @@
 // `npm run chaos`: issue 20's fault suite — faults of the relay, the API server and cirrus during
 // churn, with what was lost, what was doubled and how long convergence took, against each row's
 // goal. Starts its own control plane; runs cirrus as real processes (test/faults/cirrus.ts) with
-// the chaos cloud (test/faults/provider.ts); prints a table; writes JSON to bench/results/.
+// the chaos cloud (test/faults/provider.ts); prints a table; writes JSON to bench/results/<time>.json
+// and, beside it, <time>.md: the table with its heading, ready to paste into docs/faults.md (not
+// written there by the run: a --only or --quick run would replace the full table, and the notes
+// under each table are a person's reading of the run).
 //
 //   npm run chaos                     default sizes (a few minutes on 2 cores)
 //   npm run chaos -- --full           the issue's sizes (1,000 Nodes and Services, 500-node burst, …)
@@ -11,9 +14,10 @@
 //
 // Exits 1 when a measured row misses its goal.
 
+import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { writeResults } from '../harness/report.ts';
+import { runHeading, writeResults } from '../harness/report.ts';
 import { chaosTable, runChaos } from './suite.ts';
 
 const { values } = parseArgs({
@@ -42,5 +46,12 @@ const file = await writeResults(fileURLToPath(new URL('../../bench/results/', im
 });
 const crashes =
   run.apiserverCrashes.length === 0 ? '' : `\nkube-apiserver crashes, restarted: ${run.apiserverCrashes.join('; ')}`;
-process.stdout.write(`\n${chaosTable(run.results)}\n${crashes}\nJSON: ${file}\n`);
+const minutes = Math.round((Date.now() - Date.parse(run.startedAt)) / 60_000);
+const options = process.argv.slice(2).join(' ');
+const heading = `The ${run.profile.name} run${options === '' ? '' : ` (\`${options}\`)`}, ${runHeading(run.startedAt, run.machine, run.kubernetes)}, ${minutes} minutes:`;
+const pasteable = file.replace(/\.json$/, '.md');
+await writeFile(pasteable, `${heading}\n\n${chaosTable(run.results)}\n${crashes}\n`);
+process.stdout.write(
+  `\n${chaosTable(run.results)}\n${crashes}\nJSON: ${file}\ntable for docs/faults.md: ${pasteable}\n`,
+);
 if (run.results.some((r) => r.ok === false)) process.exitCode = 1;

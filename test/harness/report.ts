@@ -34,6 +34,14 @@ export function machine(): Record<string, string | number> {
   };
 }
 
+/** A run's time and machine for a table's heading: "2026-11-25 04:21 UTC, on a 2-core, 24 GiB machine (…)". */
+export function runHeading(startedAt: string, machine: Record<string, string | number>, kubernetes: string): string {
+  const platform = [machine['cpuModel'], machine['platform'], `Node.js ${String(machine['node'])}`];
+  const described = [...platform.filter((p) => p !== undefined && p !== ''), `kube-apiserver ${kubernetes}`].join(', ');
+  const when = `${startedAt.slice(0, 10)} ${startedAt.slice(11, 16)} UTC`;
+  return `${when}, on a ${String(machine['cpus'])}-core, ${String(machine['memoryGiB'])} GiB machine (${described})`;
+}
+
 export function table(figures: readonly Figure[]): string {
   const rows = figures.map((f) => [
     f.scenario,
@@ -67,7 +75,7 @@ export async function writeResults(dir: string, content: unknown): Promise<strin
   return file;
 }
 
-function format(value: number | undefined): string {
+export function format(value: number | undefined): string {
   if (value === undefined || Number.isNaN(value)) return 'n/a';
   if (Math.abs(value) >= 100) return value.toFixed(0);
   return Math.abs(value) >= 10 ? value.toFixed(1) : value.toFixed(2);
