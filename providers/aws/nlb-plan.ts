@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { V1Node, V1Service, V1ServicePort, V1ServiceSpec } from '@kubernetes/client-node';
 import { ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
 import type { AwsConfig } from './config.ts';
+import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
 import { SERVICE_NAME_TAG } from './tags.ts';
 
@@ -108,36 +109,48 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
 function checkAnnotations(annotations: Readonly<Record<string, string>>): void {
   const type = annotations[a('type')];
   if (type !== undefined && type !== 'nlb') {
-    throw new Error(
-      `${a('type')}: "${type}" is not supported: cirrus makes Network Load Balancers ("nlb", the default); "nlb-ip" and "external" are left to the AWS Load Balancer Controller`,
+    throw new UnsupportedSettingError(
+      a('type'),
+      `"${type}" is not supported: cirrus makes Network Load Balancers ("nlb", the default); "nlb-ip" and "external" are left to the AWS Load Balancer Controller`,
     );
   }
   for (const key of unsupported) {
-    if (annotations[a(key)] !== undefined) throw new Error(`${a(key)}: not supported by cirrus's aws provider`);
+    if (annotations[a(key)] !== undefined)
+      throw new UnsupportedSettingError(a(key), "not supported by cirrus's aws provider");
   }
   if (annotations[a('access-log-enabled')] === 'true')
-    throw new Error(`${a('access-log-enabled')}: access logs are not supported by cirrus's aws provider`);
+    throw new UnsupportedSettingError(
+      a('access-log-enabled'),
+      "access logs are not supported by cirrus's aws provider",
+    );
 }
 
 /** Refuses what a Network Load Balancer cannot do: session affinity, a chosen IP. */
 function checkSpec(spec: V1ServiceSpec): void {
   if ((spec.sessionAffinity ?? 'None') !== 'None')
-    throw new Error(`spec.sessionAffinity ${spec.sessionAffinity}: a Network Load Balancer supports only None`);
+    throw new UnsupportedSettingError(
+      'spec.sessionAffinity',
+      `${spec.sessionAffinity}: a Network Load Balancer supports only None`,
+    );
   if ((spec.loadBalancerIP ?? '') !== '')
-    throw new Error('spec.loadBalancerIP: cannot be chosen for a Network Load Balancer');
+    throw new UnsupportedSettingError('spec.loadBalancerIP', 'cannot be chosen for a Network Load Balancer');
 }
 
 /** The one protocol of the Service's ports (a Network Load Balancer made by cirrus takes one), TCP or UDP. */
 function protocolOf(ports: readonly V1ServicePort[]): Protocol {
-  if (ports.length === 0) throw new Error('the Service has no ports');
+  if (ports.length === 0) throw new ServiceSettingError('spec.ports', 'the Service has no ports');
   const protocols = [...new Set(ports.map((p) => p.protocol ?? 'TCP'))];
   if (protocols.length > 1)
-    throw new Error(
+    throw new UnsupportedSettingError(
+      'spec.ports',
       `the Service mixes protocols (${protocols.join(', ')}); a Network Load Balancer made by cirrus takes one`,
     );
   const [protocol] = protocols;
   if (protocol !== 'TCP' && protocol !== 'UDP')
-    throw new Error(`protocol ${String(protocol)}: a Network Load Balancer takes TCP or UDP`);
+    throw new UnsupportedSettingError(
+      'spec.ports',
+      `protocol ${String(protocol)}: a Network Load Balancer takes TCP or UDP`,
+    );
   return protocol;
 }
 
@@ -169,7 +182,7 @@ function mappingsFor(
       }),
     });
   }
-  if (mappings.length === 0) throw new Error('no port of the Service has a nodePort yet');
+  if (mappings.length === 0) throw new ServiceSettingError('spec.ports', 'no port of the Service has a nodePort yet');
   return mappings;
 }
 
@@ -180,7 +193,7 @@ function isInternal(value: string | undefined): boolean {
 function crossZoneOf(annotations: Readonly<Record<string, string>>): boolean {
   const value = annotations[a('cross-zone-load-balancing-enabled')];
   if (value !== undefined && value !== 'true' && value !== 'false') {
-    throw new Error(`${a('cross-zone-load-balancing-enabled')}: "${value}" is not true or false`);
+    throw new ServiceSettingError(a('cross-zone-load-balancing-enabled'), `"${value}" is not true or false`);
   }
   return value === 'true';
 }
@@ -239,21 +252,21 @@ function withHealthProtocol(check: HealthCheck, protocol: string | undefined): H
   if (protocol === undefined) return check;
   const upper = protocol.toUpperCase();
   if (upper !== 'TCP' && upper !== 'HTTP' && upper !== 'HTTPS')
-    throw new Error(`${a('healthcheck-protocol')}: "${protocol}" is not tcp, http or https`);
+    throw new ServiceSettingError(a('healthcheck-protocol'), `"${protocol}" is not tcp, http or https`);
   return { ...check, protocol: upper, path: upper === 'TCP' ? undefined : (check.path ?? '/') };
 }
 
 function withHealthPort(check: HealthCheck, port: string | undefined): HealthCheck {
   if (port === undefined) return check;
   if (port !== 'traffic-port' && !isPort(port))
-    throw new Error(`${a('healthcheck-port')}: "${port}" is not a port or traffic-port`);
+    throw new ServiceSettingError(a('healthcheck-port'), `"${port}" is not a port or traffic-port`);
   return { ...check, port };
 }
 
 function withHealthPath(check: HealthCheck, path: string | undefined): HealthCheck {
   if (path === undefined) return check;
-  if (check.protocol === 'TCP') throw new Error(`${a('healthcheck-path')}: a TCP health check has no path`);
-  if (!path.startsWith('/')) throw new Error(`${a('healthcheck-path')}: "${path}" must start with /`);
+  if (check.protocol === 'TCP') throw new ServiceSettingError(a('healthcheck-path'), 'a TCP health check has no path');
+  if (!path.startsWith('/')) throw new ServiceSettingError(a('healthcheck-path'), `"${path}" must start with /`);
   return { ...check, path };
 }
 
@@ -262,7 +275,7 @@ function wholeNumber(value: string | undefined, annotation: string, min: number,
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^\d+$/.test(value) || n < min || n > max)
-    throw new Error(`${annotation}: "${value}" is not a whole number from ${min} to ${max}`);
+    throw new ServiceSettingError(annotation, `"${value}" is not a whole number from ${min} to ${max}`);
   return n;
 }
 
@@ -304,7 +317,7 @@ function list(value: string, annotation: string): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  if (items.length === 0) throw new Error(`${annotation}: empty`);
+  if (items.length === 0) throw new ServiceSettingError(annotation, 'empty');
   return items;
 }
 
@@ -317,7 +330,7 @@ function additionalTags(value: string | undefined): Record<string, string> {
     const k = key.trim();
     if (k === '') continue;
     if (k.startsWith('kubernetes.io/cluster/') || k === SERVICE_NAME_TAG) {
-      throw new Error(`${a('additional-resource-tags')}: "${k}" is set by cirrus and cannot be given`);
+      throw new ServiceSettingError(a('additional-resource-tags'), `"${k}" is set by cirrus and cannot be given`);
     }
     tags[k] = rest.join('=').trim();
   }

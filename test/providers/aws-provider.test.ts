@@ -300,7 +300,15 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
       const subnet = world.publicSubnets[0];
       assert.ok(subnet, 'the world has a public subnet');
       await world.elbv2.send(new CreateLoadBalancerCommand({ Name: name, Type: 'network', Subnets: [subnet.id] }));
-      await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), /will not take it over/);
+      await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
+        name: 'ForeignResourceError',
+        message: new RegExp(
+          `load balancer ${name} exists but is not tagged ${world.clusterTagKey}=owned.*will not take it over`,
+        ),
+      });
+      await assert.rejects(lb.updateLoadBalancer('kubernetes', service('nowhere'), [nodeOf(instance(0))]), {
+        name: 'LoadBalancerNotFoundError',
+      });
       assert.equal(await lb.getLoadBalancer('kubernetes', svc), undefined);
       await lb.ensureLoadBalancerDeleted('kubernetes', svc);
       assert.ok(await state(name), 'the untagged load balancer is still there');
