@@ -21,6 +21,8 @@ export interface AwsConfig {
   readonly clusterId: string;
   /** The cluster ID came from the legacy KubernetesClusterTag: resources are also tagged `KubernetesCluster=<id>`. */
   readonly legacyClusterTag: boolean;
+  /** Upstream's switch: true leaves the nodes' security groups to the operator (no ingress rule is managed). */
+  readonly disableSecurityGroupIngress: boolean;
   readonly nodeIpFamilies: readonly IpFamily[];
   readonly healthProbe: { readonly mode: 'ServiceNodePort' | 'Shared'; readonly port: number; readonly path: string };
   readonly serviceOverrides: readonly ServiceOverride[];
@@ -74,7 +76,6 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
   const routeTableId = readId(one, 'RouteTableID', 'rtb', file);
   const { clusterId, legacyClusterTag } = readClusterId(one, file);
   refuseUnsupported(one, file);
-  requireIngressDisabled(one, file);
   const ignored = readIgnored(one, file);
   return {
     region,
@@ -83,6 +84,7 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
     routeTableId,
     clusterId,
     legacyClusterTag,
+    disableSecurityGroupIngress: readDisableIngress(one, file),
     nodeIpFamilies: readNodeIpFamilies(global, file),
     healthProbe: readHealthProbe(one, file),
     serviceOverrides,
@@ -209,15 +211,9 @@ function refuseUnsupported(one: Reader, file: string | undefined): void {
   }
 }
 
-function requireIngressDisabled(one: Reader, file: string | undefined): void {
-  const disableIngress = bool(one('DisableSecurityGroupIngress'), 'Global.DisableSecurityGroupIngress', file);
-  if (disableIngress !== true) {
-    throw new CloudConfigError(
-      file,
-      'Global.DisableSecurityGroupIngress',
-      "must be true: cirrus does not edit the nodes' security groups; allow the NodePort range (30000-32767) from the clients and the load balancers' subnets, and set DisableSecurityGroupIngress = true",
-    );
-  }
+/** DisableSecurityGroupIngress: false (upstream's default) lets the provider manage the node ingress rules. */
+function readDisableIngress(one: Reader, file: string | undefined): boolean {
+  return bool(one('DisableSecurityGroupIngress'), 'Global.DisableSecurityGroupIngress', file) ?? false;
 }
 
 /** Keys read but without effect in cirrus, with why (still checked, so a typo is caught now). */

@@ -92,15 +92,6 @@ export class Elbv2Reader {
   }
 }
 
-/** Runs `call`; an error with AWS code `code` (the resource is already gone) is success. */
-export async function ignoring(code: string, call: () => Promise<unknown>): Promise<void> {
-  try {
-    await call();
-  } catch (error) {
-    if (errorCode(error) !== code) throw error;
-  }
-}
-
 /** The target group a listener forwards to, among `groups` by ARN. */
 export function forwardedTo(listener: Listener, groups: ReadonlyMap<string, TargetGroup>): TargetGroup | undefined {
   const arn = listener.DefaultActions?.find((a) => a.Type === 'forward')?.TargetGroupArn;

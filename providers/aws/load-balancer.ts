@@ -5,14 +5,15 @@ import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client
 import { defaultLoadBalancerName, type LoadBalancer } from '../../shared/cloud/provider.ts';
 import type { AwsApi } from './api.ts';
 import type { AwsConfig } from './config.ts';
+import type { ServiceWarnings } from './events.ts';
 import type { AwsInstances } from './instances.ts';
 import { NetworkLoadBalancers } from './nlb.ts';
 
 export class AwsLoadBalancer implements LoadBalancer {
   readonly #nlb: NetworkLoadBalancers;
 
-  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances) {
-    this.#nlb = new NetworkLoadBalancers(api, config, instances);
+  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
+    this.#nlb = new NetworkLoadBalancers(api, config, instances, warnings);
   }
 
   getLoadBalancerName(_clusterName: string, service: V1Service): string {

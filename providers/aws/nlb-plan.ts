@@ -10,6 +10,7 @@ import { ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
 import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
+import { sourceRangesOf } from './source-ranges.ts';
 import { SERVICE_NAME_TAG } from './tags.ts';
 
 export const ANNOTATION_PREFIX = 'service.beta.kubernetes.io/aws-load-balancer-';
@@ -63,6 +64,8 @@ export interface NlbPlan {
   readonly tags: Readonly<Record<string, string>>;
   /** The instance IDs of the nodes that receive traffic. */
   readonly targets: readonly string[];
+  /** The client ranges the nodes' security group admits; `given`: by the Service (else everyone, by default). */
+  readonly sourceRanges: { readonly cidrs: readonly string[]; readonly given: boolean };
 }
 
 /** Throws ImplementedElsewhereError when another controller owns this Service's load balancer. */
@@ -102,6 +105,7 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
       [SERVICE_NAME_TAG]: `${namespace}/${serviceName}`,
     },
     targets: targetsOf(nodes, annotations[a('target-node-labels')]),
+    sourceRanges: sourceRangesOf(service),
   };
 }
 

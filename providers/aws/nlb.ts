@@ -26,12 +26,15 @@ import {
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { findCause } from '../../shared/cloud/errors.ts';
 import { defaultLoadBalancerName } from '../../shared/cloud/provider.ts';
-import { abortable, errorCode, required, type AwsApi } from './api.ts';
+import { abortable, errorCode, ignoring, required, type AwsApi } from './api.ts';
 import type { AwsConfig } from './config.ts';
-import { Elbv2Reader, forwardedTo, ignoring, loadBalancerArnOf, statusOf, targetGroupArnOf } from './elbv2.ts';
+import { Elbv2Reader, forwardedTo, loadBalancerArnOf, statusOf, targetGroupArnOf } from './elbv2.ts';
 import { ForeignResourceError, LoadBalancerNotFoundError, ServiceSettingError } from './errors.ts';
+import type { ServiceWarnings } from './events.ts';
 import type { AwsInstances } from './instances.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
+import { NodeSecurityGroups } from './security-groups.ts';
+import { SOURCE_RANGES_ANNOTATION } from './source-ranges.ts';
 import { loadBalancerSubnets } from './subnets.ts';
 import { clusterTagKey, ownedTags, SERVICE_NAME_TAG } from './tags.ts';
 import { TargetSyncer, type TargetSync } from './targets.ts';
@@ -43,12 +46,16 @@ export class NetworkLoadBalancers {
   readonly #config: AwsConfig;
   readonly #read: Elbv2Reader;
   readonly #targets: TargetSyncer;
+  readonly #groups: NodeSecurityGroups;
+  readonly #warnings: ServiceWarnings;
 
-  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances) {
+  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
     this.#api = api;
     this.#config = config;
     this.#read = new Elbv2Reader(api, config);
     this.#targets = new TargetSyncer(api, instances);
+    this.#groups = new NodeSecurityGroups(api, config, instances);
+    this.#warnings = warnings;
   }
 
   async get(service: V1Service, signal: AbortSignal | undefined): Promise<V1LoadBalancerStatus | undefined> {
@@ -63,11 +70,14 @@ export class NetworkLoadBalancers {
     signal: AbortSignal | undefined,
   ): Promise<V1LoadBalancerStatus> {
     const plan = planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
-    const found = await this.#read.find(plan.name, signal);
-    if (found === undefined) return statusOf(await this.#create(plan, signal));
-    await this.#checkOwned(found, plan, signal);
-    await this.#reconcile(found, plan, signal);
-    return statusOf(found);
+    let nlb = await this.#read.find(plan.name, signal);
+    if (nlb === undefined) nlb = await this.#create(plan, signal);
+    else {
+      await this.#checkOwned(nlb, plan, signal);
+      await this.#reconcile(nlb, plan, signal);
+    }
+    await this.#ingress(service, nlb, plan, signal);
+    return statusOf(nlb);
   }
 
   /** The node set changed: as upstream, the whole ensure again; on an existing load balancer it changes targets only. */
@@ -77,12 +87,34 @@ export class NetworkLoadBalancers {
     if (found === undefined) throw new LoadBalancerNotFoundError(plan.name);
     await this.#checkOwned(found, plan, signal);
     await this.#reconcile(found, plan, signal);
+    await this.#ingress(service, found, plan, signal);
+  }
+
+  /** The nodes' security group rules for the load balancer (after it, as upstream: they name its subnets). */
+  async #ingress(service: V1Service, nlb: Nlb, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#config.disableSecurityGroupIngress) {
+      if (plan.sourceRanges.given)
+        await this.#warnings.warn(
+          service,
+          'SourceRangesNotEnforced',
+          `spec.loadBalancerSourceRanges / ${SOURCE_RANGES_ANNOTATION} (${plan.sourceRanges.cidrs.join(', ')}) are not enforced by cirrus: the cloud-config sets DisableSecurityGroupIngress, so the nodes' security groups are yours to restrict`,
+        );
+      return;
+    }
+    const subnetIds = (nlb.AvailabilityZones ?? []).flatMap((z) => (z.SubnetId === undefined ? [] : [z.SubnetId]));
+    await this.#groups.sync(
+      plan.name,
+      { instanceIds: plan.targets, subnetIds, clientCidrs: plan.sourceRanges.cidrs, mappings: plan.mappings },
+      signal,
+    );
   }
 
   async delete(service: V1Service, signal: AbortSignal | undefined): Promise<void> {
     if (implementedElsewhere(service)) return;
     const nlb = await this.#ours(service, signal);
     if (nlb === undefined) return;
+    // As upstream: the rules first, so a load balancer that is still there is found again to finish.
+    await this.#groups.sync(defaultLoadBalancerName(service), undefined, signal);
     const arn = loadBalancerArnOf(nlb);
     const listeners = await this.#read.listeners(arn, signal);
     const groups = await this.#groupsToDelete(arn, service, signal);

@@ -100,7 +100,7 @@ export interface AwsWorld {
   describeInstance(instanceId: string): Promise<WorldInstance>;
   /** The instances in this world's VPC, terminated ones included. */
   instances(): Promise<WorldInstance[]>;
-  /** cloud-provider-aws's INI cloud-config for this world; `extra` adds keys to [Global]. */
+  /** cloud-provider-aws's INI cloud-config for this world (node security groups managed, upstream's default); `extra` adds keys to [Global]. */
   cloudConfig(extra?: Readonly<Record<string, string>>): string;
   /** An NLB (with a target group and a listener) in this VPC without the cluster tag: a provider must never touch it. */
   createForeignLoadBalancer(name?: string): Promise<ForeignLoadBalancer>;
@@ -252,8 +252,6 @@ class World implements AwsWorld {
       SubnetID: (this.publicSubnets[0] as WorldSubnet).id,
       KubernetesClusterID: this.clusterId,
       RouteTableID: this.routeTableId,
-      // cirrus does not edit the nodes' security groups and requires the file to say so (docs/providers/aws.md).
-      DisableSecurityGroupIngress: 'true',
       ...extra,
     };
     for (const [key, value] of Object.entries(global)) {
