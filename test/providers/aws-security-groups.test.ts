@@ -198,8 +198,9 @@ describe('aws provider: node security group rules for NLBs', { skip: awsEmulator
       fieldSelector: `involvedObject.name=${name}`,
     });
     const warning = events.items.find((e) => e.reason === 'SourceRangesNotEnforced');
-    assert.equal(warning?.type, 'Warning');
-    assert.match(warning?.message ?? '', /203\.0\.113\.0\/24.*not enforced.*DisableSecurityGroupIngress/);
+    assert.ok(warning, 'a SourceRangesNotEnforced Event');
+    assert.equal(warning.type, 'Warning');
+    assert.match(warning.message ?? '', /203\.0\.113\.0\/24.*not enforced.*DisableSecurityGroupIngress/);
     await lb.ensureLoadBalancerDeleted('kubernetes', created);
   });
 });
