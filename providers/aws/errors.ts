@@ -7,9 +7,11 @@ export class ServiceSettingError extends Error {
   override readonly name: string = 'ServiceSettingError';
   /** The annotation key or `spec.<field>` at fault. */
   readonly setting: string;
+  readonly problem: string;
   constructor(setting: string, problem: string, options?: ErrorOptions) {
     super(`${setting}: ${problem}`, options);
     this.setting = setting;
+    this.problem = problem;
   }
 }
 

@@ -341,8 +341,13 @@ function additionalTags(value: string | undefined): Record<string, string> {
   return tags;
 }
 
+/** The instance IDs of the Service's target nodes among `nodes`, whatever else its settings say. */
+export function nodeTargets(service: V1Service, nodes: readonly V1Node[]): string[] {
+  return targetsOf(nodes, service.metadata?.annotations?.[a('target-node-labels')]);
+}
+
 /** The instance IDs of the nodes that match `target-node-labels` (`k=v` must match; `k` or `k=` needs the key). */
-function targetsOf(nodes: readonly V1Node[], selector: string | undefined): string[] {
+export function targetsOf(nodes: readonly V1Node[], selector: string | undefined): string[] {
   const wanted = (selector ?? '')
     .split(',')
     .map((s) => s.trim())

@@ -33,8 +33,8 @@ import { ForeignResourceError, LoadBalancerNotFoundError, ServiceSettingError } 
 import type { ServiceWarnings } from './events.ts';
 import type { AwsInstances } from './instances.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
+import { Refusals } from './refusal.ts';
 import { NodeSecurityGroups } from './security-groups.ts';
-import { SOURCE_RANGES_ANNOTATION } from './source-ranges.ts';
 import { loadBalancerSubnets } from './subnets.ts';
 import { clusterTagKey, ownedTags, SERVICE_NAME_TAG } from './tags.ts';
 import { TargetSyncer, type TargetSync } from './targets.ts';
@@ -47,15 +47,15 @@ export class NetworkLoadBalancers {
   readonly #read: Elbv2Reader;
   readonly #targets: TargetSyncer;
   readonly #groups: NodeSecurityGroups;
-  readonly #warnings: ServiceWarnings;
+  readonly #refusals: Refusals;
 
   constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
     this.#api = api;
     this.#config = config;
     this.#read = new Elbv2Reader(api, config);
     this.#targets = new TargetSyncer(api, instances);
-    this.#groups = new NodeSecurityGroups(api, config, instances);
-    this.#warnings = warnings;
+    this.#groups = new NodeSecurityGroups(api, config, instances, warnings);
+    this.#refusals = new Refusals(this.#read, this.#targets);
   }
 
   async get(service: V1Service, signal: AbortSignal | undefined): Promise<V1LoadBalancerStatus | undefined> {
@@ -69,44 +69,36 @@ export class NetworkLoadBalancers {
     nodes: readonly V1Node[],
     signal: AbortSignal | undefined,
   ): Promise<V1LoadBalancerStatus> {
-    const plan = planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
+    const plan = await this.#plan(service, nodes, signal);
     let nlb = await this.#read.find(plan.name, signal);
     if (nlb === undefined) nlb = await this.#create(plan, signal);
     else {
       await this.#checkOwned(nlb, plan, signal);
       await this.#reconcile(nlb, plan, signal);
     }
-    await this.#ingress(service, nlb, plan, signal);
+    await this.#groups.ensureFor(service, nlb, plan, signal);
     return statusOf(nlb);
   }
 
   /** The node set changed: as upstream, the whole ensure again; on an existing load balancer it changes targets only. */
   async update(service: V1Service, nodes: readonly V1Node[], signal: AbortSignal | undefined): Promise<void> {
-    const plan = planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
+    const plan = await this.#plan(service, nodes, signal);
     const found = await this.#read.find(plan.name, signal);
     if (found === undefined) throw new LoadBalancerNotFoundError(plan.name);
     await this.#checkOwned(found, plan, signal);
     await this.#reconcile(found, plan, signal);
-    await this.#ingress(service, found, plan, signal);
+    await this.#groups.ensureFor(service, found, plan, signal);
   }
 
-  /** The nodes' security group rules for the load balancer (after it, as upstream: they name its subnets). */
-  async #ingress(service: V1Service, nlb: Nlb, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
-    if (this.#config.disableSecurityGroupIngress) {
-      if (plan.sourceRanges.given)
-        await this.#warnings.warn(
-          service,
-          'SourceRangesNotEnforced',
-          `spec.loadBalancerSourceRanges / ${SOURCE_RANGES_ANNOTATION} (${plan.sourceRanges.cidrs.join(', ')}) are not enforced by cirrus: the cloud-config sets DisableSecurityGroupIngress, so the nodes' security groups are yours to restrict`,
-        );
-      return;
+  /** The Service's plan; when a setting is refused, its existing load balancer still gets the node set (./refusal.ts). */
+  async #plan(service: V1Service, nodes: readonly V1Node[], signal: AbortSignal | undefined): Promise<NlbPlan> {
+    try {
+      return planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
+    } catch (error) {
+      const refused = findCause(error, ServiceSettingError);
+      if (refused === undefined) throw error;
+      throw await this.#refusals.nodesOnly(service, nodes, refused, signal);
     }
-    const subnetIds = (nlb.AvailabilityZones ?? []).flatMap((z) => (z.SubnetId === undefined ? [] : [z.SubnetId]));
-    await this.#groups.sync(
-      plan.name,
-      { instanceIds: plan.targets, subnetIds, clientCidrs: plan.sourceRanges.cidrs, mappings: plan.mappings },
-      signal,
-    );
   }
 
   async delete(service: V1Service, signal: AbortSignal | undefined): Promise<void> {

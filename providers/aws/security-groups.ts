@@ -25,8 +25,11 @@ import { abortable, errorCode, ignoring, required, type AwsApi } from './api.ts'
 import type { AwsConfig } from './config.ts';
 import { SecurityGroupError } from './errors.ts';
 import type { AwsInstances } from './instances.ts';
-import type { PortMapping } from './nlb-plan.ts';
-import { EVERYONE } from './source-ranges.ts';
+import type { LoadBalancer as Nlb } from '@aws-sdk/client-elastic-load-balancing-v2';
+import type { V1Service } from '@kubernetes/client-node';
+import type { ServiceWarnings } from './events.ts';
+import type { NlbPlan, PortMapping } from './nlb-plan.ts';
+import { EVERYONE, SOURCE_RANGES_ANNOTATION } from './source-ranges.ts';
 import { clusterTagKey, hasClusterTag } from './tags.ts';
 
 export const NLB_CLIENT_RULE = 'kubernetes.io/rule/nlb/client';
@@ -70,11 +73,32 @@ export class NodeSecurityGroups {
   readonly #api: AwsApi;
   readonly #config: AwsConfig;
   readonly #instances: AwsInstances;
+  readonly #warnings: ServiceWarnings;
 
-  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances) {
+  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
     this.#api = api;
     this.#config = config;
     this.#instances = instances;
+    this.#warnings = warnings;
+  }
+
+  /** The rules for `plan`'s load balancer `nlb` (after it, as upstream: they name its subnets); with DisableSecurityGroupIngress, a Warning for source ranges not enforced. */
+  async ensureFor(service: V1Service, nlb: Nlb, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#config.disableSecurityGroupIngress) {
+      if (plan.sourceRanges.given)
+        await this.#warnings.warn(
+          service,
+          'SourceRangesNotEnforced',
+          `spec.loadBalancerSourceRanges / ${SOURCE_RANGES_ANNOTATION} (${plan.sourceRanges.cidrs.join(', ')}) are not enforced by cirrus: the cloud-config sets DisableSecurityGroupIngress, so the nodes' security groups are yours to restrict`,
+        );
+      return;
+    }
+    const subnetIds = (nlb.AvailabilityZones ?? []).flatMap((z) => (z.SubnetId === undefined ? [] : [z.SubnetId]));
+    await this.sync(
+      plan.name,
+      { instanceIds: plan.targets, subnetIds, clientCidrs: plan.sourceRanges.cidrs, mappings: plan.mappings },
+      signal,
+    );
   }
 
   /** Brings load balancer `name`'s rules to `ingress`; undefined removes them all. Nothing when DisableSecurityGroupIngress. */

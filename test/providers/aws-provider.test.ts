@@ -273,6 +273,35 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         assert.deepEqual(ids, [instance(1).instanceId, instance(2).instanceId].sort());
     });
 
+    it('still brings a refused Service’s load balancer to the node set, and says what was not applied', async () => {
+      const refused = service('web', [80, 443, 8443], {
+        'service.beta.kubernetes.io/aws-load-balancer-ssl-cert': 'arn:aws:acm:us-east-1:123456789012:certificate/x',
+      });
+      const name = lb.getLoadBalancerName('kubernetes', refused);
+      await assert.rejects(lb.ensureLoadBalancer('kubernetes', refused, [nodeOf(instance(0))]), {
+        name: 'ServiceSettingError',
+        message: new RegExp(
+          `aws-load-balancer-ssl-cert: not supported.*not applied to load balancer ${name}.*targets follow the 1 current target node`,
+        ),
+      });
+      const s = await state(name);
+      assert.ok(s);
+      assert.deepEqual(
+        s.listeners.map((l) => l.Port ?? 0).sort((x, y) => x - y),
+        [80, 443],
+        'no listener added for the refused change',
+      );
+      for (const ids of s.targets.values()) assert.deepEqual(ids, [instance(0).instanceId]);
+      await assert.rejects(
+        lb.ensureLoadBalancer(
+          'kubernetes',
+          service('never-made', [80], { 'service.beta.kubernetes.io/aws-load-balancer-ssl-ports': '443' }),
+          [],
+        ),
+        /aws-load-balancer-ssl-ports: not supported.*nothing was applied/,
+      );
+    });
+
     it('deletes everything it created and nothing else; a second delete succeeds', async () => {
       const foreign = await world.createForeignLoadBalancer();
       const svc = service('web', [80, 443]);
