@@ -11,7 +11,7 @@ import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
 import { sourceRangesOf } from './source-ranges.ts';
-import { SERVICE_NAME_TAG } from './tags.ts';
+import { LEGACY_CLUSTER_TAG, SERVICE_NAME_TAG } from './tags.ts';
 
 export const ANNOTATION_PREFIX = 'service.beta.kubernetes.io/aws-load-balancer-';
 const a = (name: string): string => `${ANNOTATION_PREFIX}${name}`;
@@ -333,7 +333,8 @@ function additionalTags(value: string | undefined): Record<string, string> {
     const [key = '', ...rest] = item.split('=');
     const k = key.trim();
     if (k === '') continue;
-    if (k.startsWith('kubernetes.io/cluster/') || k === SERVICE_NAME_TAG) {
+    // Ownership is read from these (tags.ts): a Service's owner must not be able to give them.
+    if (k.startsWith('kubernetes.io/cluster/') || k === SERVICE_NAME_TAG || k === LEGACY_CLUSTER_TAG) {
       throw new ServiceSettingError(a('additional-resource-tags'), `"${k}" is set by cirrus and cannot be given`);
     }
     tags[k] = rest.join('=').trim();

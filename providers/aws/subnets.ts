@@ -59,12 +59,21 @@ async function candidateSubnets(
   return candidates.filter((s) => publicIds.has(subnetIdOf(s)));
 }
 
-/** The annotation's subnets (IDs or Name tags) in the VPC. */
+/**
+ * The annotation's subnets (IDs or Name tags) in the VPC. A subnet tagged for another cluster is
+ * refused: a Service's owner must not place a load balancer in a subnet another cluster manages.
+ */
 function namedSubnets(config: AwsConfig, subnets: readonly Subnet[], names: readonly string[]): string[] {
   return names.map((name) => {
     const s = subnets.find((x) => x.SubnetId === name || x.Tags?.some((t) => t.Key === 'Name' && t.Value === name));
     if (s === undefined)
       throw new ServiceSettingError(SUBNETS_ANNOTATION, `no subnet "${name}" (an ID or Name tag) in ${config.vpc}`);
+    if (isOtherClusters(s.Tags, config.clusterId)) {
+      throw new ServiceSettingError(
+        SUBNETS_ANNOTATION,
+        `subnet "${name}" (${subnetIdOf(s)}) is tagged for another cluster, not ${config.clusterId}`,
+      );
+    }
     return subnetIdOf(s);
   });
 }

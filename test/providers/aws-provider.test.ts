@@ -14,7 +14,7 @@ import {
   DescribeTargetGroupsCommand,
   DescribeTargetHealthCommand,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
+import { CreateSubnetCommand, DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { InstanceNotFoundError } from '../../shared/cloud/errors.ts';
@@ -362,6 +362,48 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         lb.ensureLoadBalancer('kubernetes', clb, []),
         /aws-load-balancer-type: "clb" is not supported/,
       );
+    });
+
+    it('refuses ownership tags among the additional tags, and a subnet tagged for another cluster', async () => {
+      for (const key of [
+        'KubernetesCluster',
+        `kubernetes.io/cluster/${world.clusterId}`,
+        'kubernetes.io/service-name',
+      ]) {
+        const svc = service('tagger', [80], {
+          'service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags': `team=a,${key}=someone`,
+        });
+        await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
+          name: 'ServiceSettingError',
+          message: new RegExp(`additional-resource-tags: "${key}" is set by cirrus and cannot be given`),
+        });
+        assert.equal(await state(lb.getLoadBalancerName('kubernetes', svc)), undefined, 'nothing was made');
+      }
+      const octet = world.vpcCidr.split('.')[1] ?? '';
+      const theirs = await world.ec2.send(
+        new CreateSubnetCommand({
+          VpcId: world.vpcId,
+          CidrBlock: `10.${octet}.200.0/24`,
+          AvailabilityZone: world.publicSubnets[0]?.az ?? '',
+          TagSpecifications: [
+            {
+              ResourceType: 'subnet',
+              Tags: [
+                { Key: 'kubernetes.io/cluster/someone-else', Value: 'owned' },
+                { Key: 'Name', Value: 'theirs' },
+              ],
+            },
+          ],
+        }),
+      );
+      for (const named of ['theirs', theirs.Subnet?.SubnetId ?? '']) {
+        const svc = service('placed', [80], { 'service.beta.kubernetes.io/aws-load-balancer-subnets': named });
+        await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
+          name: 'ServiceSettingError',
+          message: /aws-load-balancer-subnets: subnet ".*" \(subnet-.*\) is tagged for another cluster/,
+        });
+        assert.equal(await state(lb.getLoadBalancerName('kubernetes', svc)), undefined, 'nothing was made');
+      }
     });
 
     it('makes an internal NLB in the private subnet when asked', async () => {
