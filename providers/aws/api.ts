@@ -136,3 +136,12 @@ export function required<T>(value: T | null | undefined, what: string): T {
 export function abortable(signal: AbortSignal | undefined): { abortSignal?: AbortSignal } {
   return signal === undefined ? {} : { abortSignal: signal };
 }
+
+/** Runs `call`; an error with AWS code `code` (the resource is already gone) is success. */
+export async function ignoring(code: string, call: () => Promise<unknown>): Promise<void> {
+  try {
+    await call();
+  } catch (error) {
+    if (errorCode(error) !== code) throw error;
+  }
+}

@@ -6,19 +6,12 @@
 // reported as ignored when it does not (ElbSecurityGroup, which only Classic ELBs use).
 
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
+import { parseGcfg, type Section } from './gcfg.ts';
+import { readOverrides, type ServiceOverride } from './overrides.ts';
+
+export type { ServiceOverride } from './overrides.ts';
 
 export type IpFamily = 'ipv4' | 'ipv6';
-
-/** An upstream `[ServiceOverride "<n>"]` section: another endpoint for one service in one region. */
-export interface ServiceOverride {
-  readonly section: string;
-  /** The SDK service ID: `EC2` or `Elastic Load Balancing v2` (case-insensitive; `ec2`, `elasticloadbalancing` too). */
-  readonly service: 'ec2' | 'elbv2' | 'other';
-  readonly region: string;
-  readonly url: string;
-  readonly signingRegion: string;
-  readonly signingName: string | undefined;
-}
 
 export interface AwsConfig {
   readonly region: string;
@@ -28,80 +21,13 @@ export interface AwsConfig {
   readonly clusterId: string;
   /** The cluster ID came from the legacy KubernetesClusterTag: resources are also tagged `KubernetesCluster=<id>`. */
   readonly legacyClusterTag: boolean;
+  /** Upstream's switch: true leaves the nodes' security groups to the operator (no ingress rule is managed). */
+  readonly disableSecurityGroupIngress: boolean;
   readonly nodeIpFamilies: readonly IpFamily[];
   readonly healthProbe: { readonly mode: 'ServiceNodePort' | 'Shared'; readonly port: number; readonly path: string };
   readonly serviceOverrides: readonly ServiceOverride[];
   /** Keys read but without effect in cirrus, with why: logged once at start. */
   readonly ignored: readonly string[];
-}
-
-type Section = Map<string, string[]>;
-
-/** The sections of a gcfg file: `[Global]`, `[ServiceOverride "1"]`; names case-insensitive, keys repeatable. */
-export function parseGcfg(text: string, file: string | undefined): Map<string, Section> {
-  const sections = new Map<string, Section>();
-  let current: Section | undefined;
-  let currentName = '';
-  for (const [index, raw] of text.split(/\r?\n/).entries()) {
-    const line = stripComment(raw).trim();
-    if (line === '') continue;
-    const where = `line ${index + 1}`;
-    const header = /^\[\s*([A-Za-z][-A-Za-z0-9.]*)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]$/.exec(line);
-    if (header !== null) {
-      currentName = sectionName(header);
-      current = sections.get(currentName) ?? new Map();
-      sections.set(currentName, current);
-      continue;
-    }
-    const pair = /^([A-Za-z][-A-Za-z0-9]*)\s*(?:=\s*(.*))?$/.exec(line);
-    if (pair === null)
-      throw new CloudConfigError(file, where, `cannot read "${raw.trim()}": expected [Section] or Key = value`);
-    if (current === undefined) throw new CloudConfigError(file, where, `"${pair[1]}" is outside any [Section]`);
-    const [, key = '', value] = pair;
-    addValue(current, key.toLowerCase(), unquote(value ?? 'true', file, `${currentName}.${key}`));
-  }
-  return sections;
-}
-
-/** `global`, or `serviceoverride "1"`: the section name lower-cased, the subsection as given. */
-function sectionName(header: RegExpExecArray): string {
-  const [, name = '', subsection] = header;
-  return subsection === undefined ? name.toLowerCase() : `${name.toLowerCase()} "${subsection}"`;
-}
-
-/** Keys are repeatable: each value is kept, in order. */
-function addValue(section: Section, key: string, value: string): void {
-  section.set(key, [...(section.get(key) ?? []), value]);
-}
-
-function stripComment(line: string): string {
-  let quoted = false;
-  for (let i = 0; i < line.length; i += 1) {
-    const c = line[i];
-    if (c === '\\') i += 1;
-    else if (c === '"') quoted = !quoted;
-    else if (!quoted && (c === ';' || c === '#')) return line.slice(0, i);
-  }
-  return line;
-}
-
-function unquote(value: string, file: string | undefined, field: string): string {
-  const trimmed = value.trim();
-  if (!trimmed.includes('"')) return trimmed;
-  let out = '';
-  let quoted = false;
-  for (let i = 0; i < trimmed.length; i += 1) {
-    const c = trimmed.charAt(i);
-    if (c === '"') quoted = !quoted;
-    else if (c === '\\') {
-      const next = trimmed[i + 1];
-      if (next === undefined) throw new CloudConfigError(file, field, 'ends in a lone backslash');
-      out += next === 'n' ? '\n' : next === 't' ? '\t' : next;
-      i += 1;
-    } else out += c;
-  }
-  if (quoted) throw new CloudConfigError(file, field, 'has an unterminated quote');
-  return out;
 }
 
 /** Every `[Global]` key upstream's CloudConfig has, lower-cased, with the name to show. */
@@ -125,9 +51,6 @@ const globalKeys = new Map(
     'SupportedTopologyInstanceTypePattern',
     'NLBSecurityGroupMode',
   ].map((k) => [k.toLowerCase(), k]),
-);
-const overrideKeys = new Map(
-  ['Service', 'Region', 'URL', 'SigningRegion', 'SigningMethod', 'SigningName'].map((k) => [k.toLowerCase(), k]),
 );
 
 /** One `[Global]` key's value (undefined when absent or empty); a key given twice is an error. */
@@ -153,7 +76,6 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
   const routeTableId = readId(one, 'RouteTableID', 'rtb', file);
   const { clusterId, legacyClusterTag } = readClusterId(one, file);
   refuseUnsupported(one, file);
-  requireIngressDisabled(one, file);
   const ignored = readIgnored(one, file);
   return {
     region,
@@ -162,25 +84,12 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
     routeTableId,
     clusterId,
     legacyClusterTag,
+    disableSecurityGroupIngress: readDisableIngress(one, file),
     nodeIpFamilies: readNodeIpFamilies(global, file),
     healthProbe: readHealthProbe(one, file),
     serviceOverrides,
     ignored,
   };
-}
-
-/** The `[ServiceOverride "<n>"]` sections; any other section but `[Global]` is an error. */
-function readOverrides(sections: Map<string, Section>, file: string | undefined): ServiceOverride[] {
-  const serviceOverrides: ServiceOverride[] = [];
-  for (const [name, section] of sections) {
-    if (name === 'global') continue;
-    const override = /^serviceoverride "(.*)"$/.exec(name);
-    if (override === null)
-      throw new CloudConfigError(file, `[${name}]`, 'unknown section: expected [Global] or [ServiceOverride "<n>"]');
-    serviceOverrides.push(readOverride(override[1] ?? '', section, file));
-  }
-  checkDuplicateOverrides(serviceOverrides, file);
-  return serviceOverrides;
 }
 
 function checkGlobalKeys(global: Section, file: string | undefined): void {
@@ -302,15 +211,9 @@ function refuseUnsupported(one: Reader, file: string | undefined): void {
   }
 }
 
-function requireIngressDisabled(one: Reader, file: string | undefined): void {
-  const disableIngress = bool(one('DisableSecurityGroupIngress'), 'Global.DisableSecurityGroupIngress', file);
-  if (disableIngress !== true) {
-    throw new CloudConfigError(
-      file,
-      'Global.DisableSecurityGroupIngress',
-      "must be true: cirrus does not edit the nodes' security groups; allow the NodePort range (30000-32767) from the clients and the load balancers' subnets, and set DisableSecurityGroupIngress = true",
-    );
-  }
+/** DisableSecurityGroupIngress: false (upstream's default) lets the provider manage the node ingress rules. */
+function readDisableIngress(one: Reader, file: string | undefined): boolean {
+  return bool(one('DisableSecurityGroupIngress'), 'Global.DisableSecurityGroupIngress', file) ?? false;
 }
 
 /** Keys read but without effect in cirrus, with why (still checked, so a typo is caught now). */
@@ -385,78 +288,6 @@ function readHealthProbePath(one: Reader, file: string | undefined): string {
       `"${path}" must start with /`,
     );
   return path;
-}
-
-function readOverride(name: string, section: Section, file: string | undefined): ServiceOverride {
-  const field = (key: string): string => `ServiceOverride "${name}".${key}`;
-  for (const key of section.keys()) {
-    if (!overrideKeys.has(key))
-      throw new CloudConfigError(
-        file,
-        field(key),
-        `unknown key; the keys are ${[...overrideKeys.values()].join(', ')}`,
-      );
-  }
-  const optional = (key: string): string | undefined => overrideValue(section, key, field(key), file);
-  const needed = (key: string): string => {
-    const value = optional(key);
-    if (value === undefined) throw new CloudConfigError(file, field(key), 'required');
-    return value;
-  };
-  const service = needed('Service');
-  const url = needed('URL');
-  checkOverrideUrl(url, field('URL'), file);
-  const method = optional('SigningMethod');
-  if (method !== undefined && method !== 'v4' && method !== 'sigv4') {
-    throw new CloudConfigError(file, field('SigningMethod'), `"${method}": only v4 signing is supported`);
-  }
-  return {
-    section: name,
-    service: overrideService(service),
-    region: needed('Region'),
-    url,
-    signingRegion: needed('SigningRegion'),
-    signingName: optional('SigningName'),
-  };
-}
-
-/** A `[ServiceOverride]` key's value, trimmed; undefined when absent or empty; an error when given twice. */
-function overrideValue(section: Section, key: string, field: string, file: string | undefined): string | undefined {
-  const values = section.get(key.toLowerCase());
-  if (values !== undefined && values.length > 1) throw new CloudConfigError(file, field, 'given twice');
-  const value = values?.[0]?.trim();
-  return value === '' ? undefined : value;
-}
-
-function checkOverrideUrl(url: string, field: string, file: string | undefined): void {
-  try {
-    const parsed = new URL(url);
-    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('not http(s)');
-  } catch {
-    throw new CloudConfigError(file, field, `"${url}" is not an http(s) URL`);
-  }
-}
-
-/** The SDK service ID (case-insensitive) as the client it overrides. */
-function overrideService(service: string): ServiceOverride['service'] {
-  const id = service.toLowerCase();
-  if (id === 'ec2') return 'ec2';
-  return id === 'elastic load balancing v2' || id === 'elasticloadbalancing' ? 'elbv2' : 'other';
-}
-
-function checkDuplicateOverrides(overrides: readonly ServiceOverride[], file: string | undefined): void {
-  const seen = new Set<string>();
-  for (const o of overrides) {
-    const key = `${o.service}/${o.region}`;
-    if (o.service !== 'other' && seen.has(key)) {
-      throw new CloudConfigError(
-        file,
-        `ServiceOverride "${o.section}"`,
-        `a second override for ${o.service} in ${o.region}`,
-      );
-    }
-    seen.add(key);
-  }
 }
 
 function checkId(value: string, prefix: string, field: string, file: string | undefined): void {

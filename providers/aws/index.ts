@@ -5,6 +5,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import { callCounter, createAwsApi, type AwsApi, type CallObserver } from './api.ts';
 import { parseAwsConfig, type AwsConfig } from './config.ts';
+import { serviceWarnings, type ServiceWarnings } from './events.ts';
 import { AwsInstances } from './instances.ts';
 import { AwsLoadBalancer } from './load-balancer.ts';
 import { AwsRoutes } from './routes.ts';
@@ -24,13 +25,18 @@ export function createAwsProvider(context: ProviderContext, options: { observe?:
           counted?.(service, operation, outcome);
           options.observe?.(service, operation, outcome);
         };
-  return awsProvider(config, createAwsApi(config, observe === undefined ? {} : { observe }));
+  const api = createAwsApi(config, observe === undefined ? {} : { observe });
+  return awsProvider(config, api, serviceWarnings(context.log, context.kubeConfig));
 }
 
-/** The provider over given clients. */
-export function awsProvider(config: AwsConfig, api: AwsApi): CloudProvider {
+/** The provider over given clients; Warning Events only logged unless `warnings` records them. */
+export function awsProvider(
+  config: AwsConfig,
+  api: AwsApi,
+  warnings: ServiceWarnings = serviceWarnings(undefined, undefined),
+): CloudProvider {
   const instances = new AwsInstances(api, config);
-  const loadBalancer = new AwsLoadBalancer(api, config, instances);
+  const loadBalancer = new AwsLoadBalancer(api, config, instances, warnings);
   const routes = new AwsRoutes(api, config, instances);
   return {
     providerName: () => 'aws',

@@ -8,8 +8,10 @@ import { createHash } from 'node:crypto';
 import type { V1Node, V1Service, V1ServicePort, V1ServiceSpec } from '@kubernetes/client-node';
 import { ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
 import type { AwsConfig } from './config.ts';
+import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
-import { SERVICE_NAME_TAG } from './tags.ts';
+import { sourceRangesOf } from './source-ranges.ts';
+import { LEGACY_CLUSTER_TAG, SERVICE_NAME_TAG } from './tags.ts';
 
 export const ANNOTATION_PREFIX = 'service.beta.kubernetes.io/aws-load-balancer-';
 const a = (name: string): string => `${ANNOTATION_PREFIX}${name}`;
@@ -62,6 +64,8 @@ export interface NlbPlan {
   readonly tags: Readonly<Record<string, string>>;
   /** The instance IDs of the nodes that receive traffic. */
   readonly targets: readonly string[];
+  /** The client ranges the nodes' security group admits; `given`: by the Service (else everyone, by default). */
+  readonly sourceRanges: { readonly cidrs: readonly string[]; readonly given: boolean };
 }
 
 /** Throws ImplementedElsewhereError when another controller owns this Service's load balancer. */
@@ -101,6 +105,7 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
       [SERVICE_NAME_TAG]: `${namespace}/${serviceName}`,
     },
     targets: targetsOf(nodes, annotations[a('target-node-labels')]),
+    sourceRanges: sourceRangesOf(service),
   };
 }
 
@@ -108,36 +113,48 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
 function checkAnnotations(annotations: Readonly<Record<string, string>>): void {
   const type = annotations[a('type')];
   if (type !== undefined && type !== 'nlb') {
-    throw new Error(
-      `${a('type')}: "${type}" is not supported: cirrus makes Network Load Balancers ("nlb", the default); "nlb-ip" and "external" are left to the AWS Load Balancer Controller`,
+    throw new UnsupportedSettingError(
+      a('type'),
+      `"${type}" is not supported: cirrus makes Network Load Balancers ("nlb", the default); "nlb-ip" and "external" are left to the AWS Load Balancer Controller`,
     );
   }
   for (const key of unsupported) {
-    if (annotations[a(key)] !== undefined) throw new Error(`${a(key)}: not supported by cirrus's aws provider`);
+    if (annotations[a(key)] !== undefined)
+      throw new UnsupportedSettingError(a(key), "not supported by cirrus's aws provider");
   }
   if (annotations[a('access-log-enabled')] === 'true')
-    throw new Error(`${a('access-log-enabled')}: access logs are not supported by cirrus's aws provider`);
+    throw new UnsupportedSettingError(
+      a('access-log-enabled'),
+      "access logs are not supported by cirrus's aws provider",
+    );
 }
 
 /** Refuses what a Network Load Balancer cannot do: session affinity, a chosen IP. */
 function checkSpec(spec: V1ServiceSpec): void {
   if ((spec.sessionAffinity ?? 'None') !== 'None')
-    throw new Error(`spec.sessionAffinity ${spec.sessionAffinity}: a Network Load Balancer supports only None`);
+    throw new UnsupportedSettingError(
+      'spec.sessionAffinity',
+      `${spec.sessionAffinity}: a Network Load Balancer supports only None`,
+    );
   if ((spec.loadBalancerIP ?? '') !== '')
-    throw new Error('spec.loadBalancerIP: cannot be chosen for a Network Load Balancer');
+    throw new UnsupportedSettingError('spec.loadBalancerIP', 'cannot be chosen for a Network Load Balancer');
 }
 
 /** The one protocol of the Service's ports (a Network Load Balancer made by cirrus takes one), TCP or UDP. */
 function protocolOf(ports: readonly V1ServicePort[]): Protocol {
-  if (ports.length === 0) throw new Error('the Service has no ports');
+  if (ports.length === 0) throw new ServiceSettingError('spec.ports', 'the Service has no ports');
   const protocols = [...new Set(ports.map((p) => p.protocol ?? 'TCP'))];
   if (protocols.length > 1)
-    throw new Error(
+    throw new UnsupportedSettingError(
+      'spec.ports',
       `the Service mixes protocols (${protocols.join(', ')}); a Network Load Balancer made by cirrus takes one`,
     );
   const [protocol] = protocols;
   if (protocol !== 'TCP' && protocol !== 'UDP')
-    throw new Error(`protocol ${String(protocol)}: a Network Load Balancer takes TCP or UDP`);
+    throw new UnsupportedSettingError(
+      'spec.ports',
+      `protocol ${String(protocol)}: a Network Load Balancer takes TCP or UDP`,
+    );
   return protocol;
 }
 
@@ -169,7 +186,7 @@ function mappingsFor(
       }),
     });
   }
-  if (mappings.length === 0) throw new Error('no port of the Service has a nodePort yet');
+  if (mappings.length === 0) throw new ServiceSettingError('spec.ports', 'no port of the Service has a nodePort yet');
   return mappings;
 }
 
@@ -180,7 +197,7 @@ function isInternal(value: string | undefined): boolean {
 function crossZoneOf(annotations: Readonly<Record<string, string>>): boolean {
   const value = annotations[a('cross-zone-load-balancing-enabled')];
   if (value !== undefined && value !== 'true' && value !== 'false') {
-    throw new Error(`${a('cross-zone-load-balancing-enabled')}: "${value}" is not true or false`);
+    throw new ServiceSettingError(a('cross-zone-load-balancing-enabled'), `"${value}" is not true or false`);
   }
   return value === 'true';
 }
@@ -239,21 +256,21 @@ function withHealthProtocol(check: HealthCheck, protocol: string | undefined): H
   if (protocol === undefined) return check;
   const upper = protocol.toUpperCase();
   if (upper !== 'TCP' && upper !== 'HTTP' && upper !== 'HTTPS')
-    throw new Error(`${a('healthcheck-protocol')}: "${protocol}" is not tcp, http or https`);
+    throw new ServiceSettingError(a('healthcheck-protocol'), `"${protocol}" is not tcp, http or https`);
   return { ...check, protocol: upper, path: upper === 'TCP' ? undefined : (check.path ?? '/') };
 }
 
 function withHealthPort(check: HealthCheck, port: string | undefined): HealthCheck {
   if (port === undefined) return check;
   if (port !== 'traffic-port' && !isPort(port))
-    throw new Error(`${a('healthcheck-port')}: "${port}" is not a port or traffic-port`);
+    throw new ServiceSettingError(a('healthcheck-port'), `"${port}" is not a port or traffic-port`);
   return { ...check, port };
 }
 
 function withHealthPath(check: HealthCheck, path: string | undefined): HealthCheck {
   if (path === undefined) return check;
-  if (check.protocol === 'TCP') throw new Error(`${a('healthcheck-path')}: a TCP health check has no path`);
-  if (!path.startsWith('/')) throw new Error(`${a('healthcheck-path')}: "${path}" must start with /`);
+  if (check.protocol === 'TCP') throw new ServiceSettingError(a('healthcheck-path'), 'a TCP health check has no path');
+  if (!path.startsWith('/')) throw new ServiceSettingError(a('healthcheck-path'), `"${path}" must start with /`);
   return { ...check, path };
 }
 
@@ -262,7 +279,7 @@ function wholeNumber(value: string | undefined, annotation: string, min: number,
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^\d+$/.test(value) || n < min || n > max)
-    throw new Error(`${annotation}: "${value}" is not a whole number from ${min} to ${max}`);
+    throw new ServiceSettingError(annotation, `"${value}" is not a whole number from ${min} to ${max}`);
   return n;
 }
 
@@ -304,7 +321,7 @@ function list(value: string, annotation: string): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  if (items.length === 0) throw new Error(`${annotation}: empty`);
+  if (items.length === 0) throw new ServiceSettingError(annotation, 'empty');
   return items;
 }
 
@@ -316,16 +333,22 @@ function additionalTags(value: string | undefined): Record<string, string> {
     const [key = '', ...rest] = item.split('=');
     const k = key.trim();
     if (k === '') continue;
-    if (k.startsWith('kubernetes.io/cluster/') || k === SERVICE_NAME_TAG) {
-      throw new Error(`${a('additional-resource-tags')}: "${k}" is set by cirrus and cannot be given`);
+    // Ownership is read from these (tags.ts): a Service's owner must not be able to give them.
+    if (k.startsWith('kubernetes.io/cluster/') || k === SERVICE_NAME_TAG || k === LEGACY_CLUSTER_TAG) {
+      throw new ServiceSettingError(a('additional-resource-tags'), `"${k}" is set by cirrus and cannot be given`);
     }
     tags[k] = rest.join('=').trim();
   }
   return tags;
 }
 
+/** The instance IDs of the Service's target nodes among `nodes`, whatever else its settings say. */
+export function nodeTargets(service: V1Service, nodes: readonly V1Node[]): string[] {
+  return targetsOf(nodes, service.metadata?.annotations?.[a('target-node-labels')]);
+}
+
 /** The instance IDs of the nodes that match `target-node-labels` (`k=v` must match; `k` or `k=` needs the key). */
-function targetsOf(nodes: readonly V1Node[], selector: string | undefined): string[] {
+export function targetsOf(nodes: readonly V1Node[], selector: string | undefined): string[] {
   const wanted = (selector ?? '')
     .split(',')
     .map((s) => s.trim())

@@ -11,7 +11,7 @@ export interface Tag {
 }
 
 export const SERVICE_NAME_TAG = 'kubernetes.io/service-name';
-const LEGACY_CLUSTER_TAG = 'KubernetesCluster';
+export const LEGACY_CLUSTER_TAG = 'KubernetesCluster';
 
 export function clusterTagKey(clusterId: string): string {
   return `kubernetes.io/cluster/${clusterId}`;

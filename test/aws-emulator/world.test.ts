@@ -99,7 +99,6 @@ describe('an AWS emulator world', { skip: awsEmulatorSkip }, () => {
         `SubnetID = ${world.publicSubnets[0]?.id ?? ''}`,
         `KubernetesClusterID = ${world.clusterId}`,
         `RouteTableID = ${world.routeTableId}`,
-        'DisableSecurityGroupIngress = true',
         'NodeIPFamilies = ipv4',
         '',
       ].join('\n'),

@@ -14,7 +14,7 @@ import {
   DescribeTargetGroupsCommand,
   DescribeTargetHealthCommand,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
+import { CreateSubnetCommand, DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { InstanceNotFoundError } from '../../shared/cloud/errors.ts';
@@ -273,6 +273,35 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         assert.deepEqual(ids, [instance(1).instanceId, instance(2).instanceId].sort());
     });
 
+    it('still brings a refused Service’s load balancer to the node set, and says what was not applied', async () => {
+      const refused = service('web', [80, 443, 8443], {
+        'service.beta.kubernetes.io/aws-load-balancer-ssl-cert': 'arn:aws:acm:us-east-1:123456789012:certificate/x',
+      });
+      const name = lb.getLoadBalancerName('kubernetes', refused);
+      await assert.rejects(lb.ensureLoadBalancer('kubernetes', refused, [nodeOf(instance(0))]), {
+        name: 'ServiceSettingError',
+        message: new RegExp(
+          `aws-load-balancer-ssl-cert: not supported.*not applied to load balancer ${name}.*targets follow the 1 current target node`,
+        ),
+      });
+      const s = await state(name);
+      assert.ok(s);
+      assert.deepEqual(
+        s.listeners.map((l) => l.Port ?? 0).sort((x, y) => x - y),
+        [80, 443],
+        'no listener added for the refused change',
+      );
+      for (const ids of s.targets.values()) assert.deepEqual(ids, [instance(0).instanceId]);
+      await assert.rejects(
+        lb.ensureLoadBalancer(
+          'kubernetes',
+          service('never-made', [80], { 'service.beta.kubernetes.io/aws-load-balancer-ssl-ports': '443' }),
+          [],
+        ),
+        /aws-load-balancer-ssl-ports: not supported.*nothing was applied/,
+      );
+    });
+
     it('deletes everything it created and nothing else; a second delete succeeds', async () => {
       const foreign = await world.createForeignLoadBalancer();
       const svc = service('web', [80, 443]);
@@ -300,7 +329,15 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
       const subnet = world.publicSubnets[0];
       assert.ok(subnet, 'the world has a public subnet');
       await world.elbv2.send(new CreateLoadBalancerCommand({ Name: name, Type: 'network', Subnets: [subnet.id] }));
-      await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), /will not take it over/);
+      await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
+        name: 'ForeignResourceError',
+        message: new RegExp(
+          `load balancer ${name} exists but is not tagged ${world.clusterTagKey}=owned.*will not take it over`,
+        ),
+      });
+      await assert.rejects(lb.updateLoadBalancer('kubernetes', service('nowhere'), [nodeOf(instance(0))]), {
+        name: 'LoadBalancerNotFoundError',
+      });
       assert.equal(await lb.getLoadBalancer('kubernetes', svc), undefined);
       await lb.ensureLoadBalancerDeleted('kubernetes', svc);
       assert.ok(await state(name), 'the untagged load balancer is still there');
@@ -325,6 +362,48 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         lb.ensureLoadBalancer('kubernetes', clb, []),
         /aws-load-balancer-type: "clb" is not supported/,
       );
+    });
+
+    it('refuses ownership tags among the additional tags, and a subnet tagged for another cluster', async () => {
+      for (const key of [
+        'KubernetesCluster',
+        `kubernetes.io/cluster/${world.clusterId}`,
+        'kubernetes.io/service-name',
+      ]) {
+        const svc = service('tagger', [80], {
+          'service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags': `team=a,${key}=someone`,
+        });
+        await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
+          name: 'ServiceSettingError',
+          message: new RegExp(`additional-resource-tags: "${key}" is set by cirrus and cannot be given`),
+        });
+        assert.equal(await state(lb.getLoadBalancerName('kubernetes', svc)), undefined, 'nothing was made');
+      }
+      const octet = world.vpcCidr.split('.')[1] ?? '';
+      const theirs = await world.ec2.send(
+        new CreateSubnetCommand({
+          VpcId: world.vpcId,
+          CidrBlock: `10.${octet}.200.0/24`,
+          AvailabilityZone: world.publicSubnets[0]?.az ?? '',
+          TagSpecifications: [
+            {
+              ResourceType: 'subnet',
+              Tags: [
+                { Key: 'kubernetes.io/cluster/someone-else', Value: 'owned' },
+                { Key: 'Name', Value: 'theirs' },
+              ],
+            },
+          ],
+        }),
+      );
+      for (const named of ['theirs', theirs.Subnet?.SubnetId ?? '']) {
+        const svc = service('placed', [80], { 'service.beta.kubernetes.io/aws-load-balancer-subnets': named });
+        await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
+          name: 'ServiceSettingError',
+          message: /aws-load-balancer-subnets: subnet ".*" \(subnet-.*\) is tagged for another cluster/,
+        });
+        assert.equal(await state(lb.getLoadBalancerName('kubernetes', svc)), undefined, 'nothing was made');
+      }
     });
 
     it('makes an internal NLB in the private subnet when asked', async () => {

@@ -1,7 +1,7 @@
 // The local AWS emulator: moto's server (EC2, ELBv2 and the rest of AWS in one process, state in
 // memory), pinned, installed once per machine into a virtualenv under cirrus's cache folder and
 // started on a free loopback port, for the aws provider's tests, the bench and the walk-through
-// (../shared/reference/aws-provider.md §6 says what it does and where it differs from AWS).
+// (docs/providers/aws.md, "Against a local emulator", says where it differs from AWS).
 //
 // The install is built in a temporary folder beside its final place and renamed into it, with a
 // marker written last: an install that dies half-way is never taken for a complete one, and two
@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { cacheRoot, isExecutable } from '../control-plane/index.ts';
 import { freePort, startProcess, type ManagedProcess } from '../control-plane/processes.ts';
 
-/** The moto version the emulator runs (measured in the reference's §6). */
+/** The moto version the emulator runs (the one the aws provider's tests were measured against). */
 export const motoVersion = '5.2.5';
 const requirement = `moto[server]==${motoVersion}`;
 const markerName = 'cirrus-installed.json';

@@ -7,128 +7,37 @@
 // worlds built by parallel test files in one emulator never see each other's instances by VPC or
 // cluster tag, and their instances' private DNS names (ip-10-<n>-….ec2.internal) never collide.
 // moto keeps state per region and answers HTTP 500 to anything it does not implement (an action
-// or a filter name; reference §6.2), so the clients make one attempt and this file filters only
+// or a filter name), so the clients make one attempt and this file filters only
 // by what moto implements.
 
-import { randomBytes, randomInt } from 'node:crypto';
 import {
-  AssociateRouteTableCommand,
-  AttachInternetGatewayCommand,
-  CreateInternetGatewayCommand,
-  CreateRouteCommand,
-  CreateRouteTableCommand,
-  CreateSecurityGroupCommand,
-  CreateSubnetCommand,
-  CreateVpcCommand,
-  DeleteVpcCommand,
-  DescribeAvailabilityZonesCommand,
   DescribeInstancesCommand,
-  DescribeVpcsCommand,
-  EC2Client,
+  type EC2Client,
   RunInstancesCommand,
   StartInstancesCommand,
   StopInstancesCommand,
   TerminateInstancesCommand,
   type _InstanceType,
   type Instance,
-  type ResourceType,
   type RunInstancesCommandInput,
-  type Tag,
 } from '@aws-sdk/client-ec2';
-import {
-  CreateListenerCommand,
-  CreateLoadBalancerCommand,
-  CreateTargetGroupCommand,
-  DescribeListenersCommand,
-  DescribeLoadBalancersCommand,
-  DescribeTargetGroupsCommand,
-  ElasticLoadBalancingV2Client,
-} from '@aws-sdk/client-elastic-load-balancing-v2';
+import type { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balancing-v2';
+import { defaultRegion, emulatorClients, step } from './env.ts';
+import { createForeignLoadBalancer, type ForeignLoadBalancer } from './foreign.ts';
+import { buildNetwork, must, tagged, type Network, type WorldSubnet } from './network.ts';
 
-/** moto accepts any key; these are the ones its docs and the SDK examples use. */
-export const emulatorCredentials = { accessKeyId: 'testing', secretAccessKey: 'testing' } as const;
-export const defaultRegion = 'us-east-1';
+export { awsEnv, awsProcessEnv, defaultRegion, emulatorClients, emulatorCredentials, warmEmulator } from './env.ts';
+export type { ForeignLoadBalancer } from './foreign.ts';
+export type { WorldSubnet } from './network.ts';
+
 /** An Amazon Linux 2 image from moto's catalogue (moto accepts any ID; this one looks like a node's). */
 const imageId = 'ami-04681a1dbd79675a5';
-/** Second octets left out of the VPC choice: 10.96.0.0/12 (Services) and 10.244.0.0/16 (pods), the usual cluster ranges. */
-const reservedOctets = new Set([...Array.from({ length: 16 }, (_, i) => 96 + i), 244]);
-
-/** An EC2 and an ELBv2 client for the emulator, making one attempt per call (moto's 500s are not worth retrying). */
-export function emulatorClients(
-  endpoint: string,
-  region: string,
-): { ec2: EC2Client; elbv2: ElasticLoadBalancingV2Client } {
-  const config = { endpoint, region, credentials: emulatorCredentials, maxAttempts: 1 };
-  return { ec2: new EC2Client(config), elbv2: new ElasticLoadBalancingV2Client(config) };
-}
-
-/**
- * The environment that points the AWS SDK (and so the aws provider) at the emulator: the standard
- * variables, nothing cirrus-specific. Apply it with awsProcessEnv() to drop variables that would
- * override it (a profile, a web-identity role, service-specific endpoints).
- */
-export function awsEnv(endpoint: string, region: string): Record<string, string> {
-  return {
-    AWS_ACCESS_KEY_ID: emulatorCredentials.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: emulatorCredentials.secretAccessKey,
-    AWS_REGION: region,
-    AWS_DEFAULT_REGION: region,
-    AWS_ENDPOINT_URL: endpoint,
-    // No instance-metadata lookups (1 s timeouts) for a region or credentials the environment gives.
-    AWS_EC2_METADATA_DISABLED: 'true',
-  };
-}
-
-/** Variables of `base` that would win over awsEnv()'s or send the SDK elsewhere. */
-const overriding = [
-  'AWS_PROFILE',
-  'AWS_SESSION_TOKEN',
-  'AWS_ROLE_ARN',
-  'AWS_WEB_IDENTITY_TOKEN_FILE',
-  'AWS_CONTAINER_CREDENTIALS_FULL_URI',
-  'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
-  'AWS_IGNORE_CONFIGURED_ENDPOINT_URLS',
-];
-
-/** `base` (default process.env) with awsEnv() applied and the variables that would override it removed: a child process's env. */
-export function awsProcessEnv(
-  endpoint: string,
-  region: string,
-  base: NodeJS.ProcessEnv = process.env,
-): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(base)) {
-    if (!overriding.includes(key) && !key.startsWith('AWS_ENDPOINT_URL_')) env[key] = value;
-  }
-  return { ...env, ...awsEnv(endpoint, region) };
-}
-
-/**
- * Makes the emulator load its EC2 and ELBv2 backends for `region` (moto loads them on first use:
- * ~1 s for EC2), so that second is not spent inside the first test that calls it.
- */
-export async function warmEmulator(endpoint: string, region: string = defaultRegion): Promise<void> {
-  const { ec2, elbv2 } = emulatorClients(endpoint, region);
-  try {
-    await step('DescribeAvailabilityZones', ec2.send(new DescribeAvailabilityZonesCommand({})));
-    await step('DescribeLoadBalancers', elbv2.send(new DescribeLoadBalancersCommand({})));
-  } finally {
-    ec2.destroy();
-    elbv2.destroy();
-  }
-}
 
 export interface WorldOptions {
   /** The cluster ID: the `kubernetes.io/cluster/<id>` tag and the cloud-config's KubernetesClusterID. */
   readonly clusterId: string;
   /** Default us-east-1 (private DNS names `ip-….ec2.internal`; elsewhere `ip-….<region>.compute.internal`). */
   readonly region?: string;
-}
-
-export interface WorldSubnet {
-  readonly id: string;
-  readonly az: string;
-  readonly cidr: string;
 }
 
 export interface RunInstanceOptions {
@@ -161,16 +70,6 @@ export interface WorldInstance {
   readonly providerId: string;
 }
 
-export interface ForeignLoadBalancer {
-  readonly name: string;
-  readonly arn: string;
-  readonly dnsName: string;
-  readonly targetGroupArn: string;
-  readonly listenerArn: string;
-  /** Whether the NLB, its target group and its listener all still exist. */
-  exists(): Promise<boolean>;
-}
-
 /** One cluster's slice of the emulator. */
 export interface AwsWorld {
   readonly endpoint: string;
@@ -201,7 +100,7 @@ export interface AwsWorld {
   describeInstance(instanceId: string): Promise<WorldInstance>;
   /** The instances in this world's VPC, terminated ones included. */
   instances(): Promise<WorldInstance[]>;
-  /** cloud-provider-aws's INI cloud-config for this world; `extra` adds keys to [Global]. */
+  /** cloud-provider-aws's INI cloud-config for this world (node security groups managed, upstream's default); `extra` adds keys to [Global]. */
   cloudConfig(extra?: Readonly<Record<string, string>>): string;
   /** An NLB (with a target group and a listener) in this VPC without the cluster tag: a provider must never touch it. */
   createForeignLoadBalancer(name?: string): Promise<ForeignLoadBalancer>;
@@ -225,183 +124,6 @@ function checkClusterId(clusterId: string): void {
     throw new Error(
       `createWorld: cluster ID "${clusterId}" must be 1-63 letters, digits, "-", "_" or "." (it is part of a tag key)`,
     );
-  }
-}
-
-interface Network {
-  readonly vpcId: string;
-  readonly vpcCidr: string;
-  readonly internetGatewayId: string;
-  readonly publicSubnets: WorldSubnet[];
-  readonly privateSubnets: WorldSubnet[];
-  readonly routeTableId: string;
-  readonly publicRouteTableId: string;
-  readonly securityGroupId: string;
-}
-
-async function buildNetwork(ec2: EC2Client, clusterId: string): Promise<Network> {
-  const owned = { [`kubernetes.io/cluster/${clusterId}`]: 'owned' };
-  const [zoneA, zoneB] = await zones(ec2);
-  const { vpcId, octet } = await createVpc(ec2, { ...owned, Name: `cirrus-${clusterId}` });
-  const vpcCidr = `10.${octet}.0.0/16`;
-  const igw = await step(
-    'CreateInternetGateway',
-    ec2.send(
-      new CreateInternetGatewayCommand({
-        TagSpecifications: tagged('internet-gateway', { Name: `cirrus-${clusterId}` }),
-      }),
-    ),
-  );
-  const internetGatewayId = must(igw.InternetGateway?.InternetGatewayId, 'CreateInternetGateway: no ID');
-  await step(
-    'AttachInternetGateway',
-    ec2.send(new AttachInternetGatewayCommand({ InternetGatewayId: internetGatewayId, VpcId: vpcId })),
-  );
-  const subnet = (cidr: string, az: string, tags: Record<string, string>): Promise<WorldSubnet> =>
-    createSubnet(ec2, vpcId, { cidr, az }, { ...owned, ...tags });
-  const publicSubnets = await Promise.all([
-    subnet(`10.${octet}.1.0/24`, zoneA, { 'kubernetes.io/role/elb': '1', Name: `${clusterId}-public-${zoneA}` }),
-    subnet(`10.${octet}.2.0/24`, zoneB, { 'kubernetes.io/role/elb': '1', Name: `${clusterId}-public-${zoneB}` }),
-  ]);
-  const privateSubnets = [
-    await subnet(`10.${octet}.128.0/24`, zoneA, {
-      'kubernetes.io/role/internal-elb': '1',
-      Name: `${clusterId}-private-${zoneA}`,
-    }),
-  ];
-  const publicRouteTableId = await createRouteTable(ec2, vpcId, { Name: `${clusterId}-public` });
-  await step(
-    'CreateRoute',
-    ec2.send(
-      new CreateRouteCommand({
-        RouteTableId: publicRouteTableId,
-        DestinationCidrBlock: '0.0.0.0/0',
-        GatewayId: internetGatewayId,
-      }),
-    ),
-  );
-  const routeTableId = await createRouteTable(ec2, vpcId, { ...owned, Name: `${clusterId}-pods` });
-  const associations = [
-    ...publicSubnets.map((s) => ({ RouteTableId: publicRouteTableId, SubnetId: s.id })),
-    ...privateSubnets.map((s) => ({ RouteTableId: routeTableId, SubnetId: s.id })),
-  ];
-  for (const association of associations)
-    await step('AssociateRouteTable', ec2.send(new AssociateRouteTableCommand(association)));
-  const group = await step(
-    'CreateSecurityGroup',
-    ec2.send(
-      new CreateSecurityGroupCommand({
-        GroupName: `${clusterId}-nodes`,
-        Description: `nodes of cluster ${clusterId}`,
-        VpcId: vpcId,
-        TagSpecifications: tagged('security-group', { ...owned, Name: `${clusterId}-nodes` }),
-      }),
-    ),
-  );
-  const securityGroupId = must(group.GroupId, 'CreateSecurityGroup: no ID');
-  return {
-    vpcId,
-    vpcCidr,
-    internetGatewayId,
-    publicSubnets,
-    privateSubnets,
-    routeTableId,
-    publicRouteTableId,
-    securityGroupId,
-  };
-}
-
-async function zones(ec2: EC2Client): Promise<[string, string]> {
-  const answer = await step('DescribeAvailabilityZones', ec2.send(new DescribeAvailabilityZonesCommand({})));
-  const names = (answer.AvailabilityZones ?? [])
-    .filter((z) => z.State === 'available' && (z.ZoneType ?? 'availability-zone') === 'availability-zone')
-    .map((z) => z.ZoneName)
-    .filter((n): n is string => n !== undefined)
-    .sort();
-  const [a, b] = names;
-  if (a === undefined || b === undefined)
-    throw new Error(`createWorld: the region has ${names.length} availability zones, 2 are needed`);
-  return [a, b];
-}
-
-// A VPC whose 10.<octet>.0.0/16 no other VPC in the region has. Two worlds created at the same
-// moment may pick the same octet: each then sees the other's VPC, deletes its own and picks again.
-async function createVpc(ec2: EC2Client, tags: Record<string, string>): Promise<{ vpcId: string; octet: number }> {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const octet = pickOctet(await vpcCidrs(ec2));
-    const cidr = `10.${octet}.0.0/16`;
-    const created = await step(
-      'CreateVpc',
-      ec2.send(new CreateVpcCommand({ CidrBlock: cidr, TagSpecifications: tagged('vpc', tags) })),
-    );
-    const vpcId = must(created.Vpc?.VpcId, 'CreateVpc: no ID');
-    if ((await vpcCidrs(ec2)).filter((c) => c === cidr).length === 1) return { vpcId, octet };
-    await step('DeleteVpc', ec2.send(new DeleteVpcCommand({ VpcId: vpcId })));
-  }
-  throw new Error('createWorld: no free 10.<n>.0.0/16 for a VPC after 5 attempts');
-}
-
-async function vpcCidrs(ec2: EC2Client): Promise<string[]> {
-  const answer = await step('DescribeVpcs', ec2.send(new DescribeVpcsCommand({})));
-  return (answer.Vpcs ?? []).map((v) => v.CidrBlock ?? '');
-}
-
-function pickOctet(taken: readonly string[]): number {
-  const used = new Set(taken.map((cidr) => /^10\.(\d+)\./.exec(cidr)?.[1]).map(Number));
-  const free = Array.from({ length: 254 }, (_, i) => i + 1).filter((n) => !used.has(n) && !reservedOctets.has(n));
-  const octet = free[randomInt(free.length)];
-  if (octet === undefined) throw new Error('createWorld: every 10.<n>.0.0/16 is taken by a VPC in this region');
-  return octet;
-}
-
-async function createSubnet(
-  ec2: EC2Client,
-  vpcId: string,
-  where: { cidr: string; az: string },
-  tags: Record<string, string>,
-): Promise<WorldSubnet> {
-  const answer = await step(
-    'CreateSubnet',
-    ec2.send(
-      new CreateSubnetCommand({
-        VpcId: vpcId,
-        CidrBlock: where.cidr,
-        AvailabilityZone: where.az,
-        TagSpecifications: tagged('subnet', tags),
-      }),
-    ),
-  );
-  return { id: must(answer.Subnet?.SubnetId, 'CreateSubnet: no ID'), az: where.az, cidr: where.cidr };
-}
-
-async function createRouteTable(ec2: EC2Client, vpcId: string, tags: Record<string, string>): Promise<string> {
-  const answer = await step(
-    'CreateRouteTable',
-    ec2.send(new CreateRouteTableCommand({ VpcId: vpcId, TagSpecifications: tagged('route-table', tags) })),
-  );
-  return must(answer.RouteTable?.RouteTableId, 'CreateRouteTable: no ID');
-}
-
-function tagged(
-  resource: ResourceType,
-  tags: Readonly<Record<string, string>>,
-): { ResourceType: ResourceType; Tags: Tag[] }[] {
-  return [{ ResourceType: resource, Tags: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })) }];
-}
-
-function must<T>(value: T | undefined, message: string): T {
-  if (value === undefined) throw new Error(`createWorld: ${message}`);
-  return value;
-}
-
-/** Runs one SDK call; a failure names the operation (moto's HTML 500s otherwise read as an XML parse error). */
-async function step<T>(operation: string, call: Promise<T>): Promise<T> {
-  try {
-    return await call;
-  } catch (error) {
-    throw new Error(`emulator: ${operation} failed: ${(error as Error).name}: ${(error as Error).message}`, {
-      cause: error,
-    });
   }
 }
 
@@ -530,8 +252,6 @@ class World implements AwsWorld {
       SubnetID: (this.publicSubnets[0] as WorldSubnet).id,
       KubernetesClusterID: this.clusterId,
       RouteTableID: this.routeTableId,
-      // cirrus does not edit the nodes' security groups and requires the file to say so (docs/providers/aws.md).
-      DisableSecurityGroupIngress: 'true',
       ...extra,
     };
     for (const [key, value] of Object.entries(global)) {
@@ -541,77 +261,14 @@ class World implements AwsWorld {
     return ['[Global]', ...Object.entries(global).map(([key, value]) => `${key} = ${value}`), ''].join('\n');
   }
 
-  async createForeignLoadBalancer(name = `foreign-${randomBytes(4).toString('hex')}`): Promise<ForeignLoadBalancer> {
-    if (!/^[A-Za-z0-9]([-A-Za-z0-9]{0,25}[A-Za-z0-9])?$/.test(name))
-      throw new Error(
-        `createForeignLoadBalancer: "${name}" must be 1-27 letters, digits or "-" (its target group adds "-tg")`,
-      );
-    const elbv2 = this.elbv2;
-    const lb = await step(
-      'CreateLoadBalancer',
-      elbv2.send(
-        new CreateLoadBalancerCommand({
-          Name: name,
-          Type: 'network',
-          Subnets: this.publicSubnets.map((s) => s.id),
-          Tags: foreignTags,
-        }),
-      ),
-    );
-    const arn = must(lb.LoadBalancers?.[0]?.LoadBalancerArn, 'CreateLoadBalancer: no ARN');
-    const dnsName = must(lb.LoadBalancers?.[0]?.DNSName, 'CreateLoadBalancer: no DNS name');
-    const { targetGroupArn, listenerArn } = await forwardTo(elbv2, arn, { name: `${name}-tg`, vpcId: this.vpcId });
-    return {
-      name,
-      arn,
-      dnsName,
-      targetGroupArn,
-      listenerArn,
-      exists: () => foreignExists(elbv2, { arn, targetGroupArn, listenerArn }),
-    };
+  createForeignLoadBalancer(name?: string): Promise<ForeignLoadBalancer> {
+    return createForeignLoadBalancer(this.elbv2, this, name);
   }
 
   close(): void {
     this.ec2.destroy();
     this.elbv2.destroy();
   }
-}
-
-const foreignTags = [{ Key: 'owner', Value: 'not-this-cluster' }];
-
-// A TCP target group on NodePort 30080 and a TCP :80 listener forwarding to it.
-async function forwardTo(
-  elbv2: ElasticLoadBalancingV2Client,
-  loadBalancerArn: string,
-  group: { name: string; vpcId: string },
-): Promise<{ targetGroupArn: string; listenerArn: string }> {
-  const created = await step(
-    'CreateTargetGroup',
-    elbv2.send(
-      new CreateTargetGroupCommand({
-        Name: group.name,
-        Protocol: 'TCP',
-        Port: 30080,
-        VpcId: group.vpcId,
-        TargetType: 'instance',
-        Tags: foreignTags,
-      }),
-    ),
-  );
-  const targetGroupArn = must(created.TargetGroups?.[0]?.TargetGroupArn, 'CreateTargetGroup: no ARN');
-  const listener = await step(
-    'CreateListener',
-    elbv2.send(
-      new CreateListenerCommand({
-        LoadBalancerArn: loadBalancerArn,
-        Port: 80,
-        Protocol: 'TCP',
-        DefaultActions: [{ Type: 'forward', TargetGroupArn: targetGroupArn }],
-        Tags: foreignTags,
-      }),
-    ),
-  );
-  return { targetGroupArn, listenerArn: must(listener.Listeners?.[0]?.ListenerArn, 'CreateListener: no ARN') };
 }
 
 function worldInstance(instance: Instance): WorldInstance {
@@ -639,25 +296,4 @@ function publicAddresses(instance: Instance): { publicIp?: string; publicDnsName
 
 function text(value: string | undefined): string {
   return value ?? '';
-}
-
-// Each Describe by ARN fails with a *NotFound error once the resource is gone.
-async function foreignExists(
-  elbv2: ElasticLoadBalancingV2Client,
-  arns: { arn: string; targetGroupArn: string; listenerArn: string },
-): Promise<boolean> {
-  const found = (call: Promise<unknown>): Promise<boolean> =>
-    call.then(
-      () => true,
-      (error: unknown) => {
-        if (/NotFound/.test((error as Error).name)) return false;
-        throw error;
-      },
-    );
-  const all = await Promise.all([
-    found(elbv2.send(new DescribeLoadBalancersCommand({ LoadBalancerArns: [arns.arn] }))),
-    found(elbv2.send(new DescribeTargetGroupsCommand({ TargetGroupArns: [arns.targetGroupArn] }))),
-    found(elbv2.send(new DescribeListenersCommand({ ListenerArns: [arns.listenerArn] }))),
-  ]);
-  return all.every(Boolean);
 }

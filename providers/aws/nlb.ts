@@ -1,0 +1,385 @@
+// A Service's Network Load Balancer with instance targets on the nodes' NodePorts: one target
+// group and one listener per Service port. Names are upstream's ("a" + the UID, and
+// k8s-<ns>-<name>-<hash> target groups), so a load balancer cloud-provider-aws made is adopted
+// rather than doubled; what cirrus creates carries `kubernetes.io/cluster/<id>=owned` and
+// `kubernetes.io/service-name=<namespace>/<name>`, and cirrus only touches a load balancer or
+// target group carrying both: a load balancer of the same name without them is another's.
+//
+// Order of deletion: listeners, target groups, then the load balancer, so that the load balancer
+// exists until everything else is gone and an interrupted delete is finished by the next one.
+
+import {
+  CreateListenerCommand,
+  CreateLoadBalancerCommand,
+  CreateTargetGroupCommand,
+  DeleteListenerCommand,
+  DeleteLoadBalancerCommand,
+  DeleteTargetGroupCommand,
+  DescribeLoadBalancerAttributesCommand,
+  ModifyListenerCommand,
+  ModifyLoadBalancerAttributesCommand,
+  ModifyTargetGroupCommand,
+  type Listener,
+  type LoadBalancer as Nlb,
+  type TargetGroup,
+} from '@aws-sdk/client-elastic-load-balancing-v2';
+import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
+import { findCause } from '../../shared/cloud/errors.ts';
+import { defaultLoadBalancerName } from '../../shared/cloud/provider.ts';
+import { abortable, errorCode, ignoring, required, type AwsApi } from './api.ts';
+import type { AwsConfig } from './config.ts';
+import { Elbv2Reader, forwardedTo, loadBalancerArnOf, statusOf, targetGroupArnOf } from './elbv2.ts';
+import { ForeignResourceError, LoadBalancerNotFoundError, ServiceSettingError } from './errors.ts';
+import type { ServiceWarnings } from './events.ts';
+import type { AwsInstances } from './instances.ts';
+import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
+import { Refusals } from './refusal.ts';
+import { NodeSecurityGroups } from './security-groups.ts';
+import { loadBalancerSubnets } from './subnets.ts';
+import { clusterTagKey, ownedTags, SERVICE_NAME_TAG } from './tags.ts';
+import { TargetSyncer, type TargetSync } from './targets.ts';
+
+const CROSS_ZONE = 'load_balancing.cross_zone.enabled';
+
+export class NetworkLoadBalancers {
+  readonly #api: AwsApi;
+  readonly #config: AwsConfig;
+  readonly #read: Elbv2Reader;
+  readonly #targets: TargetSyncer;
+  readonly #groups: NodeSecurityGroups;
+  readonly #refusals: Refusals;
+
+  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
+    this.#api = api;
+    this.#config = config;
+    this.#read = new Elbv2Reader(api, config);
+    this.#targets = new TargetSyncer(api, instances);
+    this.#groups = new NodeSecurityGroups(api, config, instances, warnings);
+    this.#refusals = new Refusals(this.#read, this.#targets);
+  }
+
+  async get(service: V1Service, signal: AbortSignal | undefined): Promise<V1LoadBalancerStatus | undefined> {
+    if (implementedElsewhere(service)) return undefined;
+    const nlb = await this.#ours(service, signal);
+    return nlb === undefined ? undefined : statusOf(nlb);
+  }
+
+  async ensure(
+    service: V1Service,
+    nodes: readonly V1Node[],
+    signal: AbortSignal | undefined,
+  ): Promise<V1LoadBalancerStatus> {
+    const plan = await this.#plan(service, nodes, signal);
+    let nlb = await this.#read.find(plan.name, signal);
+    if (nlb === undefined) nlb = await this.#create(plan, signal);
+    else {
+      await this.#checkOwned(nlb, plan, signal);
+      await this.#reconcile(nlb, plan, signal);
+    }
+    await this.#groups.ensureFor(service, nlb, plan, signal);
+    return statusOf(nlb);
+  }
+
+  /** The node set changed: as upstream, the whole ensure again; on an existing load balancer it changes targets only. */
+  async update(service: V1Service, nodes: readonly V1Node[], signal: AbortSignal | undefined): Promise<void> {
+    const plan = await this.#plan(service, nodes, signal);
+    const found = await this.#read.find(plan.name, signal);
+    if (found === undefined) throw new LoadBalancerNotFoundError(plan.name);
+    await this.#checkOwned(found, plan, signal);
+    await this.#reconcile(found, plan, signal);
+    await this.#groups.ensureFor(service, found, plan, signal);
+  }
+
+  /** The Service's plan; when a setting is refused, its existing load balancer still gets the node set (./refusal.ts). */
+  async #plan(service: V1Service, nodes: readonly V1Node[], signal: AbortSignal | undefined): Promise<NlbPlan> {
+    try {
+      return planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
+    } catch (error) {
+      const refused = findCause(error, ServiceSettingError);
+      if (refused === undefined) throw error;
+      throw await this.#refusals.nodesOnly(service, nodes, refused, signal);
+    }
+  }
+
+  async delete(service: V1Service, signal: AbortSignal | undefined): Promise<void> {
+    if (implementedElsewhere(service)) return;
+    const nlb = await this.#ours(service, signal);
+    if (nlb === undefined) return;
+    // As upstream: the rules first, so a load balancer that is still there is found again to finish.
+    await this.#groups.sync(defaultLoadBalancerName(service), undefined, signal);
+    const arn = loadBalancerArnOf(nlb);
+    const listeners = await this.#read.listeners(arn, signal);
+    const groups = await this.#groupsToDelete(arn, service, signal);
+    const tags = await this.#read.tags([...groups.keys()], signal);
+    for (const listener of listeners) await this.#deleteListener(listener, signal);
+    for (const groupArn of groups.keys()) {
+      if (!this.#read.ownedBy(tags.get(groupArn), serviceNameOf(service))) continue;
+      await ignoring('TargetGroupNotFound', () =>
+        this.#api.elbv2.send(new DeleteTargetGroupCommand({ TargetGroupArn: groupArn }), abortable(signal)),
+      );
+    }
+    await ignoring('LoadBalancerNotFound', () =>
+      this.#api.elbv2.send(new DeleteLoadBalancerCommand({ LoadBalancerArn: arn }), abortable(signal)),
+    );
+  }
+
+  /** The load balancer's target groups by ARN, and those of the Service's names (ownership is checked by the caller). */
+  async #groupsToDelete(
+    arn: string,
+    service: V1Service,
+    signal: AbortSignal | undefined,
+  ): Promise<Map<string, TargetGroup>> {
+    const groups = new Map<string, TargetGroup>();
+    for (const g of await this.#read.targetGroupsOf(arn, signal)) groups.set(targetGroupArnOf(g), g);
+    // Target groups a listener no longer points at (an earlier delete stopped half-way) are found by name.
+    for (const name of expectedTargetGroupNames(this.#config, service)) {
+      const g = await this.#read.targetGroupNamed(name, signal);
+      if (g !== undefined) groups.set(targetGroupArnOf(g), g);
+    }
+    return groups;
+  }
+
+  async #deleteListener(listener: Listener, signal: AbortSignal | undefined): Promise<void> {
+    await ignoring('ListenerNotFound', () =>
+      this.#api.elbv2.send(new DeleteListenerCommand({ ListenerArn: listener.ListenerArn }), abortable(signal)),
+    );
+  }
+
+  /** The Service's load balancer if it carries this cluster's and this Service's tags. */
+  async #ours(service: V1Service, signal: AbortSignal | undefined): Promise<Nlb | undefined> {
+    const nlb = await this.#read.find(defaultLoadBalancerName(service), signal);
+    if (nlb === undefined) return undefined;
+    const tags = await this.#read.tagsOf(loadBalancerArnOf(nlb), signal);
+    return this.#read.ownedBy(tags, serviceNameOf(service)) ? nlb : undefined;
+  }
+
+  async #checkOwned(nlb: Nlb, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
+    const tags = await this.#read.tagsOf(loadBalancerArnOf(nlb), signal);
+    if (!this.#read.ownedBy(tags, plan.serviceName)) {
+      throw new ForeignResourceError(
+        `load balancer ${plan.name}`,
+        `exists but is not tagged ${clusterTagKey(this.#config.clusterId)}=owned and ${SERVICE_NAME_TAG}=${plan.serviceName}`,
+      );
+    }
+  }
+
+  // ---- creating
+
+  async #create(plan: NlbPlan, signal: AbortSignal | undefined): Promise<Nlb> {
+    const subnets = await loadBalancerSubnets(this.#api, this.#config, plan, signal);
+    const out = await this.#api.elbv2.send(
+      new CreateLoadBalancerCommand({
+        Name: plan.name,
+        Type: 'network',
+        Scheme: plan.internal ? 'internal' : 'internet-facing',
+        SubnetMappings: subnets.map((SubnetId) => ({ SubnetId })),
+        Tags: ownedTags(this.#config, plan.tags),
+      }),
+      abortable(signal),
+    );
+    const nlb = required(out.LoadBalancers?.[0], `the load balancer in CreateLoadBalancer ${plan.name}'s answer`);
+    const arn = loadBalancerArnOf(nlb);
+    for (const mapping of plan.mappings) await this.#createListener(nlb, plan, mapping, signal);
+    // A new NLB has cross-zone load balancing off: only a Service that wants it on costs a call.
+    if (plan.crossZone) await this.#setCrossZone(arn, true, signal);
+    return nlb;
+  }
+
+  async #createListener(nlb: Nlb, plan: NlbPlan, mapping: PortMapping, signal: AbortSignal | undefined): Promise<void> {
+    const { group, created } = await this.#createTargetGroup(nlb, plan, mapping, signal);
+    await this.#targets.sync(targetsOf(group, mapping, plan, created), signal);
+    await this.#api.elbv2.send(
+      new CreateListenerCommand({
+        LoadBalancerArn: nlb.LoadBalancerArn,
+        Port: mapping.port,
+        Protocol: mapping.protocol,
+        DefaultActions: [{ Type: 'forward', TargetGroupArn: group.TargetGroupArn }],
+        Tags: ownedTags(this.#config, plan.tags),
+      }),
+      abortable(signal),
+    );
+  }
+
+  async #createTargetGroup(
+    nlb: Nlb,
+    plan: NlbPlan,
+    mapping: PortMapping,
+    signal: AbortSignal | undefined,
+  ): Promise<{ readonly group: TargetGroup; readonly created: boolean }> {
+    const hc = mapping.healthCheck;
+    try {
+      const out = await this.#api.elbv2.send(
+        new CreateTargetGroupCommand({
+          Name: mapping.targetGroupName,
+          Protocol: mapping.protocol,
+          Port: mapping.nodePort,
+          VpcId: nlb.VpcId,
+          TargetType: 'instance',
+          HealthCheckProtocol: hc.protocol,
+          HealthCheckPort: hc.port,
+          ...(hc.path === undefined ? {} : { HealthCheckPath: hc.path }),
+          HealthCheckIntervalSeconds: hc.intervalSeconds,
+          HealthyThresholdCount: hc.healthyThreshold,
+          UnhealthyThresholdCount: hc.unhealthyThreshold,
+          Tags: ownedTags(this.#config, plan.tags),
+        }),
+        abortable(signal),
+      );
+      const group = required(
+        out.TargetGroups?.[0],
+        `the target group in CreateTargetGroup ${mapping.targetGroupName}'s answer`,
+      );
+      return { group, created: true };
+    } catch (error) {
+      // Left by an ensure that stopped before its listener: take it if it is this Service's.
+      if (errorCode(error) !== 'DuplicateTargetGroupName') throw error;
+      const group = await this.#read.targetGroupNamed(mapping.targetGroupName, signal);
+      const tags = group === undefined ? undefined : await this.#read.tagsOf(targetGroupArnOf(group), signal);
+      if (group === undefined || !this.#read.ownedBy(tags, plan.serviceName)) {
+        throw new ForeignResourceError(
+          `target group ${mapping.targetGroupName}`,
+          `exists and is not tagged as ${plan.serviceName}'s`,
+          { cause: error },
+        );
+      }
+      return { group, created: false };
+    }
+  }
+
+  // ---- reconciling an existing load balancer
+
+  async #reconcile(nlb: Nlb, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
+    const arn = loadBalancerArnOf(nlb);
+    const [listeners, groups] = await Promise.all([
+      this.#read.listeners(arn, signal),
+      this.#read.targetGroupsOf(arn, signal),
+    ]);
+    const groupByArn = new Map(groups.map((g) => [targetGroupArnOf(g), g]));
+    const wanted = new Set<Listener>();
+    for (const mapping of plan.mappings) {
+      const listener = listeners.find((l) => l.Port === mapping.port);
+      if (listener === undefined) {
+        await this.#createListener(nlb, plan, mapping, signal);
+        continue;
+      }
+      wanted.add(listener);
+      const group = forwardedTo(listener, groupByArn);
+      await this.#reconcileListener(nlb, plan, { mapping, listener, group }, signal);
+    }
+    for (const listener of listeners) {
+      if (wanted.has(listener)) continue;
+      await this.#deleteListener(listener, signal);
+      const group = forwardedTo(listener, groupByArn);
+      if (group !== undefined) await this.#deleteGroupIfOwned(group, plan, signal);
+    }
+    await this.#syncCrossZone(arn, plan.crossZone, signal);
+  }
+
+  /** An existing listener for `mapping`: its target group kept and synced if it fits, else replaced. */
+  async #reconcileListener(
+    nlb: Nlb,
+    plan: NlbPlan,
+    current: { readonly mapping: PortMapping; readonly listener: Listener; readonly group: TargetGroup | undefined },
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const { mapping, listener, group } = current;
+    if (group !== undefined && fits(group, mapping) && listener.Protocol === mapping.protocol) {
+      await this.#syncHealthCheck(group, mapping, signal);
+      await this.#targets.sync(targetsOf(group, mapping, plan, false), signal);
+      return;
+    }
+    // Port, protocol or health check kind changed: a target group cannot change those, so a new one.
+    const { group: fresh, created } = await this.#createTargetGroup(nlb, plan, mapping, signal);
+    await this.#targets.sync(targetsOf(fresh, mapping, plan, created), signal);
+    await this.#api.elbv2.send(
+      new ModifyListenerCommand({
+        ListenerArn: listener.ListenerArn,
+        Protocol: mapping.protocol,
+        DefaultActions: [{ Type: 'forward', TargetGroupArn: fresh.TargetGroupArn }],
+      }),
+      abortable(signal),
+    );
+    if (group !== undefined) await this.#deleteGroupIfOwned(group, plan, signal);
+  }
+
+  async #deleteGroupIfOwned(group: TargetGroup, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
+    const tags = await this.#read.tagsOf(targetGroupArnOf(group), signal);
+    if (!this.#read.ownedBy(tags, plan.serviceName)) return;
+    await ignoring('TargetGroupNotFound', () =>
+      this.#api.elbv2.send(new DeleteTargetGroupCommand({ TargetGroupArn: group.TargetGroupArn }), abortable(signal)),
+    );
+  }
+
+  async #syncHealthCheck(group: TargetGroup, mapping: PortMapping, signal: AbortSignal | undefined): Promise<void> {
+    const hc = mapping.healthCheck;
+    const same =
+      group.HealthCheckPort === hc.port &&
+      group.HealthyThresholdCount === hc.healthyThreshold &&
+      group.UnhealthyThresholdCount === hc.unhealthyThreshold &&
+      (hc.path === undefined || group.HealthCheckPath === hc.path);
+    if (same) return;
+    await this.#api.elbv2.send(
+      new ModifyTargetGroupCommand({
+        TargetGroupArn: group.TargetGroupArn,
+        HealthCheckPort: hc.port,
+        ...(hc.path === undefined ? {} : { HealthCheckPath: hc.path }),
+        HealthyThresholdCount: hc.healthyThreshold,
+        UnhealthyThresholdCount: hc.unhealthyThreshold,
+      }),
+      abortable(signal),
+    );
+  }
+
+  async #syncCrossZone(arn: string, wanted: boolean, signal: AbortSignal | undefined): Promise<void> {
+    const out = await this.#api.elbv2.send(
+      new DescribeLoadBalancerAttributesCommand({ LoadBalancerArn: arn }),
+      abortable(signal),
+    );
+    const current = out.Attributes?.find((x) => x.Key === CROSS_ZONE)?.Value === 'true';
+    if (current !== wanted) await this.#setCrossZone(arn, wanted, signal);
+  }
+
+  async #setCrossZone(arn: string, enabled: boolean, signal: AbortSignal | undefined): Promise<void> {
+    await this.#api.elbv2.send(
+      new ModifyLoadBalancerAttributesCommand({
+        LoadBalancerArn: arn,
+        Attributes: [{ Key: CROSS_ZONE, Value: String(enabled) }],
+      }),
+      abortable(signal),
+    );
+  }
+}
+
+function serviceNameOf(service: V1Service): string {
+  return `${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`;
+}
+
+function targetsOf(group: TargetGroup, mapping: PortMapping, plan: NlbPlan, created: boolean): TargetSync {
+  const sync = { groupArn: targetGroupArnOf(group), port: mapping.nodePort, wanted: plan.targets };
+  return created ? { ...sync, current: new Set() } : sync;
+}
+
+/** Whether a target group serves a mapping: what cannot be modified in place matches. */
+function fits(group: TargetGroup, mapping: PortMapping): boolean {
+  return (
+    group.Port === mapping.nodePort &&
+    group.Protocol === mapping.protocol &&
+    group.HealthCheckProtocol === mapping.healthCheck.protocol &&
+    group.HealthCheckIntervalSeconds === mapping.healthCheck.intervalSeconds
+  );
+}
+
+/**
+ * The names of the target groups a Service's ports would have, for finding ones a listener no
+ * longer names. A Service whose settings cannot be planned (an annotation changed to a value that
+ * is refused, ports without NodePorts) has no names to derive: its groups are only those its
+ * listeners name. Any other error is the caller's.
+ */
+function expectedTargetGroupNames(config: AwsConfig, service: V1Service): string[] {
+  try {
+    return planFor(config, defaultLoadBalancerName(service), service, []).mappings.map((m) => m.targetGroupName);
+  } catch (error) {
+    if (findCause(error, ServiceSettingError) !== undefined) return [];
+    throw error;
+  }
+}
