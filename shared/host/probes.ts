@@ -170,7 +170,7 @@ function noSchemas(): never {
 
 // One line per reconcile (./app.ts runReconcile) instead of Fastify's two per request: probes and
 // scrapes would otherwise fill the log, and per-request logging costs a quarter of the throughput
-// (measured with autocannon against a no-op reconcile). Fastify's other lines (404s, errors outside the reconcile routes) stay.
+// (measured on a no-op reconcile). Fastify's other lines (404s, errors outside the reconcile routes) stay.
 class QuietLogController extends LogController {
   override incomingRequest(): void {
     // not logged
