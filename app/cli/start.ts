@@ -13,6 +13,7 @@ import { initCloudProvider } from '../../shared/cloud/registry.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
+import type { Serving } from '../../shared/host/serve.ts';
 import { apiStatus } from '../../shared/kube/api.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
 import { createLogger, logDestination } from '../log.ts';
@@ -210,8 +211,12 @@ interface Summary {
   readonly skipped: readonly string[];
 }
 
-// One server for the functions, and the relay delivering to it, signed with a secret of this
-// process (or --signing-secret-file's), so nothing else can drive the functions.
+// The functions on a listener of their own on the loopback address, and the relay delivering to
+// it, signed with a secret of this process (or --signing-secret-file's): nothing beyond this host
+// can reach the functions, and nothing without the secret holds a place among their requests in
+// flight, so the relay's deliveries never wait behind a stranger's. The configured address and
+// port (--bind-address, --port: in deploy/standalone, 10258 on the host's network) serve only
+// /healthz, /readyz and /metrics, as the Go cloud-controller-manager's port does.
 async function serveAll(
   definitions: FunctionDefinition[],
   {
@@ -233,23 +238,8 @@ async function serveAll(
   summary: Summary,
 ): Promise<void> {
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
-  const { buildMultiApp, serve } = await import('../../shared/host/index.ts');
-  const app = await buildMultiApp(definitions, {
-    logger: log,
-    auth: { secret },
-    pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
-    registry,
-  });
-  const controller = new AbortController();
-  const server = await serve(app, { host: config.bindAddress, port: config.port, signal: controller.signal });
-  stoppers.push({
-    what: 'functions',
-    stop: async () => {
-      controller.abort();
-      await server.closed;
-    },
-  });
-  const local = `http://127.0.0.1:${server.port}`;
+  const { server, functions } = await listen(definitions, { config, log, registry, secret }, stoppers);
+  const local = `http://127.0.0.1:${functions.port}`;
   const relayModule = await loadRelay();
   const routing = relayModule.buildRoutingTable(catalogue, {
     to: definitions.map((d) => `${d.name}=${local}/${d.name}`),
@@ -273,7 +263,10 @@ async function serveAll(
     if (metric !== undefined) registry.registerMetric(metric);
   }
   stoppers.push({ what: 'relay', stop: () => relay.stop() });
-  log.info({ address: server.address, functions: definitions.map((d) => d.name) }, 'cirrus serving');
+  log.info(
+    { address: server.address, functions: local, names: definitions.map((d) => d.name) },
+    'cirrus serving: the functions on loopback, probes and metrics at the address',
+  );
   // Ctrl-C while waiting (for the Lease, say) must still stop.
   const aborted = new Promise<void>((resolve) => {
     io.signal.addEventListener(
@@ -291,11 +284,48 @@ async function serveAll(
     [
       `  cluster    ${summary.cluster}`,
       `  provider   ${summary.provider}`,
-      `  functions  ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>; metrics at ${local}/metrics`,
+      `  functions  ${definitions.map((d) => d.name).join(', ')} at ${local}/<function> (loopback only)`,
+      `  probes     ${server.address}/healthz, /readyz and /metrics`,
       ...(summary.skipped.length === 0 ? [] : [`  skipped    ${summary.skipped.join('; ')}`]),
       `  relay      in this process, ${election}, watching Nodes and Services`,
       `cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops`,
       '',
     ].join('\n'),
   );
+}
+
+// Two listeners: the functions on 127.0.0.1 (a port of the system's choosing), the probes and
+// /metrics at --bind-address:--port. Stopped together, the probes last.
+async function listen(
+  definitions: FunctionDefinition[],
+  context: { config: Config<StartOptions>; log: Logger; registry: Registry; secret: string },
+  stoppers: Stopper[],
+): Promise<{ server: Serving; functions: Serving }> {
+  const { config, log, registry } = context;
+  const { buildMultiApp, buildProbeApp, serve } = await import('../../shared/host/index.ts');
+  const app = await buildMultiApp(definitions, {
+    logger: log,
+    auth: { secret: context.secret },
+    pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
+    registry,
+    probes: false,
+  });
+  const probes = await buildProbeApp({ logger: log, registry });
+  const controller = new AbortController();
+  const functions = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
+  const server = await serve(probes, { host: config.bindAddress, port: config.port, signal: controller.signal }).catch(
+    async (error: unknown) => {
+      controller.abort();
+      await functions.closed;
+      throw error;
+    },
+  );
+  stoppers.push({
+    what: 'functions',
+    stop: async () => {
+      controller.abort();
+      await Promise.all([functions.closed, server.closed]);
+    },
+  });
+  return { server, functions };
 }

@@ -1,54 +1,92 @@
-// The host's side of request signing (the scheme itself is the wire contract's, shared/wire/signing.ts):
-// a first look at the signature header before anything of the request body is read, reading the
-// body whole so that the signature can be checked before any parser sees it, and the 401 for a
-// request that fails either.
+// The host's side of request signing (the scheme itself is the wire contract's,
+// shared/wire/signing.ts). In the reconcile routes' first hook, from the headers alone: the
+// signature header must be present, fresh, its HMAC must match, and this instance must not have
+// accepted it before (./replay.ts); a request that fails is refused 401 before a byte of its body
+// is read, and so before it is counted among the requests in flight (./shedding.ts adds its hook
+// after this one). Then, before any parser: the body, read within the size limit and the server's
+// request deadline, must have the digest the verified header states. On a public endpoint, every
+// other route but the probes needs a signature too, over an empty body.
 
-import { checkSignatureHeader, verifyRequest, type AuthOptions, type SignedRequest } from '../wire/signing.ts';
+import { Readable } from 'node:stream';
+import type { FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { bodyDigest, bodyMismatch, verifyRequest, verifySignatureHeader, type AuthOptions } from '../wire/signing.ts';
+import { closeIfBodyUnread, readBody } from './body.ts';
+import { errorReply, UnauthorizedError } from './errors.ts';
+import type { HostApp } from './probes.ts';
+import type { ReplayGuard } from './replay.ts';
 
-/** The reply to a request that failed verification. */
-export class UnauthorizedError extends Error {
-  override readonly name = 'UnauthorizedError';
-  readonly statusCode = 401;
+/** How the host checks signatures: the options, and the ids it has accepted. */
+export interface Signatures {
+  readonly auth: AuthOptions;
+  readonly replays: ReplayGuard;
 }
 
 /**
- * Throws UnauthorizedError unless `headers` carry a well-formed, fresh signature header (scheme
- * v2, timestamp within the tolerance). For the request's first hook: a stranger without one is
- * refused before a byte of its body is read. The HMAC itself covers the body and is checked by
- * {@link readVerifiedBody}.
+ * Adds the signature check to the reconcile routes of `scope`: the header in the first hook
+ * (throws UnauthorizedError for the scope's error handler), the body digest before parsing. The
+ * body is read whole, at most `limit` bytes, and handed to the parsers as if from the socket.
  */
-export function requireSignatureHeader(headers: SignedRequest['headers'], options: AuthOptions): void {
-  const check = checkSignatureHeader(headers, options);
-  if (!check.ok) throw new UnauthorizedError(check.reason);
+export function addSignatureCheck(scope: HostApp, signatures: Signatures, limit: number): void {
+  const digests = new WeakMap<FastifyRequest, string>();
+  scope.addHook('onRequest', (request, _reply, done) => {
+    // The target as received (request.url: under `cirrus start`, with the function's prefix).
+    const header = verifySignatureHeader(request, signatures.auth);
+    if (!header.ok) throw new UnauthorizedError(header.reason, header.code);
+    if (!signatures.replays.accept(header.id, header.timestamp))
+      throw new UnauthorizedError('this signature has been accepted before: a replay', 'CIRRUS_ERR_SIGNATURE_REPLAYED');
+    digests.set(request, header.bodyDigest);
+    done();
+  });
+  scope.addHook('preParsing', async (request, _reply, payload) => {
+    const body = await readBody(payload, request.headers['content-length'], limit);
+    if (bodyDigest(body) !== digests.get(request)) {
+      throw new UnauthorizedError(bodyMismatch.reason, bodyMismatch.code);
+    }
+    return Readable.from([body], { objectMode: false });
+  });
 }
 
 /**
- * Reads a request body stream whole (at most `limit` bytes) and verifies the request's signature
- * over it and `request`'s method, target (path and query, as received) and headers. Resolves with
- * the body, to be parsed as usual; rejects with UnauthorizedError (the reason as its message) when
- * verification fails, and with `tooLarge()` when the body is over the limit — at once when the
- * request's Content-Length says so, else as soon as more than `limit` bytes have come. For a
- * server's pre-parsing step: the signature covers the raw bytes, so it must be checked before a
- * parser turns them into something else.
+ * Without a secret, a warning in the log; with one and `publicEndpoint`, a guard on every route
+ * outside the reconcile routes (which check signatures themselves, and are listed in
+ * `reconcileRoutes` as `<METHOD> <url>`) but the two probes. Throws TypeError for a public
+ * endpoint without a secret.
  */
-export async function readVerifiedBody(
-  payload: AsyncIterable<Uint8Array | string>,
-  request: Omit<SignedRequest, 'body'>,
-  options: AuthOptions & { readonly limit: number; readonly tooLarge: () => Error },
-): Promise<Buffer> {
-  const declared = Number(request.headers['content-length']);
-  if (Number.isFinite(declared) && declared > options.limit) throw options.tooLarge();
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of payload) {
-    const bytes =
-      typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    length += bytes.length;
-    if (length > options.limit) throw options.tooLarge();
-    chunks.push(bytes);
-  }
-  const body = Buffer.concat(chunks, length);
-  const verification = verifyRequest({ ...request, body }, options);
-  if (!verification.ok) throw new UnauthorizedError(verification.reason);
-  return body;
+export function addAuthPolicy(
+  app: HostApp,
+  options: { readonly logger: Logger; readonly publicEndpoint?: boolean | undefined },
+  signatures: Signatures | undefined,
+  reconcileRoutes: ReadonlySet<string>,
+): void {
+  if (signatures === undefined) {
+    if (options.publicEndpoint === true) throw new TypeError('a public endpoint needs auth: a signing secret');
+    options.logger.warn(
+      'no signing secret (--signing-secret-file): reconcile requests are not authenticated, anyone who can reach this server can make it reconcile',
+    );
+  } else if (options.publicEndpoint === true) addPublicEndpointGuard(app, signatures, reconcileRoutes);
+}
+
+// Such requests carry no body: the signature is over an empty one.
+function addPublicEndpointGuard(app: HostApp, signatures: Signatures, reconcileRoutes: ReadonlySet<string>): void {
+  const open = new Set(['/healthz', '/readyz']);
+  app.addHook('onRequest', (request, reply, done) => {
+    const route = request.routeOptions.url;
+    if (route !== undefined && (open.has(route) || reconcileRoutes.has(`${request.method} ${route}`))) {
+      done();
+      return;
+    }
+    const verification = verifyRequest(
+      { method: request.method, url: request.url, headers: request.headers, body: '' },
+      signatures.auth,
+    );
+    if (verification.ok) {
+      done();
+      return;
+    }
+    request.log.warn({ url: request.url, error: verification.reason }, 'unauthorized');
+    closeIfBodyUnread(request, reply);
+    const { status, body } = errorReply(new UnauthorizedError(verification.reason, verification.code));
+    void reply.code(status).send(body);
+  });
 }

@@ -10,19 +10,30 @@ export {
   type FunctionApp,
   type PressureOptions,
 } from './app.ts';
-export { errorReply, InvalidRequestError, retryAfterSeconds, type ErrorBody, type ErrorReply } from './errors.ts';
+export {
+  errorCodes,
+  errorReply,
+  InvalidRequestError,
+  OverloadedError,
+  retryAfterSeconds,
+  UnauthorizedError,
+  type ErrorBody,
+  type ErrorCode,
+  type ErrorReply,
+} from './errors.ts';
 export type { Change, FunctionDefinition, ObjectKey, ObjectReport, ReconcileOptions, Report } from './function.ts';
 export { createHostMetrics, durationBuckets, type HostMetrics } from './metrics.ts';
 export {
   addProbeRoutes,
   buildProbeApp,
   createHostApp,
+  defaultRequestTimeoutMs,
   type HostApp,
   type HostAppOptions,
   type ProbeOptions,
   type Readiness,
 } from './probes.ts';
 export { defaultGraceMs, serve, type ServeOptions, type Serving } from './serve.ts';
-export { readVerifiedBody, requireSignatureHeader, UnauthorizedError } from './auth.ts';
-export { defaultMaxConcurrentRequests, memoryBudget, OverloadedError, unconstrainedMemoryBytes } from './shedding.ts';
+export { ReplayGuard } from './replay.ts';
+export { defaultMaxConcurrentRequests, memoryBudget, unconstrainedMemoryBytes } from './shedding.ts';
 export type { AuthOptions } from '../wire/signing.ts';

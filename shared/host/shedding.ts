@@ -12,7 +12,10 @@
 import { totalmem } from 'node:os';
 import { getHeapStatistics } from 'node:v8';
 import underPressure from '@fastify/under-pressure';
+import { OverloadedError } from './errors.ts';
 import type { HostApp } from './probes.ts';
+
+export { OverloadedError } from './errors.ts';
 
 /** Load shedding on the reconcile routes; a limit of 0 is off. */
 export interface PressureOptions {
@@ -79,12 +82,6 @@ export const defaultPressure: Required<PressureOptions> = {
   sampleInterval: 1000,
   retryAfter: 5,
 };
-
-/** A request refused because the process has as many in flight as it takes. */
-export class OverloadedError extends Error {
-  override readonly name = 'OverloadedError';
-  readonly statusCode = 503;
-}
 
 /**
  * The requests in flight on the reconcile routes of one app, against its limit (0: none). A
@@ -163,7 +160,7 @@ export async function addLoadShedding(
       return;
     }
     // 'close' comes once for every response: sent, failed, or its connection gone. The reconcile
-    // itself holds the request while it runs (app.ts runReconcile).
+    // itself holds the request while it runs (./run.ts runReconcile).
     reply.raw.once('close', () => {
       admission.release(request);
     });

@@ -1,4 +1,4 @@
-// CloudEvents 1.0 over HTTP as the event contract uses it (DESIGN.md, "The event contract"):
+// CloudEvents 1.0 over HTTP as the event contract uses it (docs/http-contract.md):
 // binary content mode (attributes in `ce-*` headers, percent-encoded, `data` in the body) and
 // structured mode (`application/cloudevents+json`, the whole event in the body). Both directions
 // of the HTTP binding live here: the relay writes binary-mode headers with {@link binaryModeHeaders},
@@ -51,11 +51,15 @@ export function contentMode(contentType: string | undefined): ContentMode {
   const media = (contentType ?? '').split(';', 1)[0]?.trim().toLowerCase() ?? '';
   if (media === 'application/cloudevents+json') return 'structured';
   if (media === 'application/cloudevents-batch+json') {
-    throw new InvalidRequestError('batched CloudEvents are not supported: send one event per request');
+    throw new InvalidRequestError('batched CloudEvents are not supported: send one event per request', undefined, {
+      code: 'CIRRUS_ERR_INVALID_EVENT',
+    });
   }
   if (media.startsWith('application/cloudevents')) {
     throw new InvalidRequestError(
       `event format ${media} is not supported: use application/cloudevents+json or binary mode`,
+      undefined,
+      { code: 'CIRRUS_ERR_INVALID_EVENT' },
     );
   }
   return 'binary';
@@ -184,7 +188,9 @@ function validate(raw: RawEvent, mode: ContentMode): CloudEvent {
     ...(extensionsResult.error?.issues.map(formatIssue) ?? []),
   ];
   if (!coreResult.success || !extensionsResult.success || problems.length > 0) {
-    throw new InvalidRequestError(`not a valid CloudEvent (${modeHint[mode]})`, problems);
+    throw new InvalidRequestError(`not a valid CloudEvent (${modeHint[mode]})`, problems, {
+      code: 'CIRRUS_ERR_INVALID_EVENT',
+    });
   }
   return { ...coreResult.data, extensions: extensionsResult.data, data: raw.data };
 }

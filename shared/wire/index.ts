@@ -1,5 +1,5 @@
 // The wire contract between the relay (the sender) and the functions' host (the receiver),
-// DESIGN.md "The event contract": event types and extension names, CloudEvents over HTTP, object
+// docs/http-contract.md: event types and extension names, CloudEvents over HTTP, object
 // keys and subjects, error replies, and request signing. Neither side's HTTP machinery is here.
 
 export {
@@ -24,14 +24,17 @@ export {
   type ExtensionValue,
 } from './cloudevents.ts';
 export { eventObjectKey, formatKey, objectSubject, type ObjectKey } from './keys.ts';
-export { InvalidRequestError, parseErrorBody, type ErrorBody } from './replies.ts';
+export { errorCodes, InvalidRequestError, parseErrorBody, type ErrorBody, type ErrorCode } from './replies.ts';
 export {
+  bodyDigest,
+  defaultClockSkewSeconds,
   defaultToleranceSeconds,
   signatureHeader,
   signedHeaderPrefix,
   signRequest,
   unixNow,
   verifyRequest,
+  verifySignatureHeader,
   type AuthOptions,
   type SignedRequest,
   type Verification,

@@ -74,7 +74,7 @@ export function eventObjectKey(event: CloudEvent, mode: 'resource' | 'ref'): Obj
         ? [`name: no "name" extension and no ${mode === 'resource' ? 'data.metadata.name' : 'data.name'}`]
         : []),
     ];
-    throw new InvalidRequestError('the event does not name an object', problems);
+    throw new InvalidRequestError('the event does not name an object', problems, { code: 'CIRRUS_ERR_INVALID_EVENT' });
   }
   return namespace === undefined ? { kind, name } : { kind, name, namespace };
 }

@@ -1,14 +1,15 @@
 // Request signing between the relay (or `cirrus reconcile`) and the functions: an HMAC-SHA256 with
-// a shared secret over a timestamp, what the request asks for (method, path, query), the event's
-// attributes and the body, in one header:
+// a shared secret over a timestamp, a nonce, what the request asks for (method, path, query), the
+// event's attributes and the SHA-256 of the body, in one header:
 //
-//   X-Cirrus-Signature: t=<unix seconds>,v3=<hex HMAC-SHA256>
+//   X-Cirrus-Signature: t=<unix seconds>,n=<32 hex: the nonce>,d=<64 hex: SHA-256 of the body>,v4=<64 hex: the HMAC>
 //
-// The signed string (scheme v3; ADR 0007 has the same text) is, each part followed by a newline
-// except the body:
+// The signed string (scheme v4; docs/http-contract.md has the same text) is, each part followed
+// by a newline except the last:
 //
-//   v3
+//   v4
 //   <t>                         the timestamp of the header, decimal
+//   <n>                         the nonce of the header: 16 random bytes, hex
 //   <METHOD>                    upper case: POST
 //   <path>                      the request target up to its first `?`, exactly as sent (still
 //                               percent-encoded, never normalized): /node-init/reconcile
@@ -17,44 +18,62 @@
 //   <name>:<value>              one line for each `ce-` header present, by name in ascending
 //                               order (names lower case; repeated ones joined by ",")
 //   <empty line>                the end of the headers
-//   <body>                      the raw bytes
+//   <d>                         the body's SHA-256 as in the header, lower-case hex
+//
+// Why the body's digest rather than the body (the change from v3, ADR 0017): the HMAC can then be
+// checked from the headers alone, so a request that does not hold the secret is refused before a
+// byte of its body is read and never holds a place among the requests in flight; the body is then
+// read, within the request deadline, and must have the digest the verified header states (AWS
+// Signature Version 4 signs `x-amz-content-sha256` the same way). The nonce makes every request
+// unique, so that a verifier can refuse a signature it has seen (a replay) without refusing two
+// identical requests signed in the same second; the HMAC that matched is the request's id.
 //
 // Why each part: the CloudEvent attributes travel in headers in binary mode, so signing the body
 // alone would let anyone holding one signed request (say, a `reconcile.all` with an empty body)
-// send any event for five minutes. Every `ce-` header is signed, the contract's extensions
-// included (`cirrustarget`, `cirrusnodeset`), so that no attribute a function reads is unsigned. The method, path and query say what the request does
-// (`?dryRun=true` is a different request from `?dryRun=false`, `/routes` from `/node-init` under
-// `cirrus start`), so they are signed too: the signer signs the path it requests, and the
-// function verifies the path it received. A gateway that rewrites paths between them (an API
-// Gateway stage prefix) must be configured not to, or the signer given the rewritten path.
+// send any event. Every `ce-` header is signed, the contract's extensions included
+// (`cirrustarget`, `cirrusnodeset`), so that no attribute a function reads is unsigned. The
+// method, path and query say what the request does (`?dryRun=true` is a different request from
+// `?dryRun=false`, `/routes` from `/node-init` under `cirrus start`), so they are signed too: the
+// signer signs the path it requests, and the function verifies the path it received. A gateway
+// that rewrites paths between them (an API Gateway stage prefix) must be configured not to, or
+// the signer given the rewritten path.
 //
 // Earlier schemes are refused with a message saying so, rather than failing as a signature that
-// does not match: v1 (until 2026-11-25) signed neither method, path nor query; v2 (2026-11-25,
-// one day) signed a fixed list of headers and so not the extensions cirrus added later.
+// does not match: v1 signed neither method, path nor query; v2 a fixed list of headers and so not
+// the extensions cirrus added later; v3 the body itself, so that a stranger's request had to be
+// read whole before it could be refused.
 //
-// What this protects: a function that verifies answers only to senders holding the secret, and a
-// captured request is worthless after the tolerance (5 minutes either way, for clock skew). Within
-// it a request can be replayed as it is, but not changed; handlers are idempotent, so a replay does
-// no more than a duplicate delivery would.
+// What this protects: a function that verifies answers only to senders holding the secret; a
+// captured request is worthless after the tolerance (5 minutes old, or 30 s ahead of the
+// verifier's clock), and within it the host refuses it once it has accepted it
+// (shared/host/replay.ts, per instance: docs/http-contract.md says what holds across replicas).
 //
 // Both sides live here, so that what is signed and what is verified cannot drift apart; the host's
-// reading of a request body for verification is in shared/host/auth.ts. So does the largest event
-// body both sides agree on ({@link maxEventBytes}): the host reads at most that much before it can
-// verify, and the relay never sends more.
+// side (verifying the header first, then the body) is in shared/host/auth.ts. So does the largest
+// event body both sides agree on ({@link maxEventBytes}).
 
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { ErrorCode } from './replies.ts';
 
 /** The header that carries the signature (lower case, as Node reads it). */
 export const signatureHeader = 'x-cirrus-signature';
 
 /** The version of the signed string this module writes and accepts. */
-export const signatureScheme = 'v3';
+export const signatureScheme = 'v4';
 
 /** The headers a signature covers: `content-type`, and every header whose name starts with this. */
 export const signedHeaderPrefix = 'ce-';
 
-/** How far a signature's timestamp may be from the verifier's clock, either way: 5 minutes. */
+/** How old a signature's timestamp may be, by the verifier's clock: 5 minutes. */
 export const defaultToleranceSeconds = 300;
+
+/**
+ * How far ahead of the verifier's clock a signature's timestamp may be: 30 s. Nodes kept by NTP
+ * agree within a second; 30 s also takes a node whose clock is still being stepped into place at
+ * boot. A request signed further ahead would stay acceptable, and so have to be remembered as
+ * seen, for longer than the tolerance.
+ */
+export const defaultClockSkewSeconds = 30;
 
 /**
  * The largest event body, in bytes, the relay sends and a function reads: 3 MiB + 64 KiB. The
@@ -88,62 +107,99 @@ export interface AuthOptions {
    * secret can be rotated without downtime (verify with old and new, then sign with the new).
    */
   readonly secret: string | readonly string[];
-  /** Default {@link defaultToleranceSeconds}. */
+  /** How old a timestamp may be; default {@link defaultToleranceSeconds}. */
   readonly toleranceSeconds?: number;
+  /** How far ahead a timestamp may be; default {@link defaultClockSkewSeconds}. */
+  readonly clockSkewSeconds?: number;
   /** Unix time in seconds; injectable for tests. Default: the system clock. */
   readonly now?: () => number;
 }
 
-/** The outcome of a verification: ok, or why not (for the 401's body and the log). */
-export type Verification = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+/** The outcome of a verification: ok, or why not (for the 401's body and code, and the log). */
+export type Verification =
+  { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly code: ErrorCode };
+
+/** A signature header whose HMAC matches: what the body must hash to, and the request's id. */
+export interface VerifiedHeader {
+  readonly ok: true;
+  /** The HMAC that matched, hex: unique to this request (it covers the nonce). */
+  readonly id: string;
+  /** The timestamp: the id need not be remembered once it is past the tolerance. */
+  readonly timestamp: number;
+  /** The SHA-256 of the body the header states, lower-case hex. */
+  readonly bodyDigest: string;
+}
 
 /** The current Unix time in whole seconds. */
 export function unixNow(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-/**
- * The value of {@link signatureHeader} for `request`, signed with `secret` at `timestamp` (Unix
- * seconds, default now). Throws TypeError for an empty secret.
- */
-export function signRequest(secret: string, request: SignedRequest, timestamp: number = unixNow()): string {
-  if (secret === '') throw new TypeError('signRequest: the secret must not be empty');
-  return `t=${timestamp},${signatureScheme}=${digest(secret, timestamp, request).toString('hex')}`;
+/** The SHA-256 of a body, lower-case hex: the header's `d`. */
+export function bodyDigest(body: string | Uint8Array): string {
+  return createHash('sha256').update(body).digest('hex');
 }
 
 /**
- * The part of verification that needs no body: the {@link signatureHeader} in `headers` is
- * present, well formed, of scheme v3, and its timestamp within the tolerance of now. For a
- * server's first look at a request, so that a stranger is refused before its body is read;
- * {@link verifyRequest} does this and checks the HMAC.
+ * The value of {@link signatureHeader} for `request`, signed with `secret` at `timestamp` (Unix
+ * seconds, default now) with a fresh random nonce (or `nonce`, 32 hex digits, for a test).
+ * Throws TypeError for an empty secret or a malformed nonce.
  */
-export function checkSignatureHeader(headers: SignedRequest['headers'], options: AuthOptions): Verification {
-  const parsed = readHeader(headers, options);
-  return 'reason' in parsed ? { ok: false, reason: parsed.reason } : { ok: true };
+export function signRequest(
+  secret: string,
+  request: SignedRequest,
+  timestamp: number = unixNow(),
+  nonce: string = randomBytes(16).toString('hex'),
+): string {
+  if (secret === '') throw new TypeError('signRequest: the secret must not be empty');
+  if (!/^[0-9a-f]{32}$/.test(nonce)) throw new TypeError('signRequest: the nonce must be 32 lower-case hex digits');
+  const signed = { timestamp, nonce, bodyDigest: bodyDigest(request.body) };
+  const mac = digest(secret, signed, request).toString('hex');
+  return `t=${timestamp},n=${nonce},d=${signed.bodyDigest},${signatureScheme}=${mac}`;
+}
+
+/**
+ * Verifies the {@link signatureHeader} of a request from its headers alone: present, well formed,
+ * of scheme v4, its timestamp within the tolerance (and the clock skew), and one of its `v4`
+ * HMACs that of the request with one of the secrets, over the body digest the header states
+ * (compared in constant time). For a server's first look at a request: a stranger is refused
+ * before its body is read. The body must then hash to `bodyDigest` ({@link verifyRequest} does both).
+ */
+export function verifySignatureHeader(
+  request: Omit<SignedRequest, 'body'>,
+  options: AuthOptions,
+): VerifiedHeader | Extract<Verification, { ok: false }> {
+  const parsed = readHeader(request.headers, options);
+  if ('reason' in parsed) return { ok: false, ...parsed };
+  const secrets = typeof options.secret === 'string' ? [options.secret] : options.secret;
+  for (const secret of secrets) {
+    if (secret === '') continue;
+    const expected = digest(secret, parsed, request);
+    const match = parsed.signatures.find(
+      (signature) => signature.length === expected.length && timingSafeEqual(signature, expected),
+    );
+    if (match !== undefined)
+      return { ok: true, id: match.toString('hex'), timestamp: parsed.timestamp, bodyDigest: parsed.bodyDigest };
+  }
+  return { ok: false, reason: 'signature does not match', code: 'CIRRUS_ERR_SIGNATURE_INVALID' };
 }
 
 /**
  * Checks the {@link signatureHeader} of `request` against the secret(s) in `options`: it must pass
- * {@link checkSignatureHeader}, and one of its `v3` signatures must be the HMAC of the request with
- * one of the secrets (compared in constant time).
+ * {@link verifySignatureHeader}, and the body must have the digest the header states.
  */
 export function verifyRequest(request: SignedRequest, options: AuthOptions): Verification {
-  const parsed = readHeader(request.headers, options);
-  if ('reason' in parsed) return { ok: false, reason: parsed.reason };
-  const secrets = typeof options.secret === 'string' ? [options.secret] : options.secret;
-  for (const secret of secrets) {
-    if (secret === '') continue;
-    const expected = digest(secret, parsed.timestamp, request);
-    if (
-      parsed.signatures.some(
-        (signature) => signature.length === expected.length && timingSafeEqual(signature, expected),
-      )
-    )
-      return { ok: true };
-  }
-  return { ok: false, reason: 'signature does not match' };
+  const header = verifySignatureHeader(request, options);
+  if (!header.ok) return header;
+  return bodyDigest(request.body) === header.bodyDigest ? { ok: true } : bodyMismatch;
 }
 
+/** The verification of a body whose digest is not the one its verified header states. */
+export const bodyMismatch = {
+  ok: false,
+  reason: 'the body does not have the digest its signature states',
+  code: 'CIRRUS_ERR_BODY_DIGEST_MISMATCH',
+} as const satisfies Verification;
 /** One `name=value` of a query string, decoded; a part without `=` has the value ''. */
 export interface QueryParameter {
   readonly name: string;
@@ -201,15 +257,26 @@ function strictEncode(text: string): string {
   );
 }
 
-function digest(secret: string, timestamp: number, request: SignedRequest): Buffer {
+interface ParsedSignature {
+  readonly timestamp: number;
+  readonly nonce: string;
+  readonly bodyDigest: string;
+  readonly signatures: readonly Buffer[];
+}
+
+function digest(
+  secret: string,
+  signed: Omit<ParsedSignature, 'signatures'>,
+  request: Omit<SignedRequest, 'body'>,
+): Buffer {
   const at = request.url.indexOf('?');
   const path = at === -1 ? request.url : request.url.slice(0, at);
   const hmac = createHmac('sha256', secret);
-  hmac.update(`${signatureScheme}\n${timestamp}\n${request.method.toUpperCase()}\n${path}\n`);
+  hmac.update(`${signatureScheme}\n${signed.timestamp}\n${signed.nonce}\n${request.method.toUpperCase()}\n${path}\n`);
   hmac.update(`${canonicalQuery(request.url)}\n`);
   for (const line of headerLines(request.headers)) hmac.update(`${line}\n`);
   hmac.update('\n');
-  hmac.update(request.body);
+  hmac.update(signed.bodyDigest);
   return hmac.digest();
 }
 
@@ -232,44 +299,63 @@ function headerValue(value: string | readonly string[] | undefined): string {
   return typeof value === 'string' ? value : value.join(',');
 }
 
-interface ParsedSignature {
-  readonly timestamp: number;
-  readonly signatures: readonly Buffer[];
-}
+type HeaderFailure = { readonly reason: string; readonly code: ErrorCode };
 
 // The header, parsed and fresh; or why not.
-function readHeader(
-  headers: SignedRequest['headers'],
-  options: AuthOptions,
-): ParsedSignature | { readonly reason: string } {
+function readHeader(headers: SignedRequest['headers'], options: AuthOptions): ParsedSignature | HeaderFailure {
   const header = headerValue(headers[signatureHeader]);
-  if (header === '') return { reason: `missing ${signatureHeader} header` };
+  if (header === '') return { reason: `missing ${signatureHeader} header`, code: 'CIRRUS_ERR_SIGNATURE_MISSING' };
   const parsed = parseSignature(header);
-  if (parsed === 'v1' || parsed === 'v2')
+  if (typeof parsed === 'string')
     return {
-      reason: `${signatureHeader} is signature scheme ${parsed}, which is no longer accepted: sign with v3, which covers the method, path, query and every ce- header (ADR 0007)`,
+      reason: `${signatureHeader} is signature scheme ${parsed}, which is no longer accepted: sign with v4, which covers the method, path, query, every ce- header and the body's digest (docs/http-contract.md)`,
+      code: 'CIRRUS_ERR_SIGNATURE_INVALID',
     };
   if (parsed === undefined)
-    return { reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v3=<hex>` };
+    return {
+      reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,n=<32 hex>,d=<64 hex>,v4=<64 hex>`,
+      code: 'CIRRUS_ERR_SIGNATURE_INVALID',
+    };
+  return fresh(parsed, options);
+}
+
+function fresh(parsed: ParsedSignature, options: AuthOptions): ParsedSignature | HeaderFailure {
   const tolerance = options.toleranceSeconds ?? defaultToleranceSeconds;
-  const now = (options.now ?? unixNow)();
-  if (Math.abs(now - parsed.timestamp) > tolerance)
-    return { reason: `signature timestamp is more than ${tolerance} s away from this server's clock` };
+  const skew = options.clockSkewSeconds ?? defaultClockSkewSeconds;
+  const age = (options.now ?? unixNow)() - parsed.timestamp;
+  if (age > tolerance)
+    return {
+      reason: `signature timestamp is more than ${tolerance} s older than this server's clock`,
+      code: 'CIRRUS_ERR_SIGNATURE_EXPIRED',
+    };
+  if (age < -skew)
+    return {
+      reason: `signature timestamp is more than ${skew} s ahead of this server's clock: check the clocks`,
+      code: 'CIRRUS_ERR_SIGNATURE_EXPIRED',
+    };
   return parsed;
 }
 
-// `t=<digits>` once and one or more `v3=<64 hex>`; other schemes (a future v4) are skipped, and a
-// header with only well-formed signatures of an old scheme is recognized as that scheme.
-function parseSignature(header: string): ParsedSignature | 'v1' | 'v2' | undefined {
+const oldSchemes = ['v3', 'v2', 'v1'] as const;
+
+// `t=<digits>`, `n=<32 hex>` and `d=<64 hex>` once (the last of each counts) and one or more
+// `v4=<64 hex>`; other schemes (a future v5) are skipped, and a header with only well-formed
+// signatures of an old scheme is recognized as that scheme.
+function parseSignature(header: string): ParsedSignature | (typeof oldSchemes)[number] | undefined {
   const fields = header.split(',').map((part) => {
     const [name = '', value = ''] = part.trim().split('=', 2);
-    return { name, value, hex: /^[0-9a-f]{64}$/i.test(value) };
+    return { name, value };
   });
-  const time = fields.findLast((field) => field.name === 't' && /^\d{1,12}$/.test(field.value));
-  if (time === undefined) return undefined;
+  const last = (name: string, pattern: RegExp): string | undefined =>
+    fields.findLast((field) => field.name === name && pattern.test(field.value))?.value;
+  const time = last('t', /^\d{1,12}$/);
+  const nonce = last('n', /^[0-9a-f]{32}$/i);
+  const body = last('d', /^[0-9a-f]{64}$/i);
   const signatures = fields
-    .filter((field) => field.name === signatureScheme && field.hex)
+    .filter((field) => field.name === signatureScheme && /^[0-9a-f]{64}$/i.test(field.value))
     .map((field) => Buffer.from(field.value, 'hex'));
-  if (signatures.length > 0) return { timestamp: Number(time.value), signatures };
-  return (['v2', 'v1'] as const).find((old) => fields.some((field) => field.name === old && field.hex));
+  if (time !== undefined && nonce !== undefined && body !== undefined && signatures.length > 0)
+    return { timestamp: Number(time), nonce: nonce.toLowerCase(), bodyDigest: body.toLowerCase(), signatures };
+  if (time === undefined) return undefined;
+  return oldSchemes.find((old) => fields.some((field) => field.name === old && /^[0-9a-f]{64}$/i.test(field.value)));
 }

@@ -1,4 +1,4 @@
-// The event contract's vocabulary (DESIGN.md, "The event contract"): the CloudEvent types a
+// The event contract's vocabulary (docs/http-contract.md): the CloudEvent types a
 // function accepts and the relay sends, and the names of the extension attributes that carry an
 // object's identity or a trigger's purpose. Knative's ApiServerSource (Resource and Reference
 // mode) fixes the Kubernetes ones; cirrus's own triggers live under `dev.cirrus-ccm`.

@@ -401,13 +401,19 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
         fetch(`${fn.url}/reconcile${query}`, { method: 'POST', headers: captured, body });
       const replayed = await post('?dryRun=false');
       assert.equal(replayed.status, 401, await replayed.clone().text());
-      assert.deepEqual(await replayed.json(), { error: 'unauthorized: signature does not match' });
+      assert.deepEqual(await replayed.json(), {
+        error: 'unauthorized: signature does not match',
+        code: 'CIRRUS_ERR_SIGNATURE_INVALID',
+      });
       assert.equal((await post('')).status, 401, 'nor with the query left out');
       assert.equal(isTainted(await core.readNode({ name })), true, 'nothing was written');
       const dry = await post('?dryRun=true');
       assert.equal(dry.status, 200, await dry.clone().text());
       assert.equal(((await dry.json()) as { dryRun: boolean }).dryRun, true);
       assert.equal(isTainted(await core.readNode({ name })), true, 'a dry run writes nothing');
+      const again = await post('?dryRun=true');
+      assert.equal(again.status, 401, 'the captured request is accepted once');
+      assert.equal(((await again.json()) as { code: string }).code, 'CIRRUS_ERR_SIGNATURE_REPLAYED');
       const misspelt = await fetch(`${fn.url}/reconcile?dryrun=true`, {
         method: 'POST',
         headers: {
@@ -417,7 +423,9 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
         body,
       });
       assert.equal(misspelt.status, 400, 'signed, but dryrun is not dryRun');
-      assert.match(((await misspelt.json()) as { error: string }).error, /unknown query parameter "dryrun"/);
+      const refusal = (await misspelt.json()) as { error: string; code: string };
+      assert.match(refusal.error, /unknown query parameter "dryrun"/);
+      assert.equal(refusal.code, 'CIRRUS_ERR_INVALID_QUERY');
       assert.equal(isTainted(await core.readNode({ name })), true);
       const written = spawnSync(
         process.execPath,

@@ -351,10 +351,10 @@ describe('relay delivery requests', () => {
     const request = eventRequest({ kind: 'object', change: nodeChange }, { source, secret: 's3cret' });
     assert.equal(request.headers['x-cirrus-signature'], undefined, 'signed by deliver(), which knows the URL');
     const headers = headersFor('http://127.0.0.1:8080/node-init?x=1', request);
-    assert.match(headers['x-cirrus-signature'] ?? '', /^t=\d+,v3=[0-9a-f]{64}$/);
+    assert.match(headers['x-cirrus-signature'] ?? '', /^t=\d+,n=[0-9a-f]{32},d=[0-9a-f]{64},v4=[0-9a-f]{64}$/);
     const sent = { method: 'POST', url: '/node-init?x=1', headers, body: request.body };
     assert.deepEqual(verifyRequest(sent, { secret: 's3cret' }), { ok: true });
-    const refused = { ok: false, reason: 'signature does not match' };
+    const refused = { ok: false, reason: 'signature does not match', code: 'CIRRUS_ERR_SIGNATURE_INVALID' };
     assert.deepEqual(verifyRequest({ ...sent, url: '/routes?x=1' }, { secret: 's3cret' }), refused);
     assert.deepEqual(verifyRequest({ ...sent, url: '/node-init?x=2' }, { secret: 's3cret' }), refused);
     assert.deepEqual(

@@ -1,21 +1,24 @@
 // Request signing (shared/wire/signing.ts) and its check in the function host: what a signature
-// covers (method, path, query, headers, body), when it is refused, and that the host answers 401
-// to a request without a well-formed, fresh signature before reading its body.
+// covers (method, path, query, headers, the body's digest), when it is refused (with which code),
+// that the host answers 401 to a request without a matching, fresh, first-seen signature before
+// reading its body, and that a replay is refused.
 
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildApp, buildMultiApp, type FunctionApp } from '../../shared/host/app.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions } from '../../shared/host/function.ts';
+import { ReplayGuard } from '../../shared/host/replay.ts';
 import { serve } from '../../shared/host/serve.ts';
 import {
   canonicalQuery,
-  checkSignatureHeader,
+  bodyDigest,
   maxEventBytes,
   queryParameters,
   signatureHeader,
   signRequest,
   verifyRequest,
+  verifySignatureHeader,
   type SignedRequest,
 } from '../../shared/wire/signing.ts';
 import { silentLogger } from '../harness/builders.ts';
@@ -41,6 +44,8 @@ const event: SignedRequest = {
   body: '{"metadata":{"name":"worker-1"}}',
 };
 
+const nonce = '0123456789abcdef0123456789abcdef';
+
 function signed(request: SignedRequest, options: { secret?: string; at?: number } = {}): SignedRequest {
   return {
     ...request,
@@ -51,12 +56,21 @@ function signed(request: SignedRequest, options: { secret?: string; at?: number 
   };
 }
 
-const refused = { ok: false, reason: 'signature does not match' };
+const refused = { ok: false, reason: 'signature does not match', code: 'CIRRUS_ERR_SIGNATURE_INVALID' };
+const digestRefused = {
+  ok: false,
+  reason: 'the body does not have the digest its signature states',
+  code: 'CIRRUS_ERR_BODY_DIGEST_MISMATCH',
+};
 
 describe('request signatures', () => {
-  it('verify with the secret they were made with, as scheme v3', () => {
+  it('verify with the secret they were made with, as scheme v4 with a nonce and the body digest', () => {
     const request = signed(event);
-    assert.match(String(request.headers[signatureHeader]), /^t=1800000000,v3=[0-9a-f]{64}$/);
+    assert.match(
+      String(request.headers[signatureHeader]),
+      /^t=1800000000,n=[0-9a-f]{32},d=[0-9a-f]{64},v4=[0-9a-f]{64}$/,
+    );
+    assert.notEqual(signRequest(secret, event, now), signRequest(secret, event, now), 'a fresh nonce each time');
     assert.deepEqual(verifyRequest(request, { secret, now: clock }), { ok: true });
   });
 
@@ -65,7 +79,7 @@ describe('request signatures', () => {
     assert.deepEqual(verifyRequest(request, { secret: 'another', now: clock }), refused);
     assert.deepEqual(
       verifyRequest({ ...request, body: '{"metadata":{"name":"worker-2"}}' }, { secret, now: clock }),
-      refused,
+      digestRefused,
     );
     assert.deepEqual(
       verifyRequest(
@@ -104,7 +118,7 @@ describe('request signatures', () => {
     const mixed = { ...event, headers: { 'Content-Type': 'application/json', 'Ce-Id': 'e1', 'x-other': '1' } };
     const lower = { ...event, headers: { 'content-type': 'application/json', 'ce-id': 'e1', 'x-else': '2' } };
     assert.deepEqual(verifyRequest(signed(lower), { secret, now: clock }), { ok: true });
-    assert.equal(signRequest(secret, mixed, now), signRequest(secret, lower, now));
+    assert.equal(signRequest(secret, mixed, now, nonce), signRequest(secret, lower, now, nonce));
   });
 
   it('cover the method, the path and the query', () => {
@@ -139,61 +153,86 @@ describe('request signatures', () => {
     ]);
   });
 
-  it('are refused more than five minutes away from the clock, either way', () => {
-    for (const at of [now - 301, now + 301]) {
+  it('are refused more than five minutes old, or more than 30 s ahead of the clock', () => {
+    assert.deepEqual(verifyRequest(signed(event, { at: now - 301 }), { secret, now: clock }), {
+      ok: false,
+      reason: "signature timestamp is more than 300 s older than this server's clock",
+      code: 'CIRRUS_ERR_SIGNATURE_EXPIRED',
+    });
+    for (const at of [now + 31, now + 300])
       assert.deepEqual(verifyRequest(signed(event, { at }), { secret, now: clock }), {
         ok: false,
-        reason: "signature timestamp is more than 300 s away from this server's clock",
+        reason: "signature timestamp is more than 30 s ahead of this server's clock: check the clocks",
+        code: 'CIRRUS_ERR_SIGNATURE_EXPIRED',
       });
-    }
-    assert.deepEqual(verifyRequest(signed(event, { at: now - 300 }), { secret, now: clock }), { ok: true });
+    for (const at of [now - 300, now + 30])
+      assert.deepEqual(verifyRequest(signed(event, { at }), { secret, now: clock }), { ok: true }, String(at));
+    const wider = { secret, now: clock, clockSkewSeconds: 60 };
+    assert.deepEqual(verifyRequest(signed(event, { at: now + 60 }), wider), { ok: true });
   });
 
   it('are refused when missing or malformed', () => {
     assert.deepEqual(verifyRequest(event, { secret, now: clock }), {
       ok: false,
       reason: `missing ${signatureHeader} header`,
+      code: 'CIRRUS_ERR_SIGNATURE_MISSING',
     });
-    for (const value of ['v3=abc', 't=1800000000', 't=soon,v3=00', `t=${now},v3=${'0'.repeat(63)}`]) {
+    const [d, h] = ['0'.repeat(64), '0'.repeat(64)];
+    for (const value of [
+      'v4=abc',
+      't=1800000000',
+      't=soon,v4=00',
+      `t=${now},n=${nonce},d=${d},v4=${'0'.repeat(63)}`,
+      `t=${now},d=${d},v4=${h}`,
+      `t=${now},n=${nonce},v4=${h}`,
+      `t=${now},n=${nonce.slice(1)},d=${d},v4=${h}`,
+    ]) {
       assert.deepEqual(
         verifyRequest({ ...event, headers: { ...event.headers, [signatureHeader]: value } }, { secret, now: clock }),
         {
           ok: false,
-          reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,v3=<hex>`,
+          reason: `malformed ${signatureHeader} header: expected t=<unix seconds>,n=<32 hex>,d=<64 hex>,v4=<64 hex>`,
+          code: 'CIRRUS_ERR_SIGNATURE_INVALID',
         },
         value,
       );
     }
   });
 
-  for (const old of ['v1', 'v2']) {
+  for (const old of ['v1', 'v2', 'v3']) {
     it(`of the old scheme ${old} are refused, saying so, rather than failing to match`, () => {
-      const signature = signRequest(secret, event, now).replace(',v3=', `,${old}=`);
+      const signature = `t=${now},${old}=${'a'.repeat(64)}`;
       const expected = {
         ok: false,
-        reason: `${signatureHeader} is signature scheme ${old}, which is no longer accepted: sign with v3, which covers the method, path, query and every ce- header (ADR 0007)`,
+        reason: `${signatureHeader} is signature scheme ${old}, which is no longer accepted: sign with v4, which covers the method, path, query, every ce- header and the body's digest (docs/http-contract.md)`,
+        code: 'CIRRUS_ERR_SIGNATURE_INVALID',
       };
       const request = { ...event, headers: { ...event.headers, [signatureHeader]: signature } };
       assert.deepEqual(verifyRequest(request, { secret, now: clock }), expected);
-      assert.deepEqual(checkSignatureHeader(request.headers, { secret, now: clock }), expected);
+      assert.deepEqual(verifySignatureHeader(request, { secret, now: clock }), expected);
     });
   }
 
-  it('are checked without the body for form and freshness only', () => {
-    const forged = { [signatureHeader]: `t=${now},v3=${'0'.repeat(64)}` };
-    assert.deepEqual(checkSignatureHeader(forged, { secret, now: clock }), { ok: true });
-    assert.deepEqual(checkSignatureHeader({}, { secret, now: clock }), {
-      ok: false,
-      reason: `missing ${signatureHeader} header`,
-    });
-    assert.equal(checkSignatureHeader(forged, { secret, now: () => now + 301 }).ok, false);
+  it('are verified from the headers alone: a forged HMAC is refused without the body', () => {
+    const forged = {
+      ...event,
+      headers: { [signatureHeader]: `t=${now},n=${nonce},d=${'0'.repeat(64)},v4=${'0'.repeat(64)}` },
+    };
+    assert.deepEqual(verifySignatureHeader(forged, { secret, now: clock }), refused);
+    const genuine = signed(event);
+    const header = verifySignatureHeader({ ...genuine, body: 'not read' } as SignedRequest, { secret, now: clock });
+    assert.ok(header.ok);
+    assert.equal(header.bodyDigest, bodyDigest(event.body));
+    assert.equal(header.timestamp, now);
+    assert.match(header.id, /^[0-9a-f]{64}$/);
+    assert.equal(String(genuine.headers[signatureHeader]).endsWith(`v4=${header.id}`), true, 'the id is the HMAC');
   });
 
   it('accept any of several secrets (rotation), and any of several signatures', () => {
     assert.deepEqual(verifyRequest(signed(event, { secret: 'old' }), { secret: ['new', 'old'], now: clock }), {
       ok: true,
     });
-    const both = `${signRequest('old', event, now)},v3=${signRequest('new', event, now).split('v3=')[1] ?? ''}`;
+    const both = `${signRequest('old', event, now, nonce)},v4=${signRequest('new', event, now, nonce).split('v4=')[1] ?? ''}`;
     assert.deepEqual(
       verifyRequest(
         { ...event, headers: { ...event.headers, [signatureHeader]: both } },
@@ -203,12 +242,31 @@ describe('request signatures', () => {
     );
   });
 
-  it('cannot be made with an empty secret', () => {
+  it('cannot be made with an empty secret or a malformed nonce', () => {
     assert.throws(() => signRequest('', event), TypeError);
+    assert.throws(() => signRequest(secret, event, now, 'short'), TypeError);
   });
 
   it('agree with the relay on the largest body: 3 MiB (the API server) and 64 KiB of envelope', () => {
     assert.equal(maxEventBytes, 3 * 1024 * 1024 + 64 * 1024);
+  });
+});
+
+describe('the replay guard', () => {
+  it('remembers an id until its timestamp is past the tolerance, and forgets it then', () => {
+    let clockNow = now;
+    const guard = new ReplayGuard({ toleranceSeconds: 300, now: () => clockNow });
+    assert.equal(guard.accept('a', now), true);
+    assert.equal(guard.accept('a', now), false);
+    assert.equal(guard.accept('b', now + 10), true);
+    clockNow = now + 300;
+    assert.equal(guard.accept('a', now), false, 'still within the tolerance');
+    clockNow = now + 301;
+    assert.equal(guard.accept('c', now + 301), true);
+    assert.equal(guard.size, 2, 'a expired and was swept; b and c remain');
+    clockNow = now + 400;
+    assert.equal(guard.accept('d', now + 400), true);
+    assert.equal(guard.size, 2, 'b swept too');
   });
 });
 
@@ -263,10 +321,20 @@ describe('the function host with signatures required', () => {
     calls.length = 0;
     const unsigned = await inject(app, event);
     assert.equal(unsigned.statusCode, 401);
-    assert.deepEqual(unsigned.json(), { error: `unauthorized: missing ${signatureHeader} header` });
+    assert.deepEqual(unsigned.json(), {
+      error: `unauthorized: missing ${signatureHeader} header`,
+      code: 'CIRRUS_ERR_SIGNATURE_MISSING',
+    });
     const wrong = await inject(app, signed(event, { secret: 'guess', ...fresh() }));
     assert.equal(wrong.statusCode, 401);
-    assert.deepEqual(wrong.json(), { error: 'unauthorized: signature does not match' });
+    assert.deepEqual(wrong.json(), {
+      error: 'unauthorized: signature does not match',
+      code: 'CIRRUS_ERR_SIGNATURE_INVALID',
+    });
+    const request = signed(event, fresh());
+    const swapped = await inject(app, { ...request, body: '{"metadata":{"name":"worker-9"}}' });
+    assert.equal(swapped.statusCode, 401);
+    assert.equal(swapped.json<{ code: string }>().code, 'CIRRUS_ERR_BODY_DIGEST_MISMATCH');
     const malformedAndUnsigned = await inject(app, { ...event, body: '{not json' });
     assert.equal(malformedAndUnsigned.statusCode, 401, 'authentication comes before parsing');
     assert.deepEqual(calls, []);
@@ -285,13 +353,42 @@ describe('the function host with signatures required', () => {
     ]);
   });
 
+  it('accepts a signed request once: a replay is answered 401 and runs nothing', async (t) => {
+    const app = await host(t);
+    calls.length = 0;
+    const all = signed(manual('/reconcile', '{"all":true}'), fresh());
+    const first = await inject(app, all);
+    assert.equal(first.statusCode, 200, first.body);
+    for (let i = 0; i < 2; i += 1) {
+      const again = await inject(app, all);
+      assert.equal(again.statusCode, 401);
+      assert.deepEqual(again.json(), {
+        error: 'unauthorized: this signature has been accepted before: a replay',
+        code: 'CIRRUS_ERR_SIGNATURE_REPLAYED',
+      });
+    }
+    const event1 = signed(event, fresh());
+    assert.equal((await inject(app, event1)).statusCode, 202);
+    assert.equal((await inject(app, event1)).statusCode, 401, 'events too');
+    const resigned = signed(manual('/reconcile', '{"all":true}'), fresh());
+    assert.equal((await inject(app, resigned)).statusCode, 200, 'the same request signed again is a new one');
+    assert.deepEqual(calls, [
+      { key: 'all', dryRun: false },
+      { key: { kind: 'Node', name: 'worker-1' }, dryRun: false },
+      { key: 'all', dryRun: false },
+    ]);
+  });
+
   it('answers 401 to a query outside the signature: signed ?dryRun=true, sent ?dryRun=false', async (t) => {
     const app = await host(t);
     calls.length = 0;
     const dry = signed(manual('/reconcile?dryRun=true'), fresh());
     const replayed = await inject(app, { ...dry, url: '/reconcile?dryRun=false' });
     assert.equal(replayed.statusCode, 401, replayed.body);
-    assert.deepEqual(replayed.json(), { error: 'unauthorized: signature does not match' });
+    assert.deepEqual(replayed.json(), {
+      error: 'unauthorized: signature does not match',
+      code: 'CIRRUS_ERR_SIGNATURE_INVALID',
+    });
     const dropped = await inject(app, { ...dry, url: '/reconcile' });
     assert.equal(dropped.statusCode, 401, 'nor without it');
     const event202 = signed({ ...event, url: '/?dryRun=true' }, fresh());
@@ -372,7 +469,10 @@ describe('the function host with signatures required', () => {
         contentLength: maxEventBytes,
       });
       assert.equal(reply.status, 401);
-      assert.deepEqual(JSON.parse(reply.body), { error: `unauthorized: missing ${signatureHeader} header` });
+      assert.deepEqual(JSON.parse(reply.body), {
+        error: `unauthorized: missing ${signatureHeader} header`,
+        code: 'CIRRUS_ERR_SIGNATURE_MISSING',
+      });
       assert.equal(reply.headers['connection'], 'close');
       assert.equal(reply.closedByServer, true, 'the rest of the body is never read');
       assert.deepEqual(calls, []);
@@ -381,7 +481,7 @@ describe('the function host with signatures required', () => {
     it('answers 401 to a stale or old-scheme signature before the body is sent', async (t) => {
       const port = await listening(t);
       const stale = signRequest(secret, event, Math.floor(Date.now() / 1000) - 3600);
-      for (const signature of [stale, signRequest(secret, event).replace(',v3=', ',v1=')]) {
+      for (const signature of [stale, signRequest(secret, event).replace(',v4=', ',v3=')]) {
         const reply = await answerWithoutBody(port, {
           path: '/',
           headers: { ...eventHeaders, [signatureHeader]: signature },
@@ -391,7 +491,20 @@ describe('the function host with signatures required', () => {
       }
     });
 
-    it('reads the body of a request whose signature header looks right (the HMAC needs it)', async (t) => {
+    it('answers 401 before the body to a well-formed, fresh signature header whose HMAC does not match', async (t) => {
+      const port = await listening(t);
+      const forged = `t=${Math.floor(Date.now() / 1000)},n=${nonce},d=${'0'.repeat(64)},v4=${'0'.repeat(64)}`;
+      const reply = await answerWithoutBody(port, {
+        path: '/',
+        headers: { ...eventHeaders, [signatureHeader]: forged },
+        contentLength: 100_000,
+      });
+      assert.equal(reply.status, 401);
+      assert.equal((JSON.parse(reply.body) as { code?: string }).code, 'CIRRUS_ERR_SIGNATURE_INVALID');
+      assert.equal(reply.closedByServer, true, 'the rest of the body is never read');
+    });
+
+    it('reads the body of a request whose signature header verifies (the body must match its digest)', async (t) => {
       const port = await listening(t);
       await assert.rejects(
         answerWithoutBody(

@@ -352,6 +352,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
     payload?: unknown;
     url?: string;
     error: string | RegExp;
+    code: string;
     problems?: string[];
   }[] = [
     {
@@ -359,6 +360,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: structured,
       payload: { specversion: '1.0', id: '', source: 7, Kind: 'Node' },
       error: 'not a valid CloudEvent (structured mode: the whole event in the body)',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
       problems: [
         'id: must not be empty',
         'source: must be a string',
@@ -371,6 +373,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: omit(binaryHeaders(node), 'ce-type'),
       payload: nodeObject,
       error: 'not a valid CloudEvent (binary mode: attributes in ce-* headers)',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
       problems: ['type: is required'],
     },
     {
@@ -378,6 +381,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: { ...binaryHeaders(node), 'ce-specversion': '0.3' },
       payload: nodeObject,
       error: 'not a valid CloudEvent (binary mode: attributes in ce-* headers)',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
       problems: ['specversion: must be "1.0", not "0.3"'],
     },
     {
@@ -385,18 +389,21 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: { 'content-type': 'application/json' },
       payload: { name: 'worker-1' },
       error: 'not a valid CloudEvent (binary mode: attributes in ce-* headers)',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
       problems: ['specversion: is required', 'id: is required', 'source: is required', 'type: is required'],
     },
     {
       name: 'a kind the function does not handle, naming the kinds it does',
       headers: binaryHeaders(node, { kind: 'Pod', name: 'web-0', namespace: 'default' }),
       error: 'node-init does not handle kind "Pod"; it accepts Node',
+      code: 'CIRRUS_ERR_UNSUPPORTED_KIND',
       problems: ['kind: must be one of Node, not "Pod"'],
     },
     {
       name: 'an unknown type, listing the accepted types',
       headers: binaryHeaders('dev.knative.sources.ping'),
       error: `event type "dev.knative.sources.ping" is not accepted; accepted types: ${allTypes}`,
+      code: 'CIRRUS_ERR_UNSUPPORTED_EVENT_TYPE',
       problems: [`type: must be one of ${allTypes}`],
     },
     {
@@ -404,6 +411,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: binaryHeaders(node, { kind: 'Node' }),
       payload: { kind: 'Node', metadata: {} },
       error: 'the event does not name an object',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
       problems: ['name: no "name" extension and no data.metadata.name'],
     },
     {
@@ -411,6 +419,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: binaryHeaders('dev.knative.apiserver.ref.add', {}),
       payload: { apiVersion: 'v1', kind: 'Node' },
       error: 'the event does not name an object',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
       problems: ['name: no "name" extension and no data.name'],
     },
     {
@@ -419,6 +428,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: binaryHeaders(node),
       payload: nodeObject,
       error: 'invalid query: query parameter "dryRun" must be true or false, not "yes"',
+      code: 'CIRRUS_ERR_INVALID_QUERY',
       problems: ['query parameter "dryRun" must be true or false, not "yes"'],
     },
     {
@@ -426,15 +436,17 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       headers: { 'content-type': 'application/cloudevents-batch+json' },
       payload: [structuredEvent(node, {}, nodeObject)],
       error: 'batched CloudEvents are not supported: send one event per request',
+      code: 'CIRRUS_ERR_INVALID_EVENT',
     },
     {
       name: 'a body that is not JSON',
       headers: binaryHeaders(node),
       payload: '{"kind":',
       error: /JSON/,
+      code: 'CIRRUS_ERR_MALFORMED_BODY',
     },
   ];
-  for (const { name, headers, payload, url, error, problems } of cases) {
+  for (const { name, headers, payload, url, error, code, problems } of cases) {
     it(`rejects ${name}`, async (t) => {
       const { app, definition } = await build(t);
       const response = await app.inject({
@@ -448,6 +460,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
       if (typeof error === 'string') assert.equal(body['error'], error);
       else assert.match(String(body['error']), error);
       assert.deepEqual(body['problems'], problems ?? [body['error']]);
+      assert.equal(body['code'], code);
       assert.deepEqual(definition.calls, [], 'nothing is reconciled');
     });
   }
@@ -462,6 +475,14 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
     });
     assert.equal(response.statusCode, 400);
     assert.match(String(json(response.body)['error']), /too large/);
+    assert.equal(json(response.body)['code'], 'CIRRUS_ERR_BODY_TOO_LARGE');
+  });
+
+  it('answers an unknown route 404 with a code', async (t) => {
+    const { app } = await build(t);
+    const response = await app.inject({ method: 'POST', url: '/nowhere?x=1' });
+    assert.equal(response.statusCode, 404);
+    assert.deepEqual(json(response.body), { error: 'no route POST /nowhere', code: 'CIRRUS_ERR_NOT_FOUND' });
   });
 
   it('logs a rejection at warn with its problems', async (t) => {
@@ -475,6 +496,7 @@ describe('POST / rejects an event that cannot succeed with 400', () => {
     const line = logs.find((l) => l['msg'] === 'reconcile rejected');
     assert.equal(line?.['level'], 'warn');
     assert.equal(line['code'], 400);
+    assert.equal(line['errorCode'], 'CIRRUS_ERR_INVALID_EVENT');
     assert.deepEqual(line['problems'], ['specversion: must be "1.0", not "0.3"']);
   });
 });
@@ -570,6 +592,7 @@ describe('POST /reconcile', () => {
         });
         assert.equal(response.statusCode, 400, response.body);
         assert.equal(json(response.body)['error'], error);
+        assert.equal(json(response.body)['code'], 'CIRRUS_ERR_INVALID_QUERY');
         assert.deepEqual(definition.calls, []);
       });
     }
@@ -581,6 +604,7 @@ describe('POST /reconcile', () => {
     assert.equal(response.statusCode, 400);
     assert.deepEqual(json(response.body), {
       error: 'invalid query',
+      code: 'CIRRUS_ERR_INVALID_QUERY',
       problems: [
         'unknown query parameter "a": the only one is dryRun (true or false)',
         'query parameter "dryRun" must be true or false, not "no"',
@@ -636,7 +660,8 @@ describe('POST /reconcile', () => {
         ...(payload === undefined ? {} : { payload }),
       });
       assert.equal(response.statusCode, 400, response.body);
-      assert.deepEqual(json(response.body), { error: error ?? 'invalid reconcile request', problems });
+      const code = error === undefined ? 'CIRRUS_ERR_INVALID_RECONCILE_REQUEST' : 'CIRRUS_ERR_UNSUPPORTED_KIND';
+      assert.deepEqual(json(response.body), { error: error ?? 'invalid reconcile request', code, problems });
       assert.deepEqual(definition.calls, []);
     });
   }
@@ -677,7 +702,7 @@ describe('errors from the reconcile', () => {
         const response = await app.inject(request);
         assert.equal(response.statusCode, 503);
         assert.equal(response.headers['retry-after'], seconds);
-        assert.deepEqual(json(response.body), { error: 'ensure load balancer' });
+        assert.deepEqual(json(response.body), { error: 'ensure load balancer', code: 'CIRRUS_ERR_RETRY_LATER' });
       });
     }
 
@@ -689,6 +714,7 @@ describe('errors from the reconcile', () => {
       assert.equal(response.statusCode, 400);
       assert.deepEqual(json(response.body), {
         error: 'invalid node name "Worker_1"',
+        code: 'CIRRUS_ERR_INVALID_REQUEST',
         problems: ['name: must be a DNS subdomain'],
       });
     });
@@ -702,6 +728,7 @@ describe('errors from the reconcile', () => {
       assert.equal(response.statusCode, 500);
       assert.deepEqual(json(response.body), {
         error: 'Kubernetes API answered 403: nodes "worker-1" is forbidden',
+        code: 'CIRRUS_ERR_INTERNAL',
       });
     });
 
@@ -711,7 +738,11 @@ describe('errors from the reconcile', () => {
       const { app } = await build(t, recording({ one }));
       const response = await app.inject(request);
       assert.equal(response.statusCode, 400);
-      assert.deepEqual(json(response.body), { error: 'cannot reconcile', problems: ['bad name'] });
+      assert.deepEqual(json(response.body), {
+        error: 'cannot reconcile',
+        code: 'CIRRUS_ERR_INVALID_REQUEST',
+        problems: ['bad name'],
+      });
     });
 
     it(`${route}: any other error → 500 { error }, logged at error with its stack`, async (t) => {
@@ -719,7 +750,7 @@ describe('errors from the reconcile', () => {
       const { app, logs } = await build(t, recording({ one }));
       const response = await app.inject(request);
       assert.equal(response.statusCode, 500);
-      assert.deepEqual(json(response.body), { error: 'the API server said no' });
+      assert.deepEqual(json(response.body), { error: 'the API server said no', code: 'CIRRUS_ERR_INTERNAL' });
       const line = logs.find((l) => l['msg'] === 'reconcile failed');
       assert.equal(line?.['level'], 'error');
       assert.equal(line['key'], 'Node/worker-1');
@@ -738,7 +769,7 @@ describe('errors from the reconcile', () => {
     const { app } = await build(t, { ...throwing, calls: [] });
     const response = await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
     assert.equal(response.statusCode, 500);
-    assert.deepEqual(json(response.body), { error: 'synchronous' });
+    assert.deepEqual(json(response.body), { error: 'synchronous', code: 'CIRRUS_ERR_INTERNAL' });
   });
 
   it('does not answer before the reconcile has finished', async (t) => {
@@ -995,7 +1026,10 @@ describe('load shedding', () => {
       const response = await app.inject(request);
       assert.equal(response.statusCode, 503);
       assert.equal(response.headers['retry-after'], '5');
-      assert.deepEqual(json(response.body), { error: 'overloaded: try again later' });
+      assert.deepEqual(json(response.body), {
+        error: 'overloaded: try again later',
+        code: 'CIRRUS_ERR_UNDER_PRESSURE',
+      });
     }
     assert.equal(definition.calls.length, calls);
   });
@@ -1102,6 +1136,7 @@ describe('load shedding by requests in flight', { timeout: 10_000 }, () => {
       assert.equal(response.headers['retry-after'], '5');
       assert.deepEqual(json(response.body), {
         error: 'overloaded: 2 requests in flight, the most this instance takes; try again later',
+        code: 'CIRRUS_ERR_OVERLOADED',
       });
     }
     assert.equal(definition.calls.length, 2, 'the excess was not reconciled');
@@ -1322,7 +1357,10 @@ describe('a public endpoint (AWS Lambda)', () => {
       assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url);
     const metrics = await app.inject({ method: 'GET', url: '/metrics' });
     assert.equal(metrics.statusCode, 401);
-    assert.deepEqual(json(metrics.body), { error: `unauthorized: missing ${signatureHeader} header` });
+    assert.deepEqual(json(metrics.body), {
+      error: `unauthorized: missing ${signatureHeader} header`,
+      code: 'CIRRUS_ERR_SIGNATURE_MISSING',
+    });
     const signed = await app.inject({ method: 'GET', url: '/metrics', headers: signedHeaders('GET', '/metrics') });
     assert.equal(signed.statusCode, 200);
     assert.match(signed.body, /cirrus_reconcile_requests_total/);

@@ -1,0 +1,125 @@
+// Running a Job: the definition called with the request's options (its logger, dry run, the
+// abandonment signal, the claims of the event), under the trigger's share of the cloud call budget
+// when it carries one, held among the requests in flight until it ends, observed in the metrics
+// and answered once done (the data-plane contract's "do not accept until handled").
+
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { withCallBudget } from '../cloud/paced.ts';
+import { formatKey, type ObjectKey } from '../wire/keys.ts';
+import { failure } from './errors.ts';
+import type { FunctionDefinition, ReconcileOptions, Report } from './function.ts';
+import type { HostMetrics } from './metrics.ts';
+import type { Job } from './requests.ts';
+import type { Admission } from './shedding.ts';
+
+/** What running a job needs of the app it belongs to. */
+export interface Runner {
+  readonly definition: FunctionDefinition;
+  readonly metrics: HostMetrics;
+  readonly logger: Logger;
+  /** The Retry-After of load shedding's 503s. */
+  readonly retryAfter: number;
+  /** The requests in flight on the reconcile routes of the whole app. */
+  readonly admission: Admission;
+}
+
+/** A reply to send: a report, or an error reply. */
+export interface Outcome {
+  readonly status: number;
+  readonly body: unknown;
+  readonly retryAfterSeconds?: number | undefined;
+}
+
+/** Calls the definition and answers. Nothing is sent before the reconcile has finished, so a 2xx always means the work is done. */
+export async function runReconcile(
+  host: Runner,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  job: Job,
+): Promise<FastifyReply> {
+  const log = host.logger.child({
+    reqId: request.id,
+    key: job.target === 'all' ? '*' : formatKey(job.target),
+    trigger: job.trigger,
+    dryRun: job.dryRun,
+    ...(job.eventId === undefined ? {} : { ceId: job.eventId }),
+  });
+  const options: ReconcileOptions = {
+    dryRun: job.dryRun,
+    signal: abandonSignal(reply),
+    log,
+    ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
+    ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
+    ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
+  };
+  const started = performance.now();
+  host.admission.hold(request);
+  const { callBudget } = job;
+  const run = (): Promise<Report> => invoke(host.definition, job.target, options);
+  const outcome = await (callBudget === undefined ? run() : withCallBudget(callBudget, options.signal, run))
+    .then(
+      (report): Outcome => done(host, { job, log, started }, report),
+      (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
+    )
+    .finally(() => {
+      host.admission.release(request);
+    });
+  host.metrics.duration.observe({ function: host.definition.name, trigger: job.trigger }, since(started) / 1000);
+  return send(reply, outcome);
+}
+
+/** Sends `outcome`, with its Retry-After when it has one. */
+export function send(reply: FastifyReply, outcome: Outcome): FastifyReply {
+  if (outcome.retryAfterSeconds !== undefined) reply.header('retry-after', String(outcome.retryAfterSeconds));
+  return reply.code(outcome.status).send(outcome.body);
+}
+
+function done(host: Runner, run: { job: Job; log: Logger; started: number }, report: Report): Outcome {
+  const { job, log } = run;
+  const summary = summarize(report);
+  for (const [result, count] of Object.entries(summary.results))
+    host.metrics.results.inc({ function: host.definition.name, result }, count);
+  // A periodic pass that changed nothing is routine (node-lifecycle's comes every 5 s): debug.
+  const routine = job.target === 'all' && job.trigger !== 'manual' && summary.changes === 0;
+  log[routine ? 'debug' : 'info'](
+    { outcome: 'done', code: job.success, durationMs: since(run.started), ...summary },
+    'reconciled',
+  );
+  return { status: job.success, body: report };
+}
+
+// async, so that a definition that throws before returning its promise is handled the same way.
+async function invoke(
+  definition: FunctionDefinition,
+  target: ObjectKey | 'all',
+  options: ReconcileOptions,
+): Promise<Report> {
+  return target === 'all' ? definition.reconcileAll(options) : definition.reconcileOne(target, options);
+}
+
+// Aborted when the connection closes before the reply is written: the client gave up, or serve()
+// cut the connection at the end of the shutdown grace period. Fastify's request.signal is no use
+// here: it aborts on the request stream's close, which Node emits as soon as the body is read.
+function abandonSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableEnded) controller.abort(new Error('the connection closed before the reply was sent'));
+  });
+  return controller.signal;
+}
+
+function since(started: number): number {
+  return Math.round((performance.now() - started) * 1000) / 1000;
+}
+
+// Counts, not contents: a report may hold whole patches, and logs must not carry objects.
+function summarize(report: Report): { objects: number; changes: number; results: Record<string, number> } {
+  const results: Record<string, number> = {};
+  let changes = 0;
+  for (const object of report.objects) {
+    results[object.result] = (results[object.result] ?? 0) + 1;
+    changes += object.changes.length;
+  }
+  return { objects: report.objects.length, changes, results };
+}
