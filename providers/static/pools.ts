@@ -29,7 +29,10 @@ export interface Pool {
   readonly name: string;
   /** In file order; no two overlap (in this pool or any other). */
   readonly blocks: readonly AddressBlock[];
-  /** The namespaces whose Services use this pool unless they name another. */
+  /**
+   * The namespaces whose Services use this pool unless they name another, and the only ones it
+   * serves (a fence, ipam.ts servesNamespace); empty: shared by every namespace.
+   */
   readonly namespaces: readonly string[];
   readonly isDefault: boolean;
 }
