@@ -88,6 +88,13 @@ export const options = {
     nonEmpty.optional(),
     'path',
   ),
+  useExistingCluster: option(
+    'boolean',
+    '(start) Run against the cluster --kubeconfig, KUBECONFIG or the pod ServiceAccount names even with the example ' +
+      'inventory (or no --cloud-provider), where otherwise only a local control plane started for the purpose is used: ' +
+      "the example inventory then initializes, and deletes, that cluster's Nodes as if they were its machines.",
+    z.boolean().default(false),
+  ),
   dataDir: option(
     'string',
     "Folder for the local control plane's certificates, kubeconfig, logs and etcd data; kept between runs. " +
@@ -347,6 +354,8 @@ export function optionSpec(name: OptionName): OptionSpec {
 export interface CommandOptions<K extends OptionName> {
   readonly options: readonly K[];
   readonly required?: readonly K[];
+  /** The command's own defaults, as a flag would give them, in place of the option table's (`start` listens on loopback). */
+  readonly defaults?: Partial<Record<K, string>>;
   /** Names of positional arguments, in order; those after `minPositionals` are optional. */
   readonly positionals?: readonly string[];
   readonly minPositionals?: number;
@@ -372,7 +381,7 @@ export function parseCommandLine<K extends OptionName>(
   const raw: Record<string, unknown> = {};
   const sources = new Map<string, string>();
   for (const name of command.options) {
-    const found = lookUp(name, flags, env);
+    const found = lookUp(name, flags, env) ?? commandDefault(command, name);
     if (found === undefined) continue;
     raw[name] = found.value;
     sources.set(name, found.source);
@@ -399,6 +408,14 @@ function configError(error: z.ZodError, sources: Map<string, string>): ConfigErr
   const issue = error.issues[0];
   const name = String(issue?.path[0] ?? '');
   return new ConfigError(`${sources.get(name) ?? `--${name}`}: ${issue?.message ?? 'invalid'}`);
+}
+
+function commandDefault<K extends OptionName>(
+  command: CommandOptions<K>,
+  name: K,
+): { value: unknown; source: string } | undefined {
+  const value = command.defaults?.[name];
+  return value === undefined ? undefined : { value, source: `--${flagName(name)} (its default)` };
 }
 
 // The value of one option and where it came from: its flag, else its environment variable.
