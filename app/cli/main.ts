@@ -90,11 +90,15 @@ const commands = {
     summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
     description:
       `Serves the functions --controllers selects (${functionList()}; default all that the provider supports) under\n` +
-      '/<function> on --bind-address:--port, and runs the relay delivering to them, signed. The cluster is\n' +
-      '--kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is started\n' +
-      '(printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml.',
+      '/<function> on --bind-address:--port (loopback by default), and runs the relay delivering to them, signed.\n' +
+      'The cluster is --kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is\n' +
+      'started (printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml:\n' +
+      'that demo runs only against a local control plane it starts, unless --use-existing-cluster. The cluster\n' +
+      'acted on (server, context) is printed before anything runs.',
+    defaults: { bindAddress: '127.0.0.1' },
     options: [
       ...providerOptions,
+      'useExistingCluster',
       'controllers',
       'bindAddress',
       'port',
@@ -240,7 +244,7 @@ export function commandHelp(name: CommandName): string {
     const spec = optionSpec(option);
     const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
     const required = cmd.required?.includes(option) ? ' (required)' : '';
-    const fallback = spec.schema.safeParse(undefined);
+    const fallback = spec.schema.safeParse(cmd.defaults?.[option]);
     const shown =
       fallback.success && fallback.data !== undefined
         ? ` Default: ${JSON.stringify(fallback.data)}.`

@@ -1,10 +1,10 @@
 // `cirrus start`: the whole CCM in one process — every selected function on one port, and the
 // relay delivering to them — against the configured cluster, or, when none is configured, against
 // the local control plane that `cirrus cluster` runs. With no provider given it uses `static` and
-// the example inventory, so a newcomer can watch a Node get initialized and a Service an address.
+// the example inventory, so a newcomer can watch a Node get initialized and a Service an address;
+// that demo runs only against a control plane it starts itself (start-cluster.ts).
 
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { DestinationStream, Logger } from 'pino';
 import { Registry } from 'prom-client';
@@ -14,14 +14,13 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import type { Serving } from '../../shared/host/serve.ts';
-import { apiStatus } from '../../shared/kube/api.ts';
-import { loadKubeConfig } from '../../shared/kube/client.ts';
 import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { callBudget, leaseSettings, periodsOf, type CallBudgetOption, type LeaseOption } from './relay.ts';
 import { catalogue, loadRelay } from '../root.ts';
 import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
+import { connectCluster, exampleInventory, planCluster, planSummary } from './start-cluster.ts';
 
 /** The options `cirrus start` takes. */
 export type StartOptions =
@@ -34,9 +33,8 @@ export type StartOptions =
   | 'leaderElect'
   | LeaseOption
   | 'dataDir'
+  | 'useExistingCluster'
   | 'logFormat';
-
-const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
 
 // What has to be stopped on the way out. Started in dependency order (the control plane, the
 // functions, the relay) and stopped in reverse: the relay first, while the API server still
@@ -57,13 +55,14 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
   const log = createLogger({ name: 'cirrus', level: config.logLevel, destination });
   const provider = config.cloudProvider ?? 'static';
   const cloudConfig = config.cloudConfig ?? (provider === 'static' ? exampleInventory : undefined);
+  const plan = planCluster(config, cloudConfig, io);
   io.stderr.write(
     `cirrus start: ${selected.map((e) => e.name).join(', ')} and the relay feeding them, in this process; ` +
-      `provider ${provider}${cloudConfig === undefined ? '' : ` (${cloudConfig})`}; cluster: ${clusterSource(config, io)}\n`,
+      `provider ${provider}${cloudConfig === undefined ? '' : ` (${cloudConfig})`}; cluster: ${planSummary(plan)}\n`,
   );
   const stoppers: Stopper[] = [];
   try {
-    const cluster = await clusterFor(config, io, stoppers);
+    const cluster = await connectCluster(plan, config, io, stoppers);
     if (io.signal.aborted) return 0;
     const { kubeConfig } = cluster;
     if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
@@ -104,74 +103,12 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
   }
 }
 
-// Where the cluster comes from, as clusterFor() will decide.
-function clusterSource(config: Config<StartOptions>, io: Io): string {
-  if (config.kubeconfig !== undefined) return `--kubeconfig ${config.kubeconfig}`;
-  if (io.env['KUBECONFIG']) return `KUBECONFIG=${io.env['KUBECONFIG']}`;
-  if (io.env['KUBERNETES_SERVICE_HOST']) return "this pod's ServiceAccount";
-  return 'none configured, so the local control plane';
-}
-
 function controllersOf(config: Config<StartOptions>): FunctionEntry[] {
   try {
     return selectControllers(catalogue, config.controllers);
   } catch (error) {
     throw new ConfigError(`--controllers: ${(error as Error).message}`);
   }
-}
-
-// --kubeconfig, else $KUBECONFIG, else the pod's ServiceAccount; with none of them, the embedded
-// local control plane (whose binaries are built on first use, with progress lines).
-async function clusterFor(
-  config: Config<StartOptions>,
-  io: Io,
-  stoppers: Stopper[],
-): Promise<{ kubeConfig: KubeConfig; description: string }> {
-  if (config.kubeconfig !== undefined || io.env['KUBECONFIG'] || io.env['KUBERNETES_SERVICE_HOST']) {
-    const kubeConfig = loadKubeConfig(config.kubeconfig);
-    return {
-      kubeConfig,
-      description: `${kubeConfig.getCurrentCluster()?.server ?? '?'} (${clusterSource(config, io)})`,
-    };
-  }
-  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../tools/control-plane/index.ts');
-  io.stderr.write(
-    'no cluster configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount): starting the local control plane\n',
-  );
-  let assets;
-  try {
-    assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
-  } catch (error) {
-    if (error instanceof AssetsUnavailableError)
-      throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
-    throw error;
-  }
-  const controlPlane = await ControlPlane.start({
-    assets,
-    clusterName: config.clusterName,
-    ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
-  });
-  stoppers.push({ what: 'control plane', stop: () => controlPlane.stop() });
-  const { info } = controlPlane;
-  io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
-  io.stderr.write(
-    `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`,
-  );
-  const kubeConfig = loadKubeConfig(info.adminKubeconfig);
-  // The namespace of cirrus's deployments, where the static provider records load balancer
-  // allocations when it runs outside a pod: created here as a deployment would (kept with --data-dir).
-  await kubeConfig
-    .makeApiClient(CoreV1Api)
-    .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
-    .catch((error: unknown) => {
-      if (apiStatus(error) !== 409) throw error;
-    });
-  return {
-    kubeConfig,
-    description:
-      `${info.server}: the local control plane (kube-apiserver ${info.kubernetesVersion}, etcd ${info.etcdVersion}), ` +
-      `KUBECONFIG=${info.adminKubeconfig}`,
-  };
 }
 
 interface Context {

@@ -60,7 +60,8 @@ export class AllocationError extends Error {
  * its namespace, else the default pool), its IP families (`spec.ipFamilies`, IPv4 when empty) and
  * the addresses it requests (the annotation, or `spec.loadBalancerIP`). Throws AllocationError
  * when the request cannot be met whatever is allocated: no such pool, no pool applies, a pool
- * without addresses of a needed family, a malformed address, or one outside the pool.
+ * fenced to other namespaces (see servesNamespace), a pool without addresses of a needed family,
+ * a malformed address, or one outside the pool.
  */
 export function readRequest(config: LoadBalancerConfig, service: V1Service): AddressRequest {
   const namespace = namespaceOf(service);
@@ -69,15 +70,18 @@ export function readRequest(config: LoadBalancerConfig, service: V1Service): Add
   const uid = service.metadata?.uid ?? '';
   if (uid === '') throw new AllocationError(`${who} has no UID; addresses are recorded by UID`);
   const { pool, poolReason } = choosePool(config, service, who);
+  checkFence(pool, poolReason, namespace, who);
   const families = ipFamilies(service);
   const requested = requestedAddresses(service, families, who);
   checkFamilies(pool, poolReason, families, who);
-  for (const ip of requested.values()) checkInPool(config, { pool, poolReason }, ip, who);
+  for (const ip of requested.values()) checkInPool(config, { pool, poolReason, namespace }, ip, who);
   return { uid, namespace, name, pool, poolReason, families, requested };
 }
 
 function choosePool(config: LoadBalancerConfig, service: V1Service, who: string): { pool: Pool; poolReason: string } {
-  const known = `the pools are ${config.pools.map((pool) => pool.name).join(', ')}`;
+  const namespace = namespaceOf(service);
+  const usable = usablePools(config, namespace);
+  const known = knownText(usable, namespace);
   const named = annotation(service, POOL_ANNOTATION);
   if (named !== '') {
     const pool = config.byName.get(named);
@@ -87,12 +91,47 @@ function choosePool(config: LoadBalancerConfig, service: V1Service, who: string)
       );
     return { pool, poolReason: `named by its annotation ${POOL_ANNOTATION}` };
   }
-  const namespace = namespaceOf(service);
   const forNamespace = config.byNamespace.get(namespace);
   if (forNamespace !== undefined) return { pool: forNamespace, poolReason: `the pool for namespace ${namespace}` };
   if (config.defaultPool !== undefined) return { pool: config.defaultPool, poolReason: 'the default pool' };
+  const hint = usable.length === 0 ? known : `name one with the annotation ${POOL_ANNOTATION} (${known})`;
   throw new AllocationError(
-    `no address pool applies to ${who}: no pool lists namespace ${namespace} and no pool is the default; name one with the annotation ${POOL_ANNOTATION} (${known})`,
+    `no address pool applies to ${who}: no pool lists namespace ${namespace} and no pool is the default; ${hint}`,
+  );
+}
+
+// The pools a Service in `namespace` may name, for messages: pools fenced to other namespaces are left out.
+function usablePools(config: LoadBalancerConfig, namespace: string): string[] {
+  return config.pools.filter((pool) => servesNamespace(pool, namespace)).map((pool) => pool.name);
+}
+
+function knownText(usable: readonly string[], namespace: string): string {
+  return usable.length === 0
+    ? `no pool serves namespace ${namespace}: every pool lists other namespaces`
+    : `the pools for namespace ${namespace} are ${usable.join(', ')}`;
+}
+
+/**
+ * Whether `pool` may hand addresses to Services in `namespace`: a pool that lists `namespaces` is
+ * fenced to them, however it is chosen (as the default, by annotation, for a requested address),
+ * so that a user who may create Services in one namespace cannot take another's addresses. A pool
+ * without `namespaces` is shared by every namespace. MetalLB's IPAddressPool `serviceAllocation`
+ * and kube-vip's cloud provider (per-namespace `cidr-<namespace>` keys) fence pools the same way.
+ */
+export function servesNamespace(pool: Pool, namespace: string): boolean {
+  return pool.namespaces.length === 0 || pool.namespaces.includes(namespace);
+}
+
+function fenceText(pool: Pool): string {
+  const [first, ...rest] = pool.namespaces;
+  return rest.length === 0 ? `namespace ${first ?? ''}` : `namespaces ${pool.namespaces.join(', ')}`;
+}
+
+function checkFence(pool: Pool, poolReason: string, namespace: string, who: string): void {
+  if (servesNamespace(pool, namespace)) return;
+  throw new AllocationError(
+    `pool "${pool.name}" (${poolReason} of ${who}) serves only ${fenceText(pool)}, not namespace ${namespace}; ` +
+      'no address is handed out from it (see "Sharing a pool" in docs/providers/static.md)',
   );
 }
 
@@ -183,21 +222,26 @@ function checkFamilies(pool: Pool, poolReason: string, families: readonly IpFami
 
 function checkInPool(
   config: LoadBalancerConfig,
-  chosen: { pool: Pool; poolReason: string },
+  chosen: { pool: Pool; poolReason: string; namespace: string },
   ip: Ip,
   who: string,
 ): void {
-  const { pool, poolReason } = chosen;
+  const { pool, poolReason, namespace } = chosen;
   if (pool.blocks.some((block) => blockContains(block, ip))) return;
   const address = formatIp(ip);
   const other = config.pools.find((candidate) => candidate.blocks.some((block) => blockContains(block, ip)));
-  const hint =
-    other === undefined
-      ? 'nor in any other pool'
-      : `it is in pool "${other.name}": name that pool with the annotation ${POOL_ANNOTATION} to use it`;
   throw new AllocationError(
-    `${who} requests ${address}, which is not in its pool "${pool.name}" (${poolReason}); ${hint}`,
+    `${who} requests ${address}, which is not in its pool "${pool.name}" (${poolReason}); ${otherPoolHint(other, namespace)}`,
   );
+}
+
+// Where a requested address outside the Service's pool is: a fenced pool is named, but not offered.
+function otherPoolHint(other: Pool | undefined, namespace: string): string {
+  if (other === undefined) return 'nor in any other pool';
+  if (!servesNamespace(other, namespace)) {
+    return `it is in pool "${other.name}", which serves only ${fenceText(other)}, not namespace ${namespace}`;
+  }
+  return `it is in pool "${other.name}": name that pool with the annotation ${POOL_ANNOTATION} to use it`;
 }
 
 /**

@@ -8,13 +8,12 @@ import { z } from 'zod';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import {
   canonicalIp,
-  cidrOf,
   familyBits,
   formatCidr,
   formatIp,
   lastAddress,
+  parseCidrAddress,
   parseIp,
-  parsePrefixLength,
   type Cidr,
   type Ip,
   type IpFamily,
@@ -29,7 +28,10 @@ export interface Pool {
   readonly name: string;
   /** In file order; no two overlap (in this pool or any other). */
   readonly blocks: readonly AddressBlock[];
-  /** The namespaces whose Services use this pool unless they name another. */
+  /**
+   * The namespaces whose Services use this pool unless they name another, and the only ones it
+   * serves (a fence, ipam.ts servesNamespace); empty: shared by every namespace.
+   */
   readonly namespaces: readonly string[];
   readonly isDefault: boolean;
 }
@@ -115,16 +117,22 @@ export function parseBlock(text: string): AddressBlock | string {
 }
 
 function parseCidrBlock(text: string): AddressBlock | string {
+  // Space around the slash is allowed, as around a range's dash.
+  const parsed = parseCidrAddress(text.replace(/\s*\/\s*/, '/'), LOAD_BALANCER_IP);
+  if (parsed === undefined) return cidrProblem(text);
+  const { ip, cidr } = parsed;
+  if (cidr.network !== ip.value)
+    return `has bits set after its /${cidr.prefix} prefix; the network is ${formatCidr(cidr)}`;
+  return cidrBlock(text, cidr);
+}
+
+// Why shared/net/ip.ts reads `text` as no CIDR, as a sentence fragment: its address, or its prefix length.
+function cidrProblem(text: string): string {
   const [address = '', prefixText = '', extra] = text.split('/').map((part) => part.trim());
   if (extra !== undefined) return `is not ${EXAMPLES}`;
   const ip = parseLoadBalancerIp(address);
   if (ip === undefined) return notAnAddress(address);
-  const prefix = parsePrefixLength(prefixText, ip.family, LOAD_BALANCER_IP);
-  if (prefix === undefined)
-    return `has the prefix length /${prefixText}; an ${ip.family} prefix length is 0 to ${familyBits(ip.family)}`;
-  const cidr = cidrOf(ip, prefix);
-  if (cidr.network !== ip.value) return `has bits set after its /${prefix} prefix; the network is ${formatCidr(cidr)}`;
-  return cidrBlock(text, cidr);
+  return `has the prefix length /${prefixText}; an ${ip.family} prefix length is 0 to ${familyBits(ip.family)}`;
 }
 
 // IPv4 /30 and wider lose network and broadcast, IPv6 /126 and wider the subnet-router anycast address.

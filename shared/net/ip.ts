@@ -181,3 +181,15 @@ export function canonicalCidr(text: string, syntax: IpSyntax = {}): string {
   const cidr = parseCidr(text, syntax);
   return cidr === undefined ? text : formatCidr(cidr);
 }
+
+/**
+ * Parses `address/prefix` as parseCidr does, and keeps the address as written beside its network,
+ * as Go's net.ParseCIDR returns both: a caller that wants a network address can tell one with host
+ * bits set (`ip.value !== cidr.network`). Undefined when `text` is no CIDR.
+ */
+export function parseCidrAddress(text: string, syntax: IpSyntax = {}): { ip: Ip; cidr: Cidr } | undefined {
+  const slash = text.indexOf('/');
+  const ip = slash < 0 ? undefined : parseIp(text.slice(0, slash), syntax);
+  const cidr = ip && parseCidr(text, syntax);
+  return ip === undefined || cidr === undefined ? undefined : { ip, cidr };
+}

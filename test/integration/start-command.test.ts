@@ -1,7 +1,8 @@
 // `cirrus start`, the README walk-through as a test: with no cluster configured it starts the
 // local control plane and the whole CCM with the static provider and the example inventory; the
 // example Node gets initialized and a LoadBalancer Service an address from the example pool, with
-// no manual step; Ctrl-C leaves nothing behind.
+// no manual step; Ctrl-C leaves nothing behind. And the demo never touches a cluster it did not
+// start unless asked by --use-existing-cluster, naming the cluster it acts on before it acts.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -9,10 +10,19 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { CoreV1Api, KubeConfig, loadYaml, type V1Node, type V1Service } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubeConfig,
+  loadYaml,
+  RbacAuthorizationV1Api,
+  type V1Node,
+  type V1Service,
+} from '@kubernetes/client-node';
 import { catalogue } from '../../functions/catalogue.ts';
 import { selectControllers } from '../../shared/catalogue.ts';
-import { controlPlaneSkip } from '../harness/cluster.ts';
+import { kubeconfigFor } from '../../tools/control-plane/index.ts';
+import { createNode, newNode, withReady } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import { childPids, isRunning } from '../harness/processes.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
@@ -134,5 +144,150 @@ describe('cirrus start', { skip: controlPlaneSkip }, () => {
     }
     assert.ok(children.length >= 2, 'etcd and kube-apiserver were children of cirrus start');
     for (const pid of children) assert.equal(isRunning(pid), false, `pid ${pid} still runs`);
+  });
+});
+
+// The suite's cluster stands for an operator's real one. cirrus start reaches it as a user who may
+// delete one Node only (and read Nodes, and write Events): should the demo act on the wrong
+// cluster, it can hurt nothing of the other test files running against it at the same time.
+describe('cirrus start and a cluster it did not start', { skip: controlPlaneSkip }, () => {
+  /** A NotReady Node that no example machine backs, on the suite's cluster, and a kubeconfig that may delete only it. */
+  async function strayNode(): Promise<{ core: CoreV1Api; node: V1Node; kubeconfig: string; server: string }> {
+    const cluster = await testCluster();
+    const core = cluster.admin.makeApiClient(CoreV1Api);
+    const name = uniqueName('worker-9');
+    const node = await createNode(core, newNode(name, withReady('False')));
+    const user = uniqueName('operator');
+    const rbac = cluster.admin.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createClusterRole({
+      body: {
+        metadata: { name: user },
+        rules: [
+          { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+          { apiGroups: [''], resources: ['nodes'], verbs: ['delete', 'patch'], resourceNames: [name] },
+          { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        ],
+      },
+    });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: user },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: user },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
+    return { core, node, kubeconfig: await kubeconfigFor(cluster.info, { user }), server: cluster.info.server };
+  }
+
+  /**
+   * `cirrus start <args>` with KUBECONFIG=`kubeconfig`, as a user would run it: its stderr lines as
+   * they come, the kubeconfig of the control plane it started (if any), and a way to wait for a line.
+   */
+  function start(args: string[], kubeconfig: string) {
+    const env = { ...process.env, KUBECONFIG: kubeconfig };
+    const command = ['setpriv', '--pdeathsig', 'SIGTERM', '--', process.execPath, cli, 'start', '--port', '0'];
+    const child = spawn(command[0] as string, [...command.slice(1), ...args, '--log-level', 'warn'], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const lines: string[] = [];
+    let ended = false;
+    createInterface({ input: child.stderr }).on('line', (line) => lines.push(line));
+    const exited = once(child, 'exit') as Promise<[number | null, string | null]>;
+    void exited.then(() => (ended = true));
+    let ownKubeconfig: string | undefined;
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.startsWith('KUBECONFIG=')) ownKubeconfig = line.slice('KUBECONFIG='.length);
+    });
+    // The first line `pick` accepts; fails (rather than hangs) when start exits or never says it.
+    const line = async (pick: (line: string) => boolean): Promise<string> => {
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const found = lines.find(pick);
+        if (found !== undefined) return found;
+        assert.ok(!ended && Date.now() < deadline, `no such line from cirrus start:\n${lines.join('\n')}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    };
+    // Ctrl-C after a pass; after a failure SIGKILL, as a start acting where it must not may not stop on Ctrl-C.
+    const stop = async (passed: boolean): Promise<void> => {
+      if (!ended) child.kill(passed ? 'SIGINT' : 'SIGKILL');
+      const [code] = await exited;
+      if (passed) assert.equal(code, 0, lines.join('\n'));
+    };
+    return { lines, own: () => ownKubeconfig, line, stop };
+  }
+
+  const acting = (line: string): boolean => line.startsWith('cirrus start: acting on cluster ');
+  const running = (line: string): boolean => line.startsWith('cirrus running:');
+
+  async function deleted(core: CoreV1Api, name: string): Promise<true | undefined> {
+    return core.readNode({ name }).then(
+      () => undefined,
+      () => true,
+    );
+  }
+
+  it('runs the demo on a control plane of its own, leaving the cluster KUBECONFIG names untouched, and says so', async () => {
+    const { core, node, kubeconfig } = await strayNode();
+    const name = node.metadata?.name ?? '';
+    const demo = start([], kubeconfig);
+    let passed = false;
+    try {
+      assert.match(
+        await demo.line(acting),
+        /^cirrus start: acting on cluster https:\/\/127\.0\.0\.1:\d+, context \S+ \(the local control plane started for this run/,
+      );
+      await demo.line(running);
+      const ownKubeconfig = demo.own();
+      assert.ok(ownKubeconfig, 'it started a control plane of its own');
+      // The same stray Node on the demo's own cluster is deleted: the demo runs, and acts there.
+      const own = new KubeConfig();
+      own.loadFromFile(ownKubeconfig);
+      const ownCore = own.makeApiClient(CoreV1Api);
+      await createNode(ownCore, newNode(name, withReady('False')));
+      await eventually(() => deleted(ownCore, name));
+      passed = true;
+    } finally {
+      await demo.stop(passed);
+    }
+    const after = await core.readNode({ name });
+    assert.equal(after.metadata?.resourceVersion, node.metadata?.resourceVersion, 'the Node is unchanged');
+    const text = demo.lines.join('\n');
+    assert.match(
+      text,
+      new RegExp(
+        `^cirrus start: KUBECONFIG=${kubeconfig} is not used: the demo \\(no --cloud-provider given\\) runs only against a local control plane it starts.*--use-existing-cluster`,
+        'm',
+      ),
+    );
+  });
+
+  it('acts on that cluster with --use-existing-cluster, naming it (server, context) before it acts', async () => {
+    const { core, node, kubeconfig, server } = await strayNode();
+    const name = node.metadata?.name ?? '';
+    const args = ['--use-existing-cluster', '--controllers', 'cloud-node-lifecycle', '--leader-elect=false'];
+    const demo = start(args, kubeconfig);
+    let passed = false;
+    try {
+      await demo.line(running);
+      await eventually(() => deleted(core, name));
+      passed = true;
+    } finally {
+      await demo.stop(passed);
+    }
+    assert.equal(demo.own(), undefined, 'no control plane of its own');
+    const context = new KubeConfig();
+    context.loadFromFile(kubeconfig);
+    const named = demo.lines.findIndex(
+      (line) =>
+        line ===
+        `cirrus start: acting on cluster ${server}, context ${context.getCurrentContext()} (KUBECONFIG=${kubeconfig})`,
+    );
+    assert.ok(named >= 0, demo.lines.join('\n'));
+    assert.ok(
+      named < demo.lines.findIndex((line) => line.startsWith('cirrus running:')),
+      'named before the functions and the relay run',
+    );
   });
 });

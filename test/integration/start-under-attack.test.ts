@@ -39,7 +39,7 @@ describe('cirrus start under slow unauthenticated clients', { skip: controlPlane
 
   it('initializes a new Node while 2,000 slow clients hold connections to its ports', async (t) => {
     const kubeconfig = plane?.info.adminKubeconfig ?? '';
-    const args = ['start', '--kubeconfig', kubeconfig, '--controllers', 'cloud-node'];
+    const args = ['start', '--kubeconfig', kubeconfig, '--use-existing-cluster', '--controllers', 'cloud-node'];
     const child = spawn(process.execPath, [cli, ...args, '--port', '0', '--bind-address', '127.0.0.1'], {
       env: { ...process.env, CIRRUS_LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'ignore', 'pipe'],

@@ -558,22 +558,59 @@ describe('readRequest: pool choice', () => {
     assert.throws(
       () => readRequest(pools(), service({ annotations: { [POOL_ANNOTATION]: 'gold' } })),
       allocationError(
-        /^service default\/web names pool "gold" in its annotation static\.cirrus-ccm\.dev\/pool, but there is no such pool; the pools are default, team-a, v6$/,
+        /^service default\/web names pool "gold" in its annotation static\.cirrus-ccm\.dev\/pool, but there is no such pool; the pools for namespace default are default, v6$/,
       ),
     );
   });
 
-  it('fails when no pool applies', () => {
+  it('fails when no pool applies, naming only the pools the namespace may use', () => {
     const config = pools(
-      `${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.0/28], namespaces: [x] }]\n`,
+      `${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.0/28], namespaces: [x] }, { name: b, addresses: [192.0.2.16/28] }]\n`,
     );
     assert.throws(
       () => readRequest(config, service({ namespace: 'y' })),
       allocationError(
-        /^no address pool applies to service y\/web: no pool lists namespace y and no pool is the default; name one with the annotation static\.cirrus-ccm\.dev\/pool \(the pools are a\)$/,
+        /^no address pool applies to service y\/web: no pool lists namespace y and no pool is the default; name one with the annotation static\.cirrus-ccm\.dev\/pool \(the pools for namespace y are b\)$/,
+      ),
+    );
+    const fenced = pools(
+      `${INSTANCES}loadBalancers:\n  pools: [{ name: a, addresses: [192.0.2.0/28], namespaces: [x] }]\n`,
+    );
+    assert.throws(
+      () => readRequest(fenced, service({ namespace: 'y' })),
+      allocationError(
+        /^no address pool applies to service y\/web: no pool lists namespace y and no pool is the default; no pool serves namespace y: every pool lists other namespaces$/,
       ),
     );
   });
+
+  // A pool that lists namespaces serves only them, however it is chosen (docs/providers/static.md, "Sharing a pool").
+  const fences: { name: string; yaml?: string; spec: ServiceSpec; message: RegExp }[] = [
+    {
+      name: 'the default pool',
+      yaml: `${INSTANCES}loadBalancers:\n  pools: [{ name: a, default: true, addresses: [192.0.2.0/28], namespaces: [x, z] }]\n`,
+      spec: { namespace: 'y' },
+      message:
+        /^pool "a" \(the default pool of service y\/web\) serves only namespaces x, z, not namespace y; no address is handed out from it/,
+    },
+    {
+      name: 'a pool named by annotation',
+      spec: { annotations: { [POOL_ANNOTATION]: 'team-a' } },
+      message:
+        /^pool "team-a" \(named by its annotation static\.cirrus-ccm\.dev\/pool of service default\/web\) serves only namespaces team-a, team-a2, not namespace default;/,
+    },
+    {
+      name: 'an address requested by spec.loadBalancerIP, with the annotation',
+      spec: { loadBalancerIP: '198.51.100.10', annotations: { [POOL_ANNOTATION]: 'team-a' } },
+      message:
+        /^pool "team-a" \(named by its annotation .*\) serves only namespaces team-a, team-a2, not namespace default;/,
+    },
+  ];
+  for (const { name, yaml, spec, message } of fences) {
+    it(`refuses ${name} to a namespace it does not list, naming the pool`, () => {
+      assert.throws(() => readRequest(pools(yaml), service(spec)), allocationError(message));
+    });
+  }
 
   it('fails for a Service without UID', () => {
     assert.throws(
@@ -642,9 +679,15 @@ describe('readRequest: families and requested addresses', () => {
     },
     {
       name: 'an address in another pool',
+      spec: { annotations: { [ADDRESSES_ANNOTATION]: '2001:db8:1::10' }, families: ['IPv6'] },
+      message:
+        /^service default\/web requests 2001:db8:1::10, which is not in its pool "default" \(the default pool\); it is in pool "v6": name that pool with the annotation static\.cirrus-ccm\.dev\/pool to use it$/,
+    },
+    {
+      name: 'an address in a pool fenced to other namespaces, without offering it',
       spec: { annotations: { [ADDRESSES_ANNOTATION]: '198.51.100.10' } },
       message:
-        /^service default\/web requests 198\.51\.100\.10, which is not in its pool "default" \(the default pool\); it is in pool "team-a": name that pool with the annotation static\.cirrus-ccm\.dev\/pool to use it$/,
+        /^service default\/web requests 198\.51\.100\.10, which is not in its pool "default" \(the default pool\); it is in pool "team-a", which serves only namespaces team-a, team-a2, not namespace default$/,
     },
     {
       name: 'an address in no pool',

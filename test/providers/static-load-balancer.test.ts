@@ -206,13 +206,13 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     await assert.rejects(
       lb.ensureLoadBalancer(CLUSTER, gold, []),
       rejectsWith(
-        `service ${team}/gold names pool "gold" in its annotation ${POOL_ANNOTATION}, but there is no such pool; the pools are team, special`,
+        `service ${team}/gold names pool "gold" in its annotation ${POOL_ANNOTATION}, but there is no such pool; the pools for namespace ${team} are team, special`,
       ),
     );
     await assert.rejects(
       lb.ensureLoadBalancer(CLUSTER, await service(ns, 'stray'), []),
       rejectsWith(
-        `no address pool applies to service ${ns}/stray: no pool lists namespace ${ns} and no pool is the default; name one with the annotation ${POOL_ANNOTATION} (the pools are team, special)`,
+        `no address pool applies to service ${ns}/stray: no pool lists namespace ${ns} and no pool is the default; name one with the annotation ${POOL_ANNOTATION} (the pools for namespace ${ns} are special)`,
       ),
     );
   });

@@ -56,6 +56,14 @@ describe('cirrus', () => {
     assert.match(stdout, /^ {2}--port <port>\n.*Default: 8080\.\n {6}Env: PORT$/m);
   });
 
+  it("'cirrus start --help' shows the loopback default and --use-existing-cluster; serve keeps every interface", async () => {
+    const { stdout } = await run(['start', '--help']);
+    assert.match(stdout, /^ {2}--bind-address <ip>\n.*Default: "127\.0\.0\.1"\.\n/m);
+    assert.match(stdout, /^ {2}--use-existing-cluster\n {6}\(start\) Run against the cluster .*example inventory/m);
+    assert.match(stdout, /runs only against a local control plane it starts, unless --use-existing-cluster/);
+    assert.match((await run(['serve', '--help'])).stdout, /^ {2}--bind-address <ip>\n.*Default: "0\.0\.0\.0"\.\n/m);
+  });
+
   it("'cirrus reconcile --help' shows the optional name and the boolean flags", async () => {
     const { stdout } = await run(['reconcile', '--help']);
     assert.match(stdout, /^Usage: cirrus reconcile <function> \[<name>\] \[flags\]$/m);
@@ -107,6 +115,20 @@ describe('cirrus', () => {
       argv: ['relay'],
       message:
         "cirrus relay: invalid relay routing: no destination: pass --to <function>=<url>, a routing file, or set K_SINK\nRun 'cirrus relay --help' for usage.\n",
+    },
+    {
+      argv: ['start', '--use-existing-cluster'],
+      message:
+        'cirrus start: --use-existing-cluster: no cluster is configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount)\n' +
+        "Run 'cirrus start --help' for usage.\n",
+    },
+    {
+      argv: ['start', '--kubeconfig', '/home/me/.kube/config'],
+      message:
+        'cirrus start: --kubeconfig /home/me/.kube/config: the demo (no --cloud-provider given) runs only against a local ' +
+        'control plane it starts; against that cluster it would initialize and delete Nodes as if they were the example ' +
+        'machines, and hand out its addresses. Give --cloud-provider and --cloud-config for it, or add --use-existing-cluster\n' +
+        "Run 'cirrus start --help' for usage.\n",
     },
     {
       argv: ['reconcile', 'relay', 'x'],

@@ -18,6 +18,7 @@ describe('option names', () => {
     { option: 'clusterName', flag: 'cluster-name', env: 'CIRRUS_CLUSTER_NAME' },
     { option: 'kubeconfig', flag: 'kubeconfig', env: 'CIRRUS_KUBECONFIG' },
     { option: 'dataDir', flag: 'data-dir', env: 'CIRRUS_DATA_DIR' },
+    { option: 'useExistingCluster', flag: 'use-existing-cluster', env: 'CIRRUS_USE_EXISTING_CLUSTER' },
     { option: 'providerModule', flag: 'provider-module', env: 'CIRRUS_PROVIDER_MODULE' },
     { option: 'bindAddress', flag: 'bind-address', env: 'CIRRUS_BIND_ADDRESS' },
     { option: 'port', flag: 'port', env: 'PORT' },
@@ -170,6 +171,16 @@ describe('typed options', () => {
       dryRun: false,
       bindAddress: '0.0.0.0',
       url: 'http://127.0.0.1:8080',
+    });
+  });
+
+  it("takes a command's own default over the table's, and a variable or flag over it", () => {
+    const start = { options: ['bindAddress'] as const, defaults: { bindAddress: '127.0.0.1' } };
+    assert.equal(parseConfig(start, [], {}).bindAddress, '127.0.0.1');
+    assert.equal(parseConfig(start, [], { CIRRUS_BIND_ADDRESS: '0.0.0.0' }).bindAddress, '0.0.0.0');
+    assert.equal(parseConfig(start, ['--bind-address', '::'], {}).bindAddress, '::');
+    assert.throws(() => parseConfig({ ...start, defaults: { bindAddress: 'lo' } }, [], {}), {
+      message: '--bind-address (its default): must be an IP address',
     });
   });
 

@@ -1,0 +1,178 @@
+// Which cluster `cirrus start` acts on, decided and said before anything acts.
+//
+// The demo (no --cloud-provider, or the static provider with the example inventory) runs only
+// against a local control plane it starts itself: the example inventory lists two machines, so
+// against a real cluster node-lifecycle would delete every NotReady Node it does not list, and
+// service-lb hand out the example's addresses. A cluster that merely happens to be configured (an
+// operator's KUBECONFIG, a pod's ServiceAccount) is left alone, and start says so; only
+// --use-existing-cluster runs the demo against it. Anything else runs against --kubeconfig,
+// KUBECONFIG or the pod's ServiceAccount, else against the local control plane.
+
+import { realpathSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { ConfigError, type Config } from '../config.ts';
+import { apiStatus } from '../../shared/kube/api.ts';
+import { loadKubeConfig } from '../../shared/kube/client.ts';
+import type { Io } from './io.ts';
+
+/** The inventory the demo runs with when no --cloud-config is given. */
+export const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
+
+/** The options the choice reads. */
+export type ClusterChoiceOptions =
+  'kubeconfig' | 'cloudProvider' | 'cloudConfig' | 'useExistingCluster' | 'clusterName' | 'dataDir';
+
+/** What start will run against, decided from the configuration alone (nothing is reached yet). */
+export interface ClusterPlan {
+  /** An existing cluster, and where its kubeconfig comes from; undefined: the local control plane. */
+  readonly existing: string | undefined;
+  /** A configured cluster left alone (the demo without --use-existing-cluster), and why, for the user. */
+  readonly leftAlone: string | undefined;
+}
+
+/** The cluster start acts on: its client and the line that names it. */
+export interface ChosenCluster {
+  readonly kubeConfig: KubeConfig;
+  readonly description: string;
+}
+
+/** Something start stops on the way out. */
+export interface Stopper {
+  readonly what: string;
+  stop(): Promise<void>;
+}
+
+/** Whether start runs the demo: no provider given, or the example inventory. */
+export function runsDemo(config: Config<'cloudProvider'>, cloudConfig: string | undefined): boolean {
+  return config.cloudProvider === undefined || (cloudConfig !== undefined && samePath(cloudConfig, exampleInventory));
+}
+
+function samePath(a: string, b: string): boolean {
+  const real = (path: string): string => {
+    try {
+      return realpathSync(path);
+    } catch {
+      return resolve(path);
+    }
+  };
+  return real(a) === real(b);
+}
+
+// Where a configured cluster comes from: --kubeconfig, else $KUBECONFIG, else the pod's ServiceAccount.
+function configuredCluster(config: Config<'kubeconfig'>, io: Io): string | undefined {
+  if (config.kubeconfig !== undefined) return `--kubeconfig ${config.kubeconfig}`;
+  if (io.env['KUBECONFIG']) return `KUBECONFIG=${io.env['KUBECONFIG']}`;
+  if (io.env['KUBERNETES_SERVICE_HOST']) return "this pod's ServiceAccount";
+  return undefined;
+}
+
+/**
+ * Decides what start runs against. Throws ConfigError for --use-existing-cluster with no cluster
+ * configured, and for the demo given --kubeconfig without --use-existing-cluster (an explicit
+ * cluster that would not be used).
+ */
+export function planCluster(
+  config: Config<ClusterChoiceOptions>,
+  cloudConfig: string | undefined,
+  io: Io,
+): ClusterPlan {
+  const configured = configuredCluster(config, io);
+  if (config.useExistingCluster) {
+    if (configured === undefined) {
+      throw new ConfigError(
+        '--use-existing-cluster: no cluster is configured (--kubeconfig, KUBECONFIG or a pod ServiceAccount)',
+      );
+    }
+    return { existing: configured, leftAlone: undefined };
+  }
+  if (configured === undefined) return { existing: undefined, leftAlone: undefined };
+  if (!runsDemo(config, cloudConfig)) return { existing: configured, leftAlone: undefined };
+  const demo = config.cloudProvider === undefined ? 'no --cloud-provider given' : 'the example inventory';
+  const risk = 'it would initialize and delete Nodes as if they were the example machines, and hand out its addresses';
+  if (config.kubeconfig !== undefined) {
+    throw new ConfigError(
+      `--kubeconfig ${config.kubeconfig}: the demo (${demo}) runs only against a local control plane it starts; ` +
+        `against that cluster ${risk}. Give --cloud-provider and --cloud-config for it, or add --use-existing-cluster`,
+    );
+  }
+  return {
+    existing: undefined,
+    leftAlone:
+      `${configured} is not used: the demo (${demo}) runs only against a local control plane it starts, as against ` +
+      `that cluster ${risk}; add --use-existing-cluster to run it there, or give --cloud-provider and --cloud-config`,
+  };
+}
+
+/** The plan in a few words, for start's first line. */
+export function planSummary(plan: ClusterPlan): string {
+  if (plan.existing !== undefined) return plan.existing;
+  return plan.leftAlone === undefined ? 'none configured, so the local control plane' : 'the local control plane';
+}
+
+/**
+ * Connects to the planned cluster, starting the local control plane when the plan says so (its
+ * stop is pushed on `stoppers`), and writes to stderr which cluster it is (server URL, context)
+ * before returning: before anything acts on it.
+ */
+export async function connectCluster(
+  plan: ClusterPlan,
+  config: Config<ClusterChoiceOptions>,
+  io: Io,
+  stoppers: Stopper[],
+): Promise<ChosenCluster> {
+  if (plan.leftAlone !== undefined) io.stderr.write(`cirrus start: ${plan.leftAlone}\n`);
+  const chosen =
+    plan.existing === undefined
+      ? await localCluster(config, io, stoppers)
+      : { kubeConfig: loadKubeConfig(config.kubeconfig), source: plan.existing };
+  const server = chosen.kubeConfig.getCurrentCluster()?.server ?? '(no server)';
+  const context = chosen.kubeConfig.getCurrentContext() || '(no context)';
+  io.stderr.write(`cirrus start: acting on cluster ${server}, context ${context} (${chosen.source})\n`);
+  return { kubeConfig: chosen.kubeConfig, description: `${server}, context ${context}: ${chosen.source}` };
+}
+
+// The embedded local control plane (its binaries built on first use, with progress lines).
+async function localCluster(
+  config: Config<ClusterChoiceOptions>,
+  io: Io,
+  stoppers: Stopper[],
+): Promise<{ kubeConfig: KubeConfig; source: string }> {
+  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../tools/control-plane/index.ts');
+  io.stderr.write('starting the local control plane\n');
+  let assets;
+  try {
+    assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
+  } catch (error) {
+    if (error instanceof AssetsUnavailableError)
+      throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
+    throw error;
+  }
+  const controlPlane = await ControlPlane.start({
+    assets,
+    clusterName: config.clusterName,
+    ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
+  });
+  stoppers.push({ what: 'control plane', stop: () => controlPlane.stop() });
+  const { info } = controlPlane;
+  io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
+  io.stderr.write(
+    `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`,
+  );
+  const kubeConfig = loadKubeConfig(info.adminKubeconfig);
+  // The namespace of cirrus's deployments, where the static provider records load balancer
+  // allocations when it runs outside a pod: created here as a deployment would (kept with --data-dir).
+  await kubeConfig
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
+    .catch((error: unknown) => {
+      if (apiStatus(error) !== 409) throw error;
+    });
+  return {
+    kubeConfig,
+    source:
+      `the local control plane started for this run (kube-apiserver ${info.kubernetesVersion}, etcd ${info.etcdVersion}), ` +
+      `KUBECONFIG=${info.adminKubeconfig}`,
+  };
+}

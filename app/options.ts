@@ -1,0 +1,321 @@
+// The table of every option cirrus knows: its kind, help, schema and default (config.ts reads them).
+//
+// An option named `clusterName` is the flag `--cluster-name` and the variable `CIRRUS_CLUSTER_NAME`.
+// Where the Go cloud-controller-manager has a flag of the same meaning, the name and default are
+// its own. A command may give an option a default of its own (CommandOptions.defaults).
+//
+// Do not name an option so that its variable collides with Kubernetes' service links: a Service
+// called `cirrus` injects CIRRUS_PORT, CIRRUS_SERVICE_HOST, CIRRUS_SERVICE_PORT and CIRRUS_PORT_*.
+
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { parseDuration } from '../shared/duration.ts';
+
+export interface OptionSpec<S extends z.ZodType = z.ZodType> {
+  /**
+   * A boolean option is a flag without a value (`--dry-run`); its variable takes true/false/1/0.
+   * A list option may be repeated (`--to a=… --to b=…`); its variable is comma-separated.
+   */
+  readonly kind: 'string' | 'boolean' | 'list';
+  readonly help: string;
+  readonly schema: S;
+  /** Shown in help as the value's placeholder. */
+  readonly value?: string;
+  /** The environment variable, where a platform convention fixes it (Knative's PORT). */
+  readonly env?: string;
+}
+
+function option<S extends z.ZodType>(kind: OptionSpec['kind'], help: string, schema: S, value?: string): OptionSpec<S> {
+  return value === undefined ? { kind, help, schema } : { kind, help, schema, value };
+}
+
+const nonEmpty = z.string().trim().min(1, 'must not be empty');
+
+function durationOf(text: string, ctx: z.RefinementCtx): number {
+  const ms = parseDuration(text);
+  if (ms === undefined) {
+    ctx.addIssue({ code: 'custom', message: `'${text}' is not a duration like 5s, 1m30s or 500ms` });
+    return z.NEVER;
+  }
+  return ms;
+}
+
+/** A Go duration (`5s`, `1m30s`, `500ms`, `0`) in milliseconds. */
+function duration(fallback: string): z.ZodPipe<z.ZodDefault<z.ZodString>, z.ZodTransform<number, string>> {
+  return z.string().default(fallback).transform(durationOf);
+}
+
+/** A Go duration in milliseconds, undefined when not given (the default is someone else's: a function's period). */
+function optionalDuration(): z.ZodOptional<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>> {
+  return z.string().transform(durationOf).optional();
+}
+
+/** A whole number from a flag or variable, within [min, max]. */
+function integer(
+  min: number,
+  max: number,
+): z.ZodPipe<z.ZodPipe<z.ZodString, z.ZodTransform<number, string>>, z.ZodNumber> {
+  return z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
+}
+
+/** Every option cirrus knows. */
+export const options = {
+  cloudProvider: option(
+    'string',
+    'The provider for cloud services: the name it was registered under.',
+    nonEmpty.optional(),
+    'name',
+  ),
+  cloudConfig: option('string', "The path to the cloud provider's configuration file.", nonEmpty.optional(), 'path'),
+  clusterName: option(
+    'string',
+    'The name of the cluster: a prefix of cloud resource names, and the cluster and context name in written kubeconfigs.',
+    z
+      .string()
+      .regex(
+        /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
+        'must be 1 to 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit',
+      )
+      .default('kubernetes'),
+    'name',
+  ),
+  kubeconfig: option(
+    'string',
+    'Path to a kubeconfig file with the API server location and credentials.',
+    nonEmpty.optional(),
+    'path',
+  ),
+  useExistingCluster: option(
+    'boolean',
+    '(start) Run against the cluster --kubeconfig, KUBECONFIG or the pod ServiceAccount names even with the example ' +
+      'inventory (or no --cloud-provider), where otherwise only a local control plane started for the purpose is used: ' +
+      "the example inventory then initializes, and deletes, that cluster's Nodes as if they were its machines.",
+    z.boolean().default(false),
+  ),
+  dataDir: option(
+    'string',
+    "Folder for the local control plane's certificates, kubeconfig, logs and etcd data; kept between runs. " +
+      'Default: a temporary folder, removed on exit.',
+    nonEmpty.optional(),
+    'path',
+  ),
+  providerModule: option(
+    'string',
+    'A module (file path or package name) to import before start-up; it registers an out-of-tree provider with registerCloudProvider().',
+    nonEmpty.optional(),
+    'module',
+  ),
+  bindAddress: option(
+    'string',
+    'The address to listen on.',
+    z
+      .string()
+      .refine((v) => isIP(v) !== 0, 'must be an IP address')
+      .default('0.0.0.0'),
+    'ip',
+  ),
+  port: {
+    ...option('string', 'The port to listen on (Knative sets PORT).', integer(0, 65535).default(8080), 'port'),
+    env: 'PORT',
+  },
+  // The default is the host's defaultMaxConcurrentRequests (shared/host/shedding.ts), which says why.
+  maxConcurrentRequests: option(
+    'string',
+    'Reconcile requests served at once; more are answered 503 with Retry-After before their body is read (0: no limit). ' +
+      "Behind Knative, set it to the Service's containerConcurrency.",
+    integer(0, 10_000).default(512),
+    'n',
+  ),
+  concurrentNodeSyncs: option(
+    'string',
+    'Nodes reconciled at once by a periodic pass over all nodes (the Go CCM handles 1 at a time).',
+    integer(1, 1000).default(10),
+    'n',
+  ),
+  concurrentServiceSyncs: option(
+    'string',
+    'Services reconciled at once by a pass over all load-balanced Services (the Go CCM handles 1 at a time).',
+    integer(1, 1000).default(10),
+    'n',
+  ),
+  configureCloudRoutes: option(
+    'boolean',
+    'Whether the routes function programs pod routes in the cloud (--configure-cloud-routes=false turns it off).',
+    z.boolean().default(true),
+  ),
+  clusterCidr: option(
+    'string',
+    'The CIDR(s) of pods in the cluster, comma-separated (one per IP family); routes outside them are left alone.',
+    z
+      .string()
+      .transform((v) =>
+        v
+          .split(',')
+          .map((c) => c.trim())
+          .filter((c) => c !== ''),
+      )
+      .default([]),
+    'cidrs',
+  ),
+  concurrentRouteOperations: option(
+    'string',
+    'Route creations and deletions in flight at once.',
+    integer(1, 1000).default(10),
+    'n',
+  ),
+  controllers: option(
+    'list',
+    'Controllers to run: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
+    z.array(z.string()).default(['*']),
+    'names',
+  ),
+  to: option(
+    'list',
+    'A destination of the relay, <function>=<url> (a function listed above, or all); repeatable.',
+    z.array(z.string()).default([]),
+    'function=url',
+  ),
+  routingConfig: option(
+    'string',
+    "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.",
+    nonEmpty.optional(),
+    'path',
+  ),
+  // The periods of the functions' passes over all objects; each default is the function's own (functions/catalogue.ts).
+  nodeMonitorPeriod: option(
+    'string',
+    'How often the relay triggers the node lifecycle pass over all nodes (0: never).',
+    optionalDuration(),
+    'duration',
+  ),
+  routeReconciliationPeriod: option(
+    'string',
+    'How often the relay triggers the routes pass (0: never).',
+    optionalDuration(),
+    'duration',
+  ),
+  nodeStatusUpdateFrequency: option(
+    'string',
+    "How often the relay triggers node initialization's pass over all nodes (0: never).",
+    optionalDuration(),
+    'duration',
+  ),
+  serviceSyncPeriod: option(
+    'string',
+    'How often the relay triggers the load balancer pass over all Services (0: never).',
+    optionalDuration(),
+    'duration',
+  ),
+  concurrentDeliveries: option(
+    'string',
+    'Deliveries the relay has in flight at most.',
+    integer(1, 10_000).default(512),
+    'n',
+  ),
+  cloudCallRate: option(
+    'string',
+    'The cloud call budget: cloud calls a second across every function instance, paced by the relay, which charges each ' +
+      "delivery the calls its function's reconcile of one object may make and lends each pass over all objects a share " +
+      '(ADR 0015; e.g. 10 or 2.5). Default: no budget.',
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?$/, 'must be a number of calls per second, such as 10 or 2.5')
+      .transform(Number)
+      .pipe(z.number().gt(0, 'must be more than 0 (leave it unset for no budget)').max(100_000))
+      .optional(),
+    'per-second',
+  ),
+  cloudCallBurst: option(
+    'string',
+    'How many calls of the cloud call budget may go at once after a quiet spell. Default: the rate, rounded up.',
+    integer(1, 100_000).optional(),
+    'n',
+  ),
+  leaderElect: option(
+    'boolean',
+    'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).',
+    z.boolean().default(true),
+  ),
+  leaderElectLeaseDuration: option(
+    'string',
+    "How long a Lease holds without renewal (client-go's default is 15s; 12s makes a take-over after a crash at most 15s).",
+    duration('12s'),
+    'duration',
+  ),
+  leaderElectRenewDeadline: option(
+    'string',
+    'How long the leader tries to renew before it steps down.',
+    duration('8s'),
+    'duration',
+  ),
+  leaderElectRetryPeriod: option(
+    'string',
+    'How often candidates try to acquire or renew the Lease.',
+    duration('2s'),
+    'duration',
+  ),
+  leaderElectResourceName: option('string', "The relay's Lease name.", nonEmpty.default('cirrus-relay'), 'name'),
+  leaderElectResourceNamespace: option(
+    'string',
+    "The relay's Lease namespace.",
+    nonEmpty.default('kube-system'),
+    'namespace',
+  ),
+  signingSecretFile: option(
+    'string',
+    'A file holding the secret that signs relay requests (X-Cirrus-Signature); serve then refuses unsigned ones with 401.',
+    nonEmpty.optional(),
+    'path',
+  ),
+  kubeconfigSecretId: option(
+    'string',
+    '(AWS Lambda) The Secrets Manager secret (name or ARN) holding the kubeconfig; read at cold start instead of --kubeconfig.',
+    nonEmpty.optional(),
+    'secret',
+  ),
+  cloudConfigSecretId: option(
+    'string',
+    "(AWS Lambda) The Secrets Manager secret (name or ARN) holding the provider's cloud-config; read at cold start instead of --cloud-config.",
+    nonEmpty.optional(),
+    'secret',
+  ),
+  signingSecretId: option(
+    'string',
+    '(AWS Lambda) The Secrets Manager secret (name or ARN) holding the signing secret; read at cold start instead of --signing-secret-file.',
+    nonEmpty.optional(),
+    'secret',
+  ),
+  logLevel: option(
+    'string',
+    'Log level.',
+    z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    'level',
+  ),
+  logFormat: option(
+    'string',
+    'Log format: json (one JSON object a line, for log collectors), pretty (one readable line an event, ' +
+      'coloured where the terminal supports it), or auto: pretty when stdout is a terminal, else json.',
+    z.enum(['auto', 'json', 'pretty']).default('auto'),
+    'format',
+  ),
+  url: option(
+    'string',
+    'The URL of the function to call.',
+    z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'),
+    'url',
+  ),
+  all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
+  dryRun: option('boolean', 'Report the changes without making them.', z.boolean().default(false)),
+  fixture: option(
+    'string',
+    "The conformance fixture (YAML or JSON): the provider's known, shut-down and gone instances, and the Nodes and pod CIDRs to use for load balancers and routes (docs/conformance.md). Without it, the checks that need one are skipped.",
+    nonEmpty.optional(),
+    'path',
+  ),
+  junit: option(
+    'string',
+    'Also write the results as JUnit XML to this file, for CI systems.',
+    nonEmpty.optional(),
+    'path',
+  ),
+} as const satisfies Record<string, OptionSpec>;
