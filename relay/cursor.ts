@@ -25,8 +25,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../shared/clock.ts';
 import { apiMessage, apiStatus, mergePatch } from '../shared/kube/api.ts';
 import type { RelayMetrics } from './metrics.ts';
-import type { KubeObject, ResourceType } from './resources.ts';
-import type { ResourceChange } from './watch.ts';
+import type { KubeObject, ResourceChange, ResourceType } from './resources.ts';
 
 /** Where the cursor lives and how often it is written. */
 export interface CursorSettings {

@@ -2,10 +2,24 @@
 // them on to the functions and never needs client-node's typed classes (whose deserialization
 // costs ~0.1 ms per Node and turns timestamps into Dates).
 
+import type { WatchChange } from '../shared/catalogue.ts';
 import type { KubeObject } from '../shared/kube/object.ts';
 import { formatKey } from '../shared/wire/keys.ts';
 
 export type { KubeObject, ObjectMeta } from '../shared/kube/object.ts';
+
+/** One object change, after diffing against what the relay knew: what a feed reads, and where it came from. */
+export interface ResourceChange extends WatchChange {
+  readonly resource: ResourceType;
+  /** `Node/worker-1`, `Service/default/web`. */
+  readonly key: string;
+  /** The new state; for `delete`, the last known one. */
+  readonly object: KubeObject;
+  /** The state before this change, when the relay knew one. */
+  readonly previous?: KubeObject | undefined;
+  /** When the relay saw the change (its clock's now()). */
+  readonly observedAt: number;
+}
 
 /** A kind the relay watches. */
 export interface ResourceType {
