@@ -26,6 +26,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   binaryModeHeaders,
+  cloudCallsHeader,
   eventTypes,
   extensionNames,
   objectSubject,
@@ -159,7 +160,10 @@ export async function deliver(
   } catch (error) {
     return { kind: 'retry', reason: 'unreachable', detail: describeFetchError(error) };
   }
-  return classify(response.status, text, response.headers.get('retry-after'), (options.clock ?? systemClock).now());
+  const { headers } = response;
+  const now = (options.clock ?? systemClock).now();
+  const outcome = classify(response.status, text, headers.get('retry-after'), now);
+  return withReportedCalls(outcome, headers.get(cloudCallsHeader));
 }
 
 /** The outcome of a reply with `status`, body `text` and Retry-After header `retryAfter`. */
@@ -184,6 +188,13 @@ export function parseRetryAfter(value: string | null, now: number = systemClock.
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   const date = Date.parse(text);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+// The cloud calls a 2xx reply says the function made (the host's x-cirrus-cloud-calls header,
+// counted by shared/cloud/paced.ts): a whole number, or nothing.
+function withReportedCalls(outcome: DeliveryOutcome, value: string | null): DeliveryOutcome {
+  if (outcome.kind !== 'accepted' || value === null || !/^\d+$/.test(value.trim())) return outcome;
+  return { ...outcome, cloudCalls: Number(value.trim()) };
 }
 
 // The host answers `{ error, problems }` (shared/wire/replies.ts); anything else is shown as it came, shortened.

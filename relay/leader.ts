@@ -166,8 +166,9 @@ export class Delivering {
     }
   }
 
-  // Waits until the delivery may go: its object recorded by the cursor, a token of the budget taken.
-  async #mayGo(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<void> {
+  // Waits until the delivery may go: its object recorded by the cursor, its tokens of the budget
+  // taken; what it was charged, and from which flow.
+  async #mayGo(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<Charge | undefined> {
     // No function hears of an object before the cursor records it: a leader that dies after this
     // delivery leaves its successor the key, and so the delete if the object goes meanwhile.
     if (outgoing.kind === 'object' && outgoing.change.type !== 'delete') {
@@ -175,9 +176,20 @@ export class Delivering {
       await this.#cursors.get(change.resource.kind)?.whenDurable(change.key, change.object.metadata?.uid ?? '', signal);
     }
     const { budget } = this.#settings;
-    if (budget === undefined || signal.aborted) return;
-    const waitedMs = await budget.take(signal, outgoing.kind === 'object' ? this.#callsPerObject(destinationName) : 1);
+    if (budget === undefined || signal.aborted) return undefined;
+    const flow = flowOf(destinationName, outgoing);
+    const calls = outgoing.kind === 'object' ? this.#callsPerObject(destinationName) : 1;
+    const { waitedMs, tokens } = await budget.take(signal, calls, flow);
     if (waitedMs > 0) this.#settings.metrics.budgetWait.inc({ destination: destinationName }, waitedMs / 1000);
+    return { flow, tokens };
+  }
+
+  // Gives back the tokens of `charge` the function says it did not use: a reply that reports its
+  // cloud calls (the host's `cloudCalls`) and made fewer than it was charged.
+  #settle(charge: Charge | undefined, outcome: DeliveryOutcome): void {
+    if (charge === undefined || outcome.kind !== 'accepted' || outcome.cloudCalls === undefined) return;
+    const unused = charge.tokens - outcome.cloudCalls;
+    if (unused > 0) this.#settings.budget?.giveBack(unused, charge.flow);
   }
 
   // The cloud calls one object's reconcile may make at `destinationName`: its function's, or the
@@ -199,7 +211,7 @@ export class Delivering {
     const destination = this.#destinations.get(destinationName);
     if (destination === undefined)
       return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
-    await this.#mayGo(destinationName, outgoing, signal);
+    const charge = await this.#mayGo(destinationName, outgoing, signal);
     if (signal.aborted) return { kind: 'retry', reason: 'unreachable', detail: 'stopped' };
     const nodeSet = this.#nodeSet(destination.feed);
     const share = outgoing.kind === 'trigger' ? this.#passShare() : undefined;
@@ -214,11 +226,13 @@ export class Delivering {
     // The pass runs while its trigger is in flight: its share is lent for that long.
     const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share);
     try {
-      return await deliver(destination.url, eventRequest(outgoing, request), {
+      const outcome = await deliver(destination.url, eventRequest(outgoing, request), {
         timeoutMs: this.#settings.queue.timeoutMs,
         signal,
         clock: this.#settings.clock,
       });
+      this.#settle(charge, outcome);
+      return outcome;
     } finally {
       giveBack?.();
     }
@@ -250,6 +264,22 @@ export class Delivering {
     }
     return value;
   }
+}
+
+// What a delivery took from the budget, and the flow it took it as.
+interface Charge {
+  readonly flow: string;
+  readonly tokens: number;
+}
+
+/**
+ * The flow of the budget (and lane of the queue) a delivery waits in: its destination and the kind
+ * of what it carries (`Node`, `Service`, `reconcile.all`), so that a flood of one kind of change to
+ * one destination never holds back another (ADR 0018) — also where one destination is fed
+ * everything (Knative's sink).
+ */
+export function flowOf(destination: string, outgoing: Outgoing): string {
+  return `${destination}/${outgoing.kind === 'object' ? outgoing.change.resource.kind : 'reconcile.all'}`;
 }
 
 function neededResources(table: RoutingTable): ResourceType[] {

@@ -18,10 +18,11 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { CallBudgetSettings } from '../cloud/budget.ts';
-import { withCallBudget } from '../cloud/paced.ts';
+import { countCloudCalls } from '../cloud/paced.ts';
 import { acceptedEventTypes, eventMode, eventTypes, extensionNames, parseBudget } from '../wire/types.ts';
 import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
 import { eventObjectKey, formatKey, type ObjectKey } from '../wire/keys.ts';
+import { cloudCallsHeader } from '../wire/replies.ts';
 import { maxEventBytes, queryParameters, verifyRequest, type AuthOptions } from '../wire/signing.ts';
 import { readVerifiedBody, requireSignatureHeader, UnauthorizedError } from './auth.ts';
 import { errorReply, InvalidRequestError, type ErrorReply } from './errors.ts';
@@ -459,9 +460,11 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
   host.admission.hold(request);
   const { callBudget } = job;
   const run = (): Promise<Report> => invoke(host.definition, job.target, options);
-  const outcome = await (callBudget === undefined ? run() : withCallBudget(callBudget, options.signal, run))
+  // The reply says how many cloud calls the reconcile made: the relay gives back what it charged beyond them.
+  const pace = callBudget === undefined ? undefined : { settings: callBudget, signal: options.signal };
+  const outcome = await countCloudCalls(run, pace)
     .then(
-      (report): Outcome => {
+      ({ result: report, calls }): Outcome => {
         const summary = summarize(report);
         for (const [result, count] of Object.entries(summary.results))
           host.metrics.results.inc({ function: host.definition.name, result }, count);
@@ -471,7 +474,7 @@ async function runReconcile(host: Host, request: FastifyRequest, reply: FastifyR
           { outcome: 'done', code: job.success, durationMs: since(started), ...summary },
           'reconciled',
         );
-        return { status: job.success, body: report };
+        return { status: job.success, body: report, cloudCalls: calls };
       },
       (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
     )
@@ -522,10 +525,12 @@ interface Outcome {
   readonly status: number;
   readonly body: unknown;
   readonly retryAfterSeconds?: number | undefined;
+  readonly cloudCalls?: number;
 }
 
 function send(reply: FastifyReply, outcome: Outcome): FastifyReply {
   if (outcome.retryAfterSeconds !== undefined) reply.header('retry-after', String(outcome.retryAfterSeconds));
+  if (outcome.cloudCalls !== undefined) reply.header(cloudCallsHeader, String(outcome.cloudCalls));
   return reply.code(outcome.status).send(outcome.body);
 }
 

@@ -24,7 +24,7 @@ export {
   type ExtensionValue,
 } from './cloudevents.ts';
 export { eventObjectKey, formatKey, objectSubject, type ObjectKey } from './keys.ts';
-export { InvalidRequestError, parseErrorBody, type ErrorBody } from './replies.ts';
+export { cloudCallsHeader, InvalidRequestError, parseErrorBody, type ErrorBody } from './replies.ts';
 export {
   defaultToleranceSeconds,
   signatureHeader,
