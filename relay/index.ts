@@ -36,7 +36,7 @@ export type { Destination, Feed, RoutedFunction, RoutingSources, RoutingTable } 
 export { defaultWatchSettings, type WatchSettings } from './watch.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
-export { defaultCursorFlushMs, type CursorSettings } from './cursor.ts';
+export { defaultCursorFlushMs, defaultCursorParts, type CursorSettings } from './cursor.ts';
 export { checkCallBudget, type CallBudgetSettings } from '../shared/cloud/budget.ts';
 
 /** How to run a relay. Only `kubeConfig`, `routing` and `logger` are required. */
@@ -59,8 +59,8 @@ export interface RelayOptions {
   /** Lease and timings (default {@link defaultLeaseSettings}), or false to deliver without electing a leader (one replica only). */
   readonly leaderElection?: Partial<LeaseSettings> | false | undefined;
   /**
-   * The known-keys cursor (ADR 0014): ConfigMaps `<namespace>/<name>-nodes` and `-services` where
-   * the leader records the objects it knows, so that a new leader delivers the deletes of those gone
+   * The known-keys cursor (ADR 0014): ConfigMaps `<namespace>/<name>-nodes` and `-services` (and
+   * `-nodes-1`, … up to `parts`, default 4) where the leader records the objects it knows, so that a new leader delivers the deletes of those gone
    * meanwhile. Default with leader election: on, in the Lease's namespace, named `<lease name>-known`,
    * written at most once a second; without leader election: off unless given. False: off.
    */
@@ -212,10 +212,16 @@ function cursorSettings(options: RelayOptions): CursorSettings | undefined {
     flushMs: defaultCursorFlushMs,
     ...given,
   };
+  checkCursorSettings(cursor);
+  return cursor;
+}
+
+function checkCursorSettings(cursor: CursorSettings): void {
   if (!Number.isFinite(cursor.flushMs) || cursor.flushMs <= 0)
     throw new RangeError(`relay cursor: flushMs must be more than 0, got ${cursor.flushMs}`);
   if (cursor.namespace === '' || cursor.name === '') throw new RangeError('relay cursor: needs a namespace and a name');
-  return cursor;
+  if (cursor.parts !== undefined && (!Number.isInteger(cursor.parts) || cursor.parts < 1))
+    throw new RangeError(`relay cursor: parts must be a whole number of at least 1, got ${cursor.parts}`);
 }
 
 function startElection(
