@@ -3,10 +3,15 @@
 // as a `delete` every object that was known and is gone from its first LIST. Without it a new
 // leader starts from nothing and such deletes are never delivered.
 //
-// One ConfigMap per watched resource, `<namespace>/<name>-<resource>` (by default the Lease's
-// namespace and name: `kube-system/cirrus-relay-known-services`), its data cut into 16 shards by a
-// hash of the key, each shard a JSON object `{ "<key>": { "uid": …, "spec": {…} } }` with only the
-// spec fields the resource names (resources.ts `tombstoneSpec`). Writes are:
+// It records only what a delete needs (resources.ts `needsTombstone`): every Node, and the
+// Services that have or had a load balancer — not every Service, which tenants could use to push
+// it past the API server's 1 MiB object limit. Per watched resource it is `parts` ConfigMaps
+// (default 4), `<namespace>/<name>-<resource>` then `…-<resource>-1`, `-2`, … (by default the
+// Lease's namespace and name: `kube-system/cirrus-relay-known-services`), each key in the part its
+// hash names; a part's data is cut into 16 shards by the same hash, each shard a JSON object
+// `{ "<key>": { "uid": …, "spec": {…} } }` with only the spec fields the resource names
+// (`tombstoneSpec`). A part that would grow past `partLimitBytes` is not written (logged, counted
+// as failed; its keys go out without waiting for it). Writes are:
 //
 // - batched: at most one write per resource each `flushMs`, a merge patch of the changed shards
 //   only, conditional on the resourceVersion last read or written (a deposed leader's write fails);
@@ -17,16 +22,28 @@
 // - compacted by construction: the cursor holds the live keys plus deletes not yet delivered, and a
 //   new leader rewrites what its LIST and deletes make of it.
 //
-// When the cursor cannot be read or written (no permission, the ConfigMap over 1 MiB), the relay
-// says so in its log and metrics and delivers without it, as before the cursor existed.
+// When the cursor cannot be read or written (no permission, a missing ConfigMap it may not create),
+// the relay says so in its log and metrics and delivers without it, as before the cursor existed.
 
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../shared/clock.ts';
 import { apiMessage, apiStatus, mergePatch } from '../shared/kube/api.ts';
 import type { RelayMetrics } from './metrics.ts';
-import type { KubeObject, ResourceType } from './resources.ts';
-import type { ResourceChange } from './watch.ts';
+import {
+  entryOf,
+  parseShard,
+  partLimitBytes,
+  placeOf,
+  recordedOf,
+  shardName,
+  shards,
+  shardTexts,
+  type Entry,
+} from './cursor-format.ts';
+import type { KubeObject, ResourceChange, ResourceType } from './resources.ts';
+
+export { partLimitBytes } from './cursor-format.ts';
 
 /** Where the cursor lives and how often it is written. */
 export interface CursorSettings {
@@ -35,17 +52,23 @@ export interface CursorSettings {
   readonly name: string;
   /** Changes are written at most this often (ms). */
   readonly flushMs: number;
+  /** ConfigMaps per resource (default {@link defaultCursorParts}); the deploy manifests create as many. */
+  readonly parts?: number;
 }
 
 export const defaultCursorFlushMs = 1_000;
 
-/** Shards per ConfigMap: a write carries the changed sixteenths only. */
-const shards = 16;
+/** ConfigMaps per resource: about 40,000 keys of ~90 bytes, 7,000 of the longest names. */
+export const defaultCursorParts = 4;
 
-// What the cursor records of an object: enough to deliver its delete.
-interface Entry {
-  readonly uid: string;
-  readonly spec?: Readonly<Record<string, unknown>>;
+// One ConfigMap of the cursor as last read or written.
+interface Part {
+  readonly name: string;
+  resourceVersion: string | undefined;
+  /** Each shard's text as last read or written. */
+  readonly written: (string | undefined)[];
+  /** Left unwritten because it would be over partLimitBytes. */
+  overfull: boolean;
 }
 
 /** One resource's cursor; see the module comment. */
@@ -60,11 +83,9 @@ export class KnownKeys {
   readonly #live = new Map<string, Entry>();
   /** Deleted keys whose delete may not be delivered yet: the entry of the deleted incarnation. */
   readonly #deleting = new Map<string, Entry>();
-  /** Each shard's text as last read or written. */
-  readonly #written: (string | undefined)[] = Array.from({ length: shards }, () => undefined);
+  readonly #parts: Part[];
   /** The recorded uid of each key, from what was last read or written. */
   #recorded = new Map<string, string>();
-  #resourceVersion: string | undefined;
   #healthy = true;
   #waiters: (() => void)[] = [];
 
@@ -80,9 +101,16 @@ export class KnownKeys {
     this.#log = deps.log.child({ cursor: this.where });
     this.#metrics = deps.metrics;
     this.#clock = deps.clock ?? systemClock;
+    const base = `${settings.name}-${type.resource}`;
+    this.#parts = Array.from({ length: settings.parts ?? defaultCursorParts }, (_, index) => ({
+      name: index === 0 ? base : `${base}-${index}`,
+      resourceVersion: undefined,
+      written: Array.from({ length: shards }, () => undefined),
+      overfull: false,
+    }));
   }
 
-  /** `namespace/name` of the ConfigMap. */
+  /** `namespace/name` of the first ConfigMap (the others add `-1`, `-2`, …). */
   get where(): string {
     return `${this.#settings.namespace}/${this.#settings.name}-${this.#type.resource}`;
   }
@@ -93,40 +121,51 @@ export class KnownKeys {
    * it cannot be read, logs why and returns nothing (the relay goes on without it).
    */
   async load(): Promise<Map<string, KubeObject>> {
-    let configMap: V1ConfigMap | undefined;
-    try {
-      configMap = await this.#core.readNamespacedConfigMap({
-        name: `${this.#settings.name}-${this.#type.resource}`,
-        namespace: this.#settings.namespace,
-      });
-    } catch (error) {
-      if (apiStatus(error) !== 404) {
-        this.#unhealthy(`could not read the cursor: ${apiMessage(error)}`, error);
-        return new Map();
+    const entries = new Map<string, Entry>();
+    for (const part of this.#parts) {
+      let configMap: V1ConfigMap | undefined;
+      try {
+        configMap = await this.#core.readNamespacedConfigMap({ name: part.name, namespace: this.#settings.namespace });
+      } catch (error) {
+        if (apiStatus(error) !== 404) {
+          this.#unhealthy(`could not read the cursor's ${part.name}: ${apiMessage(error)}`, error);
+          return new Map();
+        }
       }
+      for (const [key, entry] of this.#adopt(part, configMap)) entries.set(key, entry);
     }
-    const entries = this.#adopt(configMap);
+    this.#recorded = new Map([...entries].map(([key, entry]) => [key, entry.uid]));
     return new Map([...entries].map(([key, entry]) => [key, this.#tombstone(key, entry)]));
   }
 
   /** Follows a change the watch emitted. */
   record(change: ResourceChange): void {
+    const needed = this.#type.needsTombstone(change.object);
     if (change.type === 'delete') {
-      const gone = this.#live.get(change.key) ?? entryOf(this.#type, change.object);
+      const gone = this.#live.get(change.key) ?? (needed ? entryOf(this.#type, change.object) : undefined);
       this.#live.delete(change.key);
-      if (gone.uid !== '') this.#deleting.set(change.key, gone);
+      if (gone !== undefined && gone.uid !== '') this.#deleting.set(change.key, gone);
       return;
     }
     const entry = entryOf(this.#type, change.object);
     const deleting = this.#deleting.get(change.key);
     // A new incarnation under the name: the old one's delete, if still undelivered, keeps no entry.
     if (deleting !== undefined && deleting.uid !== entry.uid) this.#deleting.delete(change.key);
-    this.#live.set(change.key, entry);
+    // An object whose delete would need nothing (a Service that never had a load balancer) is not kept.
+    if (needed) this.#live.set(change.key, entry);
+    else this.#live.delete(change.key);
   }
 
-  /** Whether `key` with `uid` is recorded, or the cursor is not working (then nothing waits for it). */
+  /**
+   * Whether a delivery of `key` with `uid` may go: it is recorded, or the cursor is not to record
+   * it (not an object a delete needs, another incarnation, a part too full to write), or the
+   * cursor is not working (then nothing waits for it).
+   */
   durable(key: string, uid: string): boolean {
-    return !this.#healthy || uid === '' || this.#recorded.get(key) === uid;
+    if (!this.#healthy || uid === '') return true;
+    const intended = this.#deleting.get(key) ?? this.#live.get(key);
+    if (intended?.uid !== uid || this.#parts[placeOf(key, this.#parts.length).part]?.overfull === true) return true;
+    return this.#recorded.get(key) === uid;
   }
 
   /** Resolves once `key` with `uid` is {@link durable}, or `signal` aborts. */
@@ -160,57 +199,80 @@ export class KnownKeys {
     this.#release();
   }
 
-  /** Writes the shards that differ from what was last written; one request at most. */
+  /** Writes the shards that differ from what was last written; one request per part changed at most. */
   async flush(pending: ReadonlySet<string>): Promise<void> {
     for (const key of [...this.#deleting.keys()]) if (!pending.has(key)) this.#deleting.delete(key);
-    const texts = this.#shardTexts();
-    const changed = texts.flatMap((text, index) => (text === this.#written[index] ? [] : [index]));
-    if (changed.length === 0) {
-      this.#setHealthy(true);
-      return;
-    }
-    try {
-      await this.#write(changed, texts);
-    } catch (error) {
-      const status = apiStatus(error);
-      if (status === 409 || (status === 404 && this.#resourceVersion !== undefined)) {
-        // Written by someone else since (another leader): read again; the next flush writes the difference.
-        this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'conflict' });
-        this.#log.info('the cursor changed since it was read; reading it again');
-        await this.load();
+    const texts = shardTexts(this.#live, this.#deleting, this.#parts.length);
+    for (const [index, part] of this.#parts.entries()) {
+      const partTexts = texts[index] ?? [];
+      const changed = partTexts.flatMap((text, shard) => (text === part.written[shard] ? [] : [shard]));
+      if (changed.length === 0 || !this.#fits(part, partTexts)) continue;
+      try {
+        await this.#write(part, changed, partTexts);
+      } catch (error) {
+        if (await this.#conflicted(part, error)) return;
+        this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'failed' });
+        this.#unhealthy(`could not write the cursor's ${part.name}: ${apiMessage(error)}`, error);
         return;
       }
-      this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'failed' });
-      this.#unhealthy(`could not write the cursor: ${apiMessage(error)}`, error);
     }
-  }
-
-  // Writes the `changed` shards of `texts` (creating the ConfigMap the first time), and takes them as recorded.
-  async #write(changed: readonly number[], texts: readonly string[]): Promise<void> {
-    const data = Object.fromEntries(changed.map((index) => [shardName(index), texts[index] ?? '{}']));
-    const written =
-      this.#resourceVersion === undefined ? await this.#create(data) : await this.#patch(this.#resourceVersion, data);
-    this.#resourceVersion = written.metadata?.resourceVersion;
-    for (const index of changed) this.#written[index] = texts[index];
-    this.#recorded = recordedOf(this.#written);
-    this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'written' });
     this.#setHealthy(true);
   }
 
-  // Takes what was read as the last written state; returns its entries by key.
-  #adopt(configMap: V1ConfigMap | undefined): Map<string, Entry> {
-    this.#resourceVersion = configMap?.metadata?.resourceVersion;
+  // Whether `part` may be written with `texts`: not over partLimitBytes (else logged once, counted, and left as it is).
+  #fits(part: Part, texts: readonly string[]): boolean {
+    const bytes = texts.reduce((sum, text, shard) => sum + Buffer.byteLength(text) + shardName(shard).length, 0);
+    const overfull = bytes > partLimitBytes;
+    if (overfull) {
+      this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'failed' });
+      if (!part.overfull)
+        this.#log.error(
+          { configMap: part.name, bytes, limit: partLimitBytes, parts: this.#parts.length },
+          "a part of the cursor would grow past the API server's object limit; its keys are delivered without it (give the relay more parts, and create their ConfigMaps)",
+        );
+    }
+    part.overfull = overfull;
+    if (overfull) this.#release();
+    return !overfull;
+  }
+
+  // A write that lost to another writer (another leader): read everything again, the next flush writes the difference.
+  async #conflicted(part: Part, error: unknown): Promise<boolean> {
+    const status = apiStatus(error);
+    if (status !== 409 && !(status === 404 && part.resourceVersion !== undefined)) return false;
+    this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'conflict' });
+    this.#log.info({ configMap: part.name }, 'the cursor changed since it was read; reading it again');
+    await this.load();
+    return true;
+  }
+
+  // Writes the `changed` shards of `texts` to `part` (creating it the first time), and takes them as recorded.
+  async #write(part: Part, changed: readonly number[], texts: readonly string[]): Promise<void> {
+    const data = Object.fromEntries(changed.map((shard) => [shardName(shard), texts[shard] ?? '{}']));
+    const written =
+      part.resourceVersion === undefined
+        ? await this.#create(part.name, data)
+        : await this.#patch(part.name, part.resourceVersion, data);
+    part.resourceVersion = written.metadata?.resourceVersion;
+    for (const shard of changed) part.written[shard] = texts[shard];
+    this.#recorded = recordedOf(this.#parts.flatMap((p) => p.written));
+    this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'written' });
+  }
+
+  // Takes what was read as `part`'s last written state; returns its entries by key.
+  #adopt(part: Part, configMap: V1ConfigMap | undefined): Map<string, Entry> {
+    part.resourceVersion = configMap?.metadata?.resourceVersion;
+    part.overfull = false;
     const entries = new Map<string, Entry>();
-    for (let index = 0; index < shards; index += 1) {
-      const text = configMap?.data?.[shardName(index)];
-      this.#written[index] = text;
+    for (let shard = 0; shard < shards; shard += 1) {
+      const text = configMap?.data?.[shardName(shard)];
+      part.written[shard] = text;
       for (const [key, entry] of parseShard(text, this.#log)) entries.set(key, entry);
     }
-    this.#recorded = new Map([...entries].map(([key, entry]) => [key, entry.uid]));
     return entries;
   }
 
-  async #create(data: Record<string, string>): Promise<V1ConfigMap> {
+  async #create(name: string, data: Record<string, string>): Promise<V1ConfigMap> {
     const full = Object.fromEntries(
       Array.from({ length: shards }, (_, index) => [shardName(index), data[shardName(index)] ?? '{}']),
     );
@@ -218,7 +280,7 @@ export class KnownKeys {
       namespace: this.#settings.namespace,
       body: {
         metadata: {
-          name: `${this.#settings.name}-${this.#type.resource}`,
+          name,
           namespace: this.#settings.namespace,
           labels: { 'app.kubernetes.io/managed-by': 'cirrus' },
           annotations: {
@@ -232,24 +294,14 @@ export class KnownKeys {
     });
   }
 
-  async #patch(resourceVersion: string, data: Record<string, string>): Promise<V1ConfigMap> {
+  async #patch(name: string, resourceVersion: string, data: Record<string, string>): Promise<V1ConfigMap> {
     return this.#core.patchNamespacedConfigMap(
       {
-        name: `${this.#settings.name}-${this.#type.resource}`,
+        name,
         namespace: this.#settings.namespace,
         body: { metadata: { resourceVersion }, data },
       },
       mergePatch,
-    );
-  }
-
-  // Each shard's text as it should be: live entries, and deletes not yet delivered.
-  #shardTexts(): string[] {
-    const buckets = Array.from({ length: shards }, () => new Map<string, Entry>());
-    for (const [key, entry] of this.#deleting) buckets[shardOf(key)]?.set(key, entry);
-    for (const [key, entry] of this.#live) if (!this.#deleting.has(key)) buckets[shardOf(key)]?.set(key, entry);
-    return buckets.map((bucket) =>
-      JSON.stringify(Object.fromEntries([...bucket].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))),
     );
   }
 
@@ -280,49 +332,4 @@ export class KnownKeys {
     this.#waiters = [];
     for (const wake of waiters) wake();
   }
-}
-
-function entryOf(type: ResourceType, object: KubeObject): Entry {
-  const uid = object.metadata?.uid ?? '';
-  const spec = (object['spec'] ?? {}) as Record<string, unknown>;
-  const kept = Object.fromEntries(type.tombstoneSpec.flatMap((field) => (field in spec ? [[field, spec[field]]] : [])));
-  return Object.keys(kept).length === 0 ? { uid } : { uid, spec: kept };
-}
-
-function shardName(index: number): string {
-  return `keys-${index.toString().padStart(2, '0')}`;
-}
-
-// FNV-1a: stable across processes and versions, which a new leader reading an old one's cursor needs.
-function shardOf(key: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < key.length; i += 1) {
-    hash ^= key.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0) % shards;
-}
-
-function parseShard(text: string | undefined, log: Logger): [string, Entry][] {
-  if (text === undefined || text === '') return [];
-  try {
-    const parsed = JSON.parse(text) as unknown;
-    if (typeof parsed !== 'object' || parsed === null) throw new Error('not an object');
-    return Object.entries(parsed as Record<string, unknown>).flatMap(([key, value]) => {
-      const entry = value as Partial<Entry> | null;
-      return typeof entry?.uid === 'string' ? [[key, entry as Entry]] : [];
-    });
-  } catch (error) {
-    log.warn({ err: error }, 'a shard of the cursor is not what the relay writes; ignored');
-    return [];
-  }
-}
-
-function recordedOf(texts: readonly (string | undefined)[]): Map<string, string> {
-  const recorded = new Map<string, string>();
-  for (const text of texts) {
-    if (text === undefined) continue;
-    for (const [key, entry] of Object.entries(JSON.parse(text) as Record<string, Entry>)) recorded.set(key, entry.uid);
-  }
-  return recorded;
 }

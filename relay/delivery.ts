@@ -3,7 +3,7 @@
 // shared/wire/, which the functions' host reads with.
 //
 // Object changes go out exactly as Knative's ApiServerSource (Resource mode) sends them, binary
-// content mode (reference/ecosystem.md §1.2):
+// content mode (knative/eventing pkg/adapter/apiserver/events/events.go):
 //   ce-specversion: 1.0
 //   ce-id:          a fresh UUID per request (as ApiServerSource: no idempotency key — a retry may
 //                   carry a newer state of the object than the attempt before it)
@@ -17,15 +17,16 @@
 // Triggers are `dev.cirrus-ccm.reconcile.all` with no body, source `/cirrus/relay`, and the
 // extensions `cirrustarget` (the function it is for) and `cirrusreason` (periodic, nodes).
 //
-// Reply classes (DESIGN.md): 2xx accepted; 400 rejected for good (logged with the function's
-// reason); 429 and 503 retried after their Retry-After when they give one; anything else — other
-// statuses, refused or reset connections, timeouts — retried with backoff. Unlike the Knative data
+// Reply classes (docs/adr/0005-function-http-contract.md): 2xx accepted; 400 rejected for good
+// (logged with the function's reason); 429 and 503 retried after their Retry-After when they give
+// one; anything else — other statuses, refused or reset connections, timeouts — retried with backoff. Unlike the Knative data
 // plane, 401/403/404 are retried too: they are configuration mistakes (a wrong secret or URL) that
 // get fixed, and the relay loses nothing meanwhile.
 
 import { randomUUID } from 'node:crypto';
 import {
   binaryModeHeaders,
+  cloudCallsHeader,
   eventTypes,
   extensionNames,
   objectSubject,
@@ -35,6 +36,7 @@ import {
   triggerSource,
 } from '../shared/wire/index.ts';
 import { maxEventBytes } from '../shared/wire/signing.ts';
+import { systemClock, type Clock } from '../shared/clock.ts';
 import type { DeliveryOutcome } from './queue.ts';
 import type { Outgoing } from './routing.ts';
 
@@ -46,6 +48,8 @@ export interface DeliveryContext {
   readonly ceOverrides?: Readonly<Record<string, string>> | undefined;
   /** Signs each request (X-Cirrus-Signature) when set. */
   readonly secret?: string | undefined;
+  /** What a trigger's `ce-time` is read from; default the system clock. */
+  readonly clock?: Clock | undefined;
 }
 
 /** An HTTP request ready to send. */
@@ -62,7 +66,9 @@ export interface EventRequest {
 /** The request for `outgoing`, with `id` as `ce-id`. */
 export function eventRequest(outgoing: Outgoing, context: DeliveryContext, id: string = randomUUID()): EventRequest {
   const { attributes, body } =
-    outgoing.kind === 'object' ? objectEvent(outgoing, context.source) : triggerEvent(outgoing);
+    outgoing.kind === 'object'
+      ? objectEvent(outgoing, context.source)
+      : triggerEvent(outgoing, (context.clock ?? systemClock).now());
   const headers = binaryModeHeaders({ ...context.ceOverrides, ...attributes, id });
   if (body !== '') headers['content-type'] = 'application/json';
   const signingSecret = context.secret === '' ? undefined : context.secret;
@@ -101,7 +107,10 @@ function objectEvent(
   return { attributes, body: JSON.stringify(change.object) };
 }
 
-function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): {
+function triggerEvent(
+  outgoing: Extract<Outgoing, { kind: 'trigger' }>,
+  now: number,
+): {
   attributes: Record<string, string>;
   body: string;
 } {
@@ -109,7 +118,7 @@ function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): {
     specversion: '1.0',
     source: triggerSource,
     type: eventTypes.reconcileAll,
-    time: new Date().toISOString(),
+    time: new Date(now).toISOString(),
     [extensionNames.target]: outgoing.target,
     [extensionNames.reason]: outgoing.reason,
   };
@@ -120,12 +129,13 @@ function triggerEvent(outgoing: Extract<Outgoing, { kind: 'trigger' }>): {
  * POSTs `request` to `url`, signed then (headersFor), and reads the reply into an outcome (see
  * the module comment). Never rejects. `timeoutMs` bounds the whole exchange: a function answers
  * only once its work is done. A body larger than a function takes (maxEventBytes) is not sent:
- * it is rejected here as the function would reject it, with a 400.
+ * it is rejected here as the function would reject it, with a 400. A Retry-After date is read
+ * against `clock` (default the system clock).
  */
 export async function deliver(
   url: string,
   request: EventRequest,
-  options: { readonly timeoutMs: number; readonly signal: AbortSignal },
+  options: { readonly timeoutMs: number; readonly signal: AbortSignal; readonly clock?: Clock | undefined },
 ): Promise<DeliveryOutcome> {
   const size = Buffer.byteLength(request.body);
   if (size > maxEventBytes)
@@ -150,7 +160,10 @@ export async function deliver(
   } catch (error) {
     return { kind: 'retry', reason: 'unreachable', detail: describeFetchError(error) };
   }
-  return classify(response.status, text, response.headers.get('retry-after'));
+  const { headers } = response;
+  const now = (options.clock ?? systemClock).now();
+  const outcome = classify(response.status, text, headers.get('retry-after'), now);
+  return withReportedCalls(outcome, headers.get(cloudCallsHeader));
 }
 
 /** The outcome of a reply with `status`, body `text` and Retry-After header `retryAfter`. */
@@ -158,7 +171,7 @@ export function classify(
   status: number,
   text: string,
   retryAfter: string | null,
-  now: number = Date.now(),
+  now: number = systemClock.now(),
 ): DeliveryOutcome {
   if (status >= 200 && status < 300) return { kind: 'accepted', status };
   if (status === 400) return { kind: 'rejected', status, reason: errorReason(text) };
@@ -169,12 +182,19 @@ export function classify(
 }
 
 /** A Retry-After value (delay in seconds, or an HTTP date) in ms from `now`; undefined when absent or unreadable. */
-export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+export function parseRetryAfter(value: string | null, now: number = systemClock.now()): number | undefined {
   if (value === null) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   const date = Date.parse(text);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+// The cloud calls a 2xx reply says the function made (the host's x-cirrus-cloud-calls header,
+// counted by shared/cloud/paced.ts): a whole number, or nothing.
+function withReportedCalls(outcome: DeliveryOutcome, value: string | null): DeliveryOutcome {
+  if (outcome.kind !== 'accepted' || value === null || !/^\d+$/.test(value.trim())) return outcome;
+  return { ...outcome, cloudCalls: Number(value.trim()) };
 }
 
 // The host answers `{ error, problems }` (shared/wire/replies.ts); anything else is shown as it came, shortened.

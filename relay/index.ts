@@ -9,16 +9,17 @@
 // final state is lost across a hand-over; with the known-keys cursor (./cursor.ts, ADR 0014) it
 // also delivers as a `delete` every object its predecessors knew that is gone. One that stops
 // leading drops its queue at once, so that two replicas never deliver together for longer than
-// it takes to notice the lost Lease.
+// it takes to notice the lost Lease. What the leader does is ./leader.ts.
 
-import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../shared/clock.ts';
-import { extensionNames, formatBudget } from '../shared/wire/index.ts';
 import type { Readiness } from '../shared/host/probes.ts';
+import { CallBudget, type CallBudgetSettings } from '../shared/cloud/budget.ts';
 import { checkBackoff, type BackoffPolicy } from './backoff.ts';
-import { deliver, eventRequest, type DeliveryContext } from './delivery.ts';
+import { defaultCursorFlushMs, type CursorSettings } from './cursor.ts';
+import { Delivering, type Settings } from './leader.ts';
 import {
   checkLeaseSettings,
   defaultIdentity,
@@ -26,29 +27,16 @@ import {
   LeaderElection,
   type LeaseSettings,
 } from './lease.ts';
-import { CallBudget, type CallBudgetSettings } from '../shared/cloud/budget.ts';
-import { defaultCursorFlushMs, KnownKeys, type CursorSettings } from './cursor.ts';
 import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
-import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
-import { watchedResources, type ResourceType } from './resources.ts';
-import {
-  feedWatches,
-  mergeOutgoing,
-  route,
-  triggerKey,
-  type Destination,
-  type Known,
-  type Outgoing,
-  type RoutingTable,
-} from './routing.ts';
-import { defaultWatchSettings, ResourceWatch, type ResourceChange, type WatchSettings } from './watch.ts';
+import type { RoutingTable } from './routing.ts';
+import { defaultWatchSettings, type WatchSettings } from './watch.ts';
 
 export { buildRoutingTable, loadRoutingFile, readKnativeEnvironment, RoutingError, defaultPeriods } from './routing.ts';
 export type { Destination, Feed, RoutedFunction, RoutingSources, RoutingTable } from './routing.ts';
 export { defaultWatchSettings, type WatchSettings } from './watch.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
-export { defaultCursorFlushMs, type CursorSettings } from './cursor.ts';
+export { defaultCursorFlushMs, defaultCursorParts, type CursorSettings } from './cursor.ts';
 export { checkCallBudget, type CallBudgetSettings } from '../shared/cloud/budget.ts';
 
 /** How to run a relay. Only `kubeConfig`, `routing` and `logger` are required. */
@@ -71,8 +59,8 @@ export interface RelayOptions {
   /** Lease and timings (default {@link defaultLeaseSettings}), or false to deliver without electing a leader (one replica only). */
   readonly leaderElection?: Partial<LeaseSettings> | false | undefined;
   /**
-   * The known-keys cursor (ADR 0014): ConfigMaps `<namespace>/<name>-nodes` and `-services` where
-   * the leader records the objects it knows, so that a new leader delivers the deletes of those gone
+   * The known-keys cursor (ADR 0014): ConfigMaps `<namespace>/<name>-nodes` and `-services` (and
+   * `-nodes-1`, … up to `parts`, default 4) where the leader records the objects it knows, so that a new leader delivers the deletes of those gone
    * meanwhile. Default with leader election: on, in the Lease's namespace, named `<lease name>-known`,
    * written at most once a second; without leader election: off unless given. False: off.
    */
@@ -128,21 +116,6 @@ export interface Relay {
   status(): RelayStatus;
   /** Resolves once the Lease is released (if held), the watches closed and deliveries aborted. */
   stop(): Promise<void>;
-}
-
-// What the delivering part needs.
-interface Settings {
-  readonly kubeConfig: KubeConfig;
-  readonly table: RoutingTable;
-  readonly watch: WatchSettings;
-  readonly queue: { readonly concurrency: number; readonly retry: BackoffPolicy; readonly timeoutMs: number };
-  readonly request: DeliveryContext;
-  readonly cursor: CursorSettings | undefined;
-  readonly budget: CallBudget | undefined;
-  readonly metrics: RelayMetrics;
-  readonly log: Logger;
-  readonly random: () => number;
-  readonly clock: Clock;
 }
 
 /**
@@ -210,6 +183,7 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
   const watch = { ...defaultWatchSettings, ...options.watch };
   checkBackoff(watch.backoff, 'relay watch backoff');
   const concurrency = options.concurrency ?? defaultDelivery.concurrency;
+  const clock = options.clock ?? systemClock;
   if (!Number.isInteger(concurrency) || concurrency < 1)
     throw new RangeError(`relay: concurrency must be a positive integer, got ${concurrency}`);
   return {
@@ -217,13 +191,13 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
     table: options.routing,
     watch,
     queue: { concurrency, retry, timeoutMs: options.deliveryTimeoutMs ?? defaultDelivery.deliveryTimeoutMs },
-    request: { source: cluster.server, ceOverrides: options.ceOverrides, secret: options.secret },
+    request: { source: cluster.server, ceOverrides: options.ceOverrides, secret: options.secret, clock },
     cursor: cursorSettings(options),
     budget: options.cloudCallBudget === undefined ? undefined : new CallBudget(options.cloudCallBudget, options.clock),
     metrics,
     log: options.logger,
     random: options.random ?? Math.random,
-    clock: options.clock ?? systemClock,
+    clock,
   };
 }
 
@@ -238,10 +212,16 @@ function cursorSettings(options: RelayOptions): CursorSettings | undefined {
     flushMs: defaultCursorFlushMs,
     ...given,
   };
+  checkCursorSettings(cursor);
+  return cursor;
+}
+
+function checkCursorSettings(cursor: CursorSettings): void {
   if (!Number.isFinite(cursor.flushMs) || cursor.flushMs <= 0)
     throw new RangeError(`relay cursor: flushMs must be more than 0, got ${cursor.flushMs}`);
   if (cursor.namespace === '' || cursor.name === '') throw new RangeError('relay cursor: needs a namespace and a name');
-  return cursor;
+  if (cursor.parts !== undefined && (!Number.isInteger(cursor.parts) || cursor.parts < 1))
+    throw new RangeError(`relay cursor: parts must be a whole number of at least 1, got ${cursor.parts}`);
 }
 
 function startElection(
@@ -283,220 +263,6 @@ function status(state: {
     return { role: 'leader', ready: Object.values(watches).every(Boolean), identity: state.identity, holder, watches };
   }
   return { role: 'standby', ready: state.election?.reachable ?? false, identity: state.identity, holder, watches: {} };
-}
-
-// The leader's work: watches feeding the queue, and the periodic triggers.
-class Delivering {
-  readonly #settings: Settings;
-  readonly #abort = new AbortController();
-  /** Read by the queue gauges at scrape time. */
-  readonly queue: DeliveryQueue<Outgoing>;
-  readonly #watches: ResourceWatch[];
-  readonly #loops: Promise<void>[];
-  readonly #timers: NodeJS.Timeout[] = [];
-  readonly #destinations: ReadonlyMap<string, Destination>;
-  // Each function's node-set digest over the Node watch, computed when first needed after a change
-  // of the Nodes (once per change, not once per event: a fan-out sends one event per Service).
-  readonly #nodeSets = new Map<string, string>();
-  // The known-keys cursor of each watched kind, when it is on.
-  readonly #cursors = new Map<string, KnownKeys>();
-
-  constructor(settings: Settings, onReady: () => void) {
-    this.#settings = settings;
-    this.#destinations = new Map(settings.table.destinations.map((d) => [d.name, d]));
-    this.queue = new DeliveryQueue<Outgoing>({
-      concurrency: settings.queue.concurrency,
-      retry: settings.queue.retry,
-      merge: mergeOutgoing,
-      send: (destination, _key, outgoing, signal) => this.#send(destination, outgoing, signal),
-      metrics: settings.metrics,
-      log: settings.log,
-      random: settings.random,
-      clock: settings.clock,
-    });
-    const onEstablished = (): void => {
-      if (this.#watches.every((w) => w.established)) onReady();
-    };
-    const types = neededResources(settings.table);
-    const { cursor } = settings;
-    if (cursor !== undefined) {
-      const core = settings.kubeConfig.makeApiClient(CoreV1Api);
-      for (const type of types)
-        this.#cursors.set(
-          type.kind,
-          new KnownKeys(core, type, cursor, { log: settings.log, metrics: settings.metrics, clock: settings.clock }),
-        );
-    }
-    this.#watches = types.map((type) => {
-      const known = this.#cursors.get(type.kind);
-      return new ResourceWatch(type, {
-        kubeConfig: settings.kubeConfig,
-        settings: settings.watch,
-        onChange: (change) => {
-          known?.record(change);
-          this.#onChange(change);
-        },
-        onEstablished,
-        metrics: settings.metrics,
-        log: settings.log,
-        random: settings.random,
-        clock: settings.clock,
-        ...(known === undefined ? {} : { tombstones: () => known.load() }),
-      });
-    });
-    this.#loops = [
-      ...this.#watches.map((watch) => watch.run(this.#abort.signal)),
-      ...this.#watches.flatMap((watch) => {
-        const known = this.#cursors.get(watch.type.kind);
-        return known === undefined
-          ? []
-          : [
-              known.run(
-                this.#abort.signal,
-                () => watch.listed,
-                () => this.#pendingKeys(),
-              ),
-            ];
-      }),
-    ];
-    this.#startPeriodicTriggers();
-  }
-
-  watches(): Record<string, boolean> {
-    return Object.fromEntries(this.#watches.map((watch) => [watch.type.resource, watch.established]));
-  }
-
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    for (const timer of this.#timers) clearInterval(timer);
-    this.queue.stop();
-    await Promise.all(this.#loops);
-  }
-
-  // The objects a watch of `kind` knows, for the fan-outs of the routing table.
-  readonly #known = (kind: string): ReturnType<Known> => {
-    const watch = this.#watches.find((w) => w.type.kind === kind);
-    return watch === undefined ? undefined : { resource: watch.type, objects: watch.objects() };
-  };
-
-  #onChange(change: ResourceChange): void {
-    if (change.resource.kind === 'Node') this.#nodeSets.clear();
-    for (const routed of route(this.#settings.table, change, this.#known)) {
-      const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, {
-        observedAt: change.observedAt,
-      });
-      if (routed.outgoing.kind === 'trigger')
-        this.#settings.metrics.triggers.inc({ destination: routed.destination.name, trigger: 'nodes', result });
-    }
-  }
-
-  #startPeriodicTriggers(): void {
-    for (const [target, period] of Object.entries(this.#settings.table.periods)) {
-      const destinations = this.#settings.table.destinations.filter((d) => d.feed === target || d.feed === 'all');
-      if (period <= 0 || destinations.length === 0) continue;
-      this.#timers.push(
-        setInterval(() => {
-          for (const destination of destinations) {
-            const result = this.queue.push(
-              destination.name,
-              triggerKey(target),
-              { kind: 'trigger', target, reason: 'periodic' },
-              { skipIfBusy: true },
-            );
-            this.#settings.metrics.triggers.inc({ destination: destination.name, trigger: 'periodic', result });
-          }
-        }, period),
-      );
-    }
-  }
-
-  // Waits until the delivery may go: its object recorded by the cursor, a token of the budget taken.
-  async #mayGo(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<void> {
-    // No function hears of an object before the cursor records it: a leader that dies after this
-    // delivery leaves its successor the key, and so the delete if the object goes meanwhile.
-    if (outgoing.kind === 'object' && outgoing.change.type !== 'delete') {
-      const { change } = outgoing;
-      await this.#cursors.get(change.resource.kind)?.whenDurable(change.key, change.object.metadata?.uid ?? '', signal);
-    }
-    const { budget } = this.#settings;
-    if (budget === undefined || signal.aborted) return;
-    const waitedMs = await budget.take(signal, outgoing.kind === 'object' ? this.#callsPerObject(destinationName) : 1);
-    if (waitedMs > 0) this.#settings.metrics.budgetWait.inc({ destination: destinationName }, waitedMs / 1000);
-  }
-
-  // The cloud calls one object's reconcile may make at `destinationName`: its function's, or the
-  // most of any function for a destination fed every function's changes.
-  #callsPerObject(destinationName: string): number {
-    const { table } = this.#settings;
-    const feed = this.#destinations.get(destinationName)?.feed;
-    const fn = feed === undefined ? undefined : table.functions.get(feed);
-    if (fn !== undefined) return fn.cloudCallsPerObject;
-    return Math.max(1, ...[...table.functions.values()].map((f) => f.cloudCallsPerObject));
-  }
-
-  // Keys with a delivery waiting or in flight, to any destination.
-  #pendingKeys(): Set<string> {
-    return new Set(this.#settings.table.destinations.flatMap((d) => this.queue.keys(d.name)));
-  }
-
-  async #send(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<DeliveryOutcome> {
-    const destination = this.#destinations.get(destinationName);
-    if (destination === undefined)
-      return { kind: 'rejected', status: 0, reason: `unknown destination ${destinationName}` };
-    await this.#mayGo(destinationName, outgoing, signal);
-    if (signal.aborted) return { kind: 'retry', reason: 'unreachable', detail: 'stopped' };
-    const nodeSet = this.#nodeSet(destination.feed);
-    const share = outgoing.kind === 'trigger' ? this.#passShare() : undefined;
-    const extensions = {
-      ...(nodeSet === undefined ? {} : { [extensionNames.nodeSet]: nodeSet }),
-      ...(share === undefined ? {} : { [extensionNames.budget]: formatBudget(share) }),
-    };
-    const request =
-      Object.keys(extensions).length === 0
-        ? this.#settings.request
-        : { ...this.#settings.request, ceOverrides: { ...this.#settings.request.ceOverrides, ...extensions } };
-    // The pass runs while its trigger is in flight: its share is lent for that long.
-    const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share);
-    try {
-      return await deliver(destination.url, eventRequest(outgoing, request), {
-        timeoutMs: this.#settings.queue.timeoutMs,
-        signal,
-      });
-    } finally {
-      giveBack?.();
-    }
-  }
-
-  // The share of the budget a pass gets while its trigger is in flight: an equal part for every
-  // trigger that can be in flight at once (one per function a destination is fed, each under its
-  // own queue key) and one for the deliveries of objects, so that the shares lent never reach the
-  // whole rate.
-  #passShare(): CallBudgetSettings | undefined {
-    const { budget, table } = this.#settings;
-    if (budget === undefined) return undefined;
-    const triggers = table.destinations.reduce((n, d) => n + (d.feed === 'all' ? table.functions.size : 1), 0);
-    const parts = triggers + 1;
-    return { rate: budget.rate / parts, burst: Math.max(1, Math.floor(budget.burst / parts)) };
-  }
-
-  // The digest of the Nodes for the function `feed` names, as the watch of Nodes has them at the
-  // moment of sending; undefined when the function wants none, or the watch has not listed them
-  // all yet (a digest of a partial list would be wrong, and the function then lists the nodes).
-  #nodeSet(feed: string): string | undefined {
-    const digest = this.#settings.table.functions.get(feed)?.nodeSetDigest;
-    const watch = this.#watches.find((w) => w.type.kind === 'Node');
-    if (digest === undefined || watch === undefined || !watch.established) return undefined;
-    let value = this.#nodeSets.get(feed);
-    if (value === undefined) {
-      value = digest(Array.from(watch.objects(), ([, node]) => node));
-      this.#nodeSets.set(feed, value);
-    }
-    return value;
-  }
-}
-
-function neededResources(table: RoutingTable): ResourceType[] {
-  return watchedResources.filter((type) => table.destinations.some((d) => feedWatches(table, d.feed, type.kind)));
 }
 
 interface Deferred {

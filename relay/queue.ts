@@ -4,7 +4,10 @@
 // - a failed delivery is retried with exponential backoff and jitter until it is accepted (a key
 //   that keeps failing settles at the ceiling, 300 s by default, and is logged at every attempt),
 //   or until the function rejects it for good (400);
-// - at most `concurrency` deliveries are in flight across all keys and destinations.
+// - at most `concurrency` deliveries are in flight across all keys and destinations, and a free
+//   place goes to the lanes (a destination and the kind of key: `Node`, `Service`,
+//   `reconcile.all`) with something ready in turn, so that a flood in one lane (a thousand
+//   Services relabelled) never holds another (a new Node) back behind it (ADR 0018).
 //
 // A key waiting for a retry keeps its delay when new events for it arrive; they join the waiting
 // delivery. Keys that failed only because their destination was unreachable are released at once
@@ -18,7 +21,12 @@ import type { QueueGauges, RelayMetrics } from './metrics.ts';
 
 /** How one delivery attempt went. */
 export type DeliveryOutcome =
-  | { readonly kind: 'accepted'; readonly status: number }
+  | {
+      readonly kind: 'accepted';
+      readonly status: number;
+      /** The cloud calls the function says it made (its reply's `cloudCalls`), when it says so. */
+      readonly cloudCalls?: number;
+    }
   | { readonly kind: 'rejected'; readonly status: number; readonly reason: string }
   | {
       readonly kind: 'retry';
@@ -72,7 +80,9 @@ export class DeliveryQueue<T> implements QueueGauges {
   readonly #options: QueueOptions<T>;
   readonly #clock: Clock;
   readonly #slots = new Map<string, Slot<T>>();
-  readonly #ready: Slot<T>[] = [];
+  // Slots ready to send, by lane, and the lanes with any in turn order.
+  readonly #lanes = new Map<string, Slot<T>[]>();
+  readonly #turns: string[] = [];
   // Slots waiting out a backoff only because their destination did not answer.
   readonly #unreachable = new Map<string, Set<Slot<T>>>();
   readonly #abort = new AbortController();
@@ -116,7 +126,8 @@ export class DeliveryQueue<T> implements QueueGauges {
     this.#abort.abort(new Error('the relay stopped delivering'));
     for (const slot of this.#slots.values()) slot.retryWait?.abort();
     this.#slots.clear();
-    this.#ready.length = 0;
+    this.#lanes.clear();
+    this.#turns.length = 0;
     this.#unreachable.clear();
     this.#settleIdle();
   }
@@ -189,16 +200,33 @@ export class DeliveryQueue<T> implements QueueGauges {
   #schedule(slot: Slot<T>): void {
     if (slot.ready || slot.current !== undefined || slot.retryWait !== undefined || slot.pending.length === 0) return;
     slot.ready = true;
-    this.#ready.push(slot);
+    const lane = laneOf(slot);
+    const ready = this.#lanes.get(lane);
+    if (ready !== undefined) ready.push(slot);
+    else {
+      this.#lanes.set(lane, [slot]);
+      this.#turns.push(lane);
+    }
   }
 
   #pump(): void {
     while (this.#active < this.#options.concurrency && !this.#abort.signal.aborted) {
-      const slot = this.#ready.shift();
+      const slot = this.#nextReady();
       if (slot === undefined) return;
       slot.ready = false;
       this.#start(slot);
     }
+  }
+
+  // The first ready slot of the lane whose turn it is; the lane goes to the back of the turns.
+  #nextReady(): Slot<T> | undefined {
+    const lane = this.#turns.shift();
+    if (lane === undefined) return undefined;
+    const ready = this.#lanes.get(lane) ?? [];
+    const slot = ready.shift();
+    if (ready.length > 0) this.#turns.push(lane);
+    else this.#lanes.delete(lane);
+    return slot;
   }
 
   #start(slot: Slot<T>): void {
@@ -334,4 +362,10 @@ export class DeliveryQueue<T> implements QueueGauges {
     this.#idle = [];
     for (const resolve of waiters) resolve();
   }
+}
+
+// A slot's lane: its destination and the kind its key starts with (`Service/ns/name`: Service).
+function laneOf(slot: { readonly destination: string; readonly key: string }): string {
+  const slash = slot.key.indexOf('/');
+  return `${slot.destination}\u0000${slash < 0 ? slot.key : slot.key.slice(0, slash)}`;
 }

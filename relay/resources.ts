@@ -2,10 +2,24 @@
 // them on to the functions and never needs client-node's typed classes (whose deserialization
 // costs ~0.1 ms per Node and turns timestamps into Dates).
 
+import type { WatchChange } from '../shared/catalogue.ts';
 import type { KubeObject } from '../shared/kube/object.ts';
 import { formatKey } from '../shared/wire/keys.ts';
 
 export type { KubeObject, ObjectMeta } from '../shared/kube/object.ts';
+
+/** One object change, after diffing against what the relay knew: what a feed reads, and where it came from. */
+export interface ResourceChange extends WatchChange {
+  readonly resource: ResourceType;
+  /** `Node/worker-1`, `Service/default/web`. */
+  readonly key: string;
+  /** The new state; for `delete`, the last known one. */
+  readonly object: KubeObject;
+  /** The state before this change, when the relay knew one. */
+  readonly previous?: KubeObject | undefined;
+  /** When the relay saw the change (its clock's now()). */
+  readonly observedAt: number;
+}
 
 /** A kind the relay watches. */
 export interface ResourceType {
@@ -22,6 +36,26 @@ export interface ResourceType {
    * (service-lb releases the load balancer of a `LoadBalancer` Service), a Node's providerID.
    */
   readonly tombstoneSpec: readonly string[];
+  /**
+   * Whether a function needs the object's delete, so that the cursor records it: every Node; a
+   * Service of type LoadBalancer or that had a load balancer (an ingress in its status, or the
+   * load-balancer-cleanup finalizer: k8s.io/cloud-provider controllers/service/controller.go,
+   * wantsLoadBalancer and needsCleanup). Other Services' deletes need nothing from any function.
+   */
+  readonly needsTombstone: (object: KubeObject) => boolean;
+}
+
+/** The finalizer the service controller (and cirrus's service-lb) puts on a Service with a load balancer. */
+export const loadBalancerCleanupFinalizer = 'service.kubernetes.io/load-balancer-cleanup';
+
+function hadLoadBalancer(service: KubeObject): boolean {
+  const type = (service['spec'] as { type?: unknown } | undefined)?.type;
+  const status = service['status'] as { loadBalancer?: { ingress?: unknown[] } } | undefined;
+  return (
+    type === 'LoadBalancer' ||
+    (status?.loadBalancer?.ingress ?? []).length > 0 ||
+    (service.metadata?.finalizers ?? []).includes(loadBalancerCleanupFinalizer)
+  );
 }
 
 export const nodes: ResourceType = {
@@ -31,6 +65,7 @@ export const nodes: ResourceType = {
   namespaced: false,
   path: '/api/v1/nodes',
   tombstoneSpec: ['providerID'],
+  needsTombstone: () => true,
 };
 export const services: ResourceType = {
   resource: 'services',
@@ -39,6 +74,7 @@ export const services: ResourceType = {
   namespaced: true,
   path: '/api/v1/services',
   tombstoneSpec: ['type', 'loadBalancerClass'],
+  needsTombstone: hadLoadBalancer,
 };
 
 /** Every kind the relay watches. */

@@ -9,8 +9,7 @@ import { load, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import type { ChangeType, FunctionEntry } from '../shared/catalogue.ts';
 import { parseDuration } from '../shared/duration.ts';
-import type { KubeObject, ResourceType } from './resources.ts';
-import type { ResourceChange } from './watch.ts';
+import type { KubeObject, ResourceChange, ResourceType } from './resources.ts';
 
 /** The part of a catalogue entry the relay reads. */
 export type RoutedFunction = Pick<

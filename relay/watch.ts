@@ -1,6 +1,7 @@
 // One resource's LIST + WATCH loop, done by hand on client-node's raw `Watch` because its informer
-// stops for good on any error but a 410 (reference/ecosystem.md §4.3). What this loop does
-// instead, after client-go's reflector:
+// stops for good on any error but a 410 or a client-side timeout (@kubernetes/client-node
+// src/cache.ts, ListWatch.doneHandler: other errors go to the error handlers and it does not
+// restart). What this loop does instead, after client-go's reflector (tools/cache/reflector.go):
 //
 // - LIST (paged), then WATCH from the list's resourceVersion with bookmarks, so that a quiet
 //   watch still advances and can resume without a LIST;
@@ -17,98 +18,27 @@
 // What is kept in memory per object: its last state (without managedFields), which is both what
 // the diff compares (by resourceVersion) and what a `delete` carries.
 
-import {
-  HttpMethod,
-  IsomorphicFetchHttpLibrary,
-  RequestContext,
-  Watch,
-  type KubeConfig,
-} from '@kubernetes/client-node';
+import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../shared/clock.ts';
-import { Backoff, type BackoffPolicy } from './backoff.ts';
-import type { RelayMetrics } from './metrics.ts';
-import { normalize, objectKey, resourceVersionOf, type KubeObject, type ResourceType } from './resources.ts';
-import type { WatchChange } from '../shared/catalogue.ts';
+import { Backoff } from './backoff.ts';
+import { diffListed, listAll, type Listed } from './list.ts';
+import type { WatchDeps } from './watch-options.ts';
+import {
+  normalize,
+  objectKey,
+  resourceVersionOf,
+  type KubeObject,
+  type ResourceChange,
+  type ResourceType,
+} from './resources.ts';
 
 export type { ChangeType } from '../shared/catalogue.ts';
-
-/** One object change, after diffing against what the relay knew: what a feed reads, and where it came from. */
-export interface ResourceChange extends WatchChange {
-  readonly resource: ResourceType;
-  /** `Node/worker-1`, `Service/default/web`. */
-  readonly key: string;
-  /** The new state; for `delete`, the last known one. */
-  readonly object: KubeObject;
-  /** The state before this change, when the relay knew one. */
-  readonly previous?: KubeObject | undefined;
-  /** When the relay saw the change (its clock's now(): `Date.now()` in production). */
-  readonly observedAt: number;
-}
-
-/** Timings of the LIST + WATCH loop. */
-export interface WatchSettings {
-  /** Each watch asks the server to end it after a random whole number of seconds in [min, max]. */
-  readonly timeoutSeconds: { readonly min: number; readonly max: number };
-  /** Waits before reopening a watch that broke, or retrying a failed LIST. */
-  readonly backoff: BackoffPolicy;
-  /** A watch that lived this long resets the backoff. */
-  readonly resetAfterMs: number;
-  /**
-   * client-node aborts a watch after this long without data (which also catches silently stalled
-   * connections). A server sends a bookmark about every minute when its resourceVersion moves, so
-   * the 30 s client-node default would cut healthy quiet watches twice a minute.
-   */
-  readonly inactivityTimeoutMs: number;
-  /** Items per LIST page. */
-  readonly listPageSize: number;
-  /** How long one LIST page may take. */
-  readonly listTimeoutMs: number;
-}
-
-/** client-go's reflector timings, with a page size for LIST. */
-export const defaultWatchSettings: WatchSettings = {
-  timeoutSeconds: { min: 300, max: 600 },
-  backoff: { initialMs: 800, maxMs: 30_000, jitter: 1 },
-  resetAfterMs: 120_000,
-  inactivityTimeoutMs: 90_000,
-  listPageSize: 500,
-  listTimeoutMs: 60_000,
-};
-
-/** What a ResourceWatch needs. */
-export interface WatchDeps {
-  readonly kubeConfig: KubeConfig;
-  readonly settings: WatchSettings;
-  /** Called synchronously for each change, in order. A throw makes the watch relist (and the change come again). */
-  readonly onChange: (change: ResourceChange) => void;
-  /** Called when the watch opens or closes. */
-  readonly onEstablished?: (established: boolean) => void;
-  readonly metrics: RelayMetrics;
-  readonly log: Logger;
-  readonly random?: () => number;
-  /** What the loop's backoffs wait on, and what it times watches and changes by; default the system clock. */
-  readonly clock?: Clock;
-  /**
-   * The objects known before this watch started (the known-keys cursor, ./cursor.ts), read once
-   * before the first LIST: those the LIST lacks, or has with another uid, are emitted as deletes
-   * carrying the recorded object. Never rejects.
-   */
-  readonly tombstones?: () => Promise<ReadonlyMap<string, KubeObject>>;
-}
+export type { ResourceChange } from './resources.ts';
+export { defaultWatchSettings, type WatchDeps, type WatchSettings } from './watch-options.ts';
 
 // Why a watch ended.
 type WatchEnd = 'closed' | 'timeout' | 'gone' | 'error' | 'handler' | 'stopped';
-
-/** A failed request to the API server, with its HTTP status. */
-export class ApiStatusError extends Error {
-  override readonly name = 'ApiStatusError';
-  readonly statusCode: number;
-  constructor(statusCode: number, message: string) {
-    super(message);
-    this.statusCode = statusCode;
-  }
-}
 
 /** The LIST + WATCH loop of one resource; see the module comment. */
 export class ResourceWatch {
@@ -234,7 +164,11 @@ export class ResourceWatch {
   async #replace(listed: Listed, signal: AbortSignal): Promise<boolean> {
     const last = this.#known;
     try {
-      const { next, changes } = this.#diff(listed);
+      const { next, changes } = diffListed(this.type, listed, {
+        known: this.#known,
+        seed: this.#seed,
+        observedAt: this.#clock.now(),
+      });
       this.#known = next;
       for (const change of changes) this.#emit(change);
     } catch (error) {
@@ -258,42 +192,6 @@ export class ResourceWatch {
     this.#listed = true;
     this.#seed = undefined;
     return true;
-  }
-
-  // The state `listed` makes, and the changes from the last known state to it.
-  #diff(listed: Listed): { next: Map<string, KubeObject>; changes: ResourceChange[] } {
-    const next = new Map<string, KubeObject>();
-    const changes: ResourceChange[] = [];
-    const observedAt = this.#clock.now();
-    for (const raw of listed.items) {
-      const object = normalize(this.type, raw);
-      const key = objectKey(this.type, object);
-      if (key === undefined) continue;
-      next.set(key, object);
-      const previous = this.#known.get(key);
-      if (previous !== undefined && resourceVersionOf(previous) === resourceVersionOf(object)) continue;
-      const type = previous === undefined ? 'add' : 'update';
-      changes.push({ resource: this.type, type, key, object, previous, observedAt });
-    }
-    for (const [key, object] of this.#known) {
-      if (!next.has(key))
-        changes.push({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
-    }
-    // First, so that the delete of an old incarnation goes out before the add of the new one.
-    return { next, changes: [...this.#goneSinceRecorded(next, observedAt), ...changes] };
-  }
-
-  // What the cursor recorded (an earlier leader knew) that `next` lacks or has with another uid:
-  // deleted while no relay led.
-  #goneSinceRecorded(next: ReadonlyMap<string, KubeObject>, observedAt: number): ResourceChange[] {
-    const gone: ResourceChange[] = [];
-    for (const [key, object] of this.#seed ?? []) {
-      if (this.#known.has(key)) continue;
-      const live = next.get(key);
-      if (live === undefined || live.metadata?.uid !== object.metadata?.uid)
-        gone.push({ resource: this.type, type: 'delete', key, object, previous: object, observedAt });
-    }
-    return gone;
   }
 
   #emit(change: ResourceChange): void {
@@ -464,68 +362,4 @@ interface WatchState {
   controller: AbortController | undefined;
   /** client-node called done: the watch is over (or never opened). */
   finished: boolean;
-}
-
-/** The result of a LIST: every item, and the resourceVersion to watch from. */
-export interface Listed {
-  readonly items: readonly KubeObject[];
-  readonly resourceVersion: string;
-}
-
-interface ListPage {
-  readonly items?: KubeObject[] | null;
-  readonly metadata?: { readonly resourceVersion?: string; readonly continue?: string };
-}
-
-/**
- * Lists every object of `type`, page by page (a paged LIST is one consistent snapshot), as raw
- * JSON. Throws ApiStatusError for a non-200 answer, and whatever the transport throws.
- */
-export async function listAll(
-  kubeConfig: KubeConfig,
-  type: ResourceType,
-  options: { readonly pageSize: number; readonly timeoutMs: number; readonly signal: AbortSignal },
-): Promise<Listed> {
-  const items: KubeObject[] = [];
-  let resourceVersion = '';
-  let token: string | undefined;
-  do {
-    const query: Record<string, string> = {
-      limit: String(options.pageSize),
-      ...(token === undefined ? {} : { continue: token }),
-    };
-    const signal = AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]);
-    const page = (await getJson(kubeConfig, type.path, query, signal)) as ListPage;
-    items.push(...(page.items ?? []));
-    resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
-    token = page.metadata?.continue || undefined;
-  } while (token !== undefined);
-  if (resourceVersion === '') throw new Error(`LIST ${type.path}: the answer has no resourceVersion`);
-  return { items, resourceVersion };
-}
-
-// A GET through client-node's own transport (its TLS and credentials from the kubeconfig), keeping
-// the JSON as JSON: the generated API would deserialize every item into classes.
-async function getJson(
-  kubeConfig: KubeConfig,
-  path: string,
-  query: Record<string, string>,
-  signal: AbortSignal,
-): Promise<unknown> {
-  const cluster = kubeConfig.getCurrentCluster();
-  if (cluster === null) throw new Error('no current cluster in the kubeconfig');
-  const url = new URL(cluster.server + path);
-  for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
-  const context = new RequestContext(url.toString(), HttpMethod.GET);
-  context.setHeaderParam('Accept', 'application/json');
-  context.setSignal(signal);
-  await kubeConfig.applySecurityAuthentication(context);
-  const response = await new IsomorphicFetchHttpLibrary().send(context).toPromise();
-  const text = await response.body.text();
-  if (response.httpStatusCode !== 200)
-    throw new ApiStatusError(
-      response.httpStatusCode,
-      `GET ${path}: HTTP ${response.httpStatusCode}: ${text.slice(0, 300)}`,
-    );
-  return JSON.parse(text) as unknown;
 }

@@ -5,8 +5,9 @@
 
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { withCallBudget } from '../cloud/paced.ts';
+import { countCloudCalls } from '../cloud/paced.ts';
 import { formatKey, type ObjectKey } from '../wire/keys.ts';
+import { cloudCallsHeader } from '../wire/replies.ts';
 import { failure } from './errors.ts';
 import type { FunctionDefinition, ReconcileOptions, Report } from './function.ts';
 import type { HostMetrics } from './metrics.ts';
@@ -29,6 +30,8 @@ export interface Outcome {
   readonly status: number;
   readonly body: unknown;
   readonly retryAfterSeconds?: number | undefined;
+  /** The cloud calls the reconcile made, for a 2xx reply's header (the relay gives back what it charged beyond them). */
+  readonly cloudCalls?: number;
 }
 
 /** Calls the definition and answers. Nothing is sent before the reconcile has finished, so a 2xx always means the work is done. */
@@ -57,9 +60,10 @@ export async function runReconcile(
   host.admission.hold(request);
   const { callBudget } = job;
   const run = (): Promise<Report> => invoke(host.definition, job.target, options);
-  const outcome = await (callBudget === undefined ? run() : withCallBudget(callBudget, options.signal, run))
+  const pace = callBudget === undefined ? undefined : { settings: callBudget, signal: options.signal };
+  const outcome = await countCloudCalls(run, pace)
     .then(
-      (report): Outcome => done(host, { job, log, started }, report),
+      ({ result: report, calls }): Outcome => ({ ...done(host, { job, log, started }, report), cloudCalls: calls }),
       (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
     )
     .finally(() => {
@@ -69,9 +73,10 @@ export async function runReconcile(
   return send(reply, outcome);
 }
 
-/** Sends `outcome`, with its Retry-After when it has one. */
+/** Sends `outcome`, with its Retry-After and its cloud calls when it has them. */
 export function send(reply: FastifyReply, outcome: Outcome): FastifyReply {
   if (outcome.retryAfterSeconds !== undefined) reply.header('retry-after', String(outcome.retryAfterSeconds));
+  if (outcome.cloudCalls !== undefined) reply.header(cloudCallsHeader, String(outcome.cloudCalls));
   return reply.code(outcome.status).send(outcome.body);
 }
 

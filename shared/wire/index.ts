@@ -24,7 +24,14 @@ export {
   type ExtensionValue,
 } from './cloudevents.ts';
 export { eventObjectKey, formatKey, objectSubject, type ObjectKey } from './keys.ts';
-export { errorCodes, InvalidRequestError, parseErrorBody, type ErrorBody, type ErrorCode } from './replies.ts';
+export {
+  cloudCallsHeader,
+  errorCodes,
+  InvalidRequestError,
+  parseErrorBody,
+  type ErrorBody,
+  type ErrorCode,
+} from './replies.ts';
 export {
   bodyDigest,
   defaultClockSkewSeconds,

@@ -82,6 +82,12 @@ export class InvalidRequestError extends Error {
   }
 }
 
+/**
+ * A 2xx reply's header: the cloud calls the reconcile made (a whole number), so that the relay
+ * gives back the cloud call budget it charged beyond them (ADR 0018).
+ */
+export const cloudCallsHeader = 'x-cirrus-cloud-calls';
+
 /** The JSON body of every error reply. */
 export interface ErrorBody {
   readonly error: string;

@@ -29,6 +29,8 @@ import { pino, type Logger } from 'pino';
 import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { buildRoutingTable, startRelay } from '../../relay/index.ts';
+import { placeOf } from '../../relay/cursor-format.ts';
+import { formatKey } from '../../shared/wire/keys.ts';
 import { routesFunction } from '../../functions/routes/index.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { FakeCloud, type FakeInstance } from '../../providers/fake/index.ts';
@@ -376,34 +378,62 @@ async function runRelayScenario(c: Context, lease: string, functions: readonly s
     firstVersion ??= read.metadata?.resourceVersion;
     return read.spec?.holderIdentity === relay.identity && read.metadata?.resourceVersion !== firstVersion;
   };
-  // Then the cursor: patched when an object it must record appears.
-  const marker = uniqueName('rbac-cursor');
+  // Then the cursor: patched when objects it must record appear, one in each of its four parts
+  // (relay/cursor.ts; a part that does not change is not written, and its rights would go untried).
+  const nodeMarkers = markersInEveryPart(uniqueName('rbac-cursor'), (name) => formatKey({ kind: 'Node', name }));
+  const serviceMarkers = markersInEveryPart(uniqueName('rbac-cursor'), (name) =>
+    formatKey({ kind: 'Service', namespace: c.namespace, name }),
+  );
+  const markers = { nodes: nodeMarkers, services: serviceMarkers };
   const recorded = async (): Promise<boolean> => {
     await done();
     for (const resource of cursors) {
-      const configMap = await c.adminCore
-        .readNamespacedConfigMap({ name: `${lease}-known-${resource}`, namespace: c.namespace })
-        .catch(() => undefined);
-      if (!Object.values(configMap?.data ?? {}).some((shard) => shard.includes(marker))) return false;
+      const parts = await Promise.all(
+        [0, 1, 2, 3].map((i) =>
+          c.adminCore
+            .readNamespacedConfigMap({
+              name: `${lease}-known-${resource}${i === 0 ? '' : `-${String(i)}`}`,
+              namespace: c.namespace,
+            })
+            .catch(() => undefined),
+        ),
+      );
+      const shards = parts.flatMap((configMap) => Object.values(configMap?.data ?? {}));
+      const wanted = resource === 'nodes' ? markers.nodes : markers.services;
+      if (!wanted.every((marker) => shards.some((shard) => shard.includes(`/${marker}"`)))) return false;
     }
     return true;
   };
   try {
     await until('the relay to lead with its watches open and renew its Lease', done, 8_000);
-    await c.adminCore.createNode({ body: { metadata: { name: marker } } });
+    for (const name of nodeMarkers) await c.adminCore.createNode({ body: { metadata: { name } } });
     if (cursors.includes('services'))
-      await c.adminCore.createNamespacedService({
-        namespace: c.namespace,
-        body: { metadata: { name: marker }, spec: { ports: [{ port: 80 }] } },
-      });
-    await until('the relay to record a new object in its cursor', recorded, 8_000);
+      for (const name of serviceMarkers)
+        await c.adminCore.createNamespacedService({
+          namespace: c.namespace,
+          // A LoadBalancer: the cursor records only the Services whose delete a function needs.
+          body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
+        });
+    await until('the relay to record new objects in every part of its cursor', recorded, 8_000);
   } finally {
-    await c.adminCore.deleteNode({ name: marker }).catch(ignoreNotFound);
-    await c.adminCore.deleteNamespacedService({ name: marker, namespace: c.namespace }).catch(ignoreNotFound);
+    for (const name of nodeMarkers) await c.adminCore.deleteNode({ name }).catch(ignoreNotFound);
+    for (const name of serviceMarkers)
+      await c.adminCore.deleteNamespacedService({ name, namespace: c.namespace }).catch(ignoreNotFound);
     await relay.stop();
     sink.closeAllConnections();
     sink.close();
   }
+}
+
+// Names `<prefix>-<n>` whose keys fall in each of the cursor's four parts, one per part.
+function markersInEveryPart(prefix: string, key: (name: string) => string): string[] {
+  const byPart = new Map<number, string>();
+  for (let n = 0; byPart.size < 4; n++) {
+    const name = `${prefix}-${String(n)}`;
+    const { part } = placeOf(key(name), 4);
+    if (!byPart.has(part)) byPart.set(part, name);
+  }
+  return [...byPart.values()];
 }
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {

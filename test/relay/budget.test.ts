@@ -4,12 +4,19 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { setTimeout } from 'node:timers/promises';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Service } from '@kubernetes/client-node';
 import { CallBudget, checkCallBudget } from '../../shared/cloud/budget.ts';
+import { pacedProvider } from '../../shared/cloud/paced.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { buildApp } from '../../shared/host/app.ts';
+import type { FunctionDefinition } from '../../shared/host/function.ts';
+import { serve } from '../../shared/host/serve.ts';
+import { FakeCloud } from '../../providers/fake/index.ts';
 import { callBudget } from '../../app/cli/relay.ts';
 import { ConfigError } from '../../app/config.ts';
+import { createNode, newNode, silentLogger, uninitialized } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
-import { functionServer, metric, ready, testRelay, waitFor } from './harness.ts';
+import { functionServer, metric, ready, testRelay, waitFor, within } from './harness.ts';
 
 // The most of `times` (ms) that fall in any window of `windowMs`.
 function peak(times: readonly number[], windowMs: number): number {
@@ -100,6 +107,66 @@ describe('CallBudget', () => {
     const started = Date.now();
     await budget.take(live);
     assert.ok(Date.now() - started < 400, 'the aborted take did not use the token');
+  });
+
+  it('serves waiting flows in turn by the tokens they took: a flood of one does not hold another back', async () => {
+    const clock = new ManualClock(0);
+    const budget = new CallBudget({ rate: 10, burst: 2 }, clock);
+    const signal = new AbortController().signal;
+    const served: string[] = [];
+    const take = (flow: string, calls: number, name: string): Promise<void> =>
+      budget.take(signal, calls, flow).then(() => {
+        served.push(name);
+      });
+    const waits = Array.from({ length: 20 }, (_, i) => take('service-lb/Service', 2, `lb-${i}`));
+    await setTimeout(0);
+    waits.push(...Array.from({ length: 3 }, (_, i) => take('node-init/Node', 1, `node-${i}`)));
+    // One token at a time, until every node's take went.
+    for (let step = 0; step < 100 && served.filter((n) => n.startsWith('node-')).length < 3; step++) {
+      clock.advance(100);
+      await setTimeout(0);
+    }
+    const lastNode = served.lastIndexOf('node-2');
+    assert.ok(lastNode >= 0, `the node takes were not served: ${served.join(' ')}`);
+    // Each node's take (1 token) alternates with a Service's (2): by the third node, about four of the flood.
+    assert.ok(lastNode <= 7, `${lastNode} takes before the third node's: ${served.join(' ')}`);
+    assert.deepEqual(
+      served.filter((n) => n.startsWith('lb-')),
+      served.filter((n) => n.startsWith('lb-')).toSorted((a, b) => Number(a.slice(3)) - Number(b.slice(3))),
+      'a flow is served in order',
+    );
+    for (let step = 0; step < 100 && served.length < 23; step++) {
+      clock.advance(200);
+      await setTimeout(0);
+    }
+    await Promise.all(waits);
+  });
+
+  it('holds again the tokens given back, and counts the flow as having taken fewer', async () => {
+    const clock = new ManualClock(0);
+    const budget = new CallBudget({ rate: 1, burst: 2 }, clock);
+    const signal = new AbortController().signal;
+    // The clock never moves: only what is given back lets the next takes go.
+    for (let i = 0; i < 5; i++) {
+      const taken = await within(
+        budget.take(signal, 2, 'service-lb/Service'),
+        5_000,
+        `take ${i} (the clock stands still)`,
+      );
+      assert.equal(taken.tokens, 2);
+      budget.giveBack(taken.tokens, 'service-lb/Service');
+    }
+    await within(budget.take(signal, 2, 'service-lb/Service'), 5_000, 'the sixth take');
+    budget.giveBack(1, 'service-lb/Service'); // one call made of two charged
+    let second = false;
+    const waiting = budget.take(signal, 2, 'service-lb/Service').then(() => {
+      second = true;
+    });
+    await setTimeout(10);
+    assert.equal(second, false, 'one token held, two needed');
+    clock.advance(1_000);
+    await waiting;
+    assert.equal(second, true);
   });
 
   it('refuses a rate or burst that makes no sense', () => {
@@ -225,5 +292,92 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
     // whole rate, 0.98 s). Other tests' Services can only make it slower.
     const spread = Math.max(...times) - Math.min(...times);
     assert.ok(spread >= 1_300, `${spread} ms for 40 deliveries while a pass holds a share`);
+  });
+  // With places in flight to spare the budget's turns decide; with few, also the queue's.
+  for (const concurrency of [512, 4])
+    it(`keeps delivering Nodes to node-init at their share under a flood of service-lb deliveries (${concurrency} in flight)`, async (t) => {
+      // The clock stands still but when the test moves it: each move of 100 ms is one token.
+      const clock = new ManualClock(Date.now());
+      const [lb, init] = [await functionServer(t), await functionServer(t)];
+      const relay = testRelay(
+        t,
+        admin,
+        { to: [`service-lb=${lb.url}`, `node-init=${init.url}`] },
+        { cloudCallBudget: { rate: 10, burst: 2 }, clock, concurrency },
+      );
+      await ready(relay);
+      // Deliveries to a destination waiting or in flight.
+      const queued = async (destination: string): Promise<number> =>
+        (await metric(relay.registry, 'cirrus_relay_queue_depth', { destination })) +
+        (await metric(relay.registry, 'cirrus_relay_in_flight', { destination }));
+      const before = await queued('service-lb');
+      const services = await loadBalancerServices(30, 'flood');
+      // All of them wait in the relay (the burst let one delivery through at most) before the Nodes come.
+      await waitFor('the flood to be queued', async () => (await queued('service-lb')) >= before + 29, 20_000);
+      const nodes = Array.from({ length: 3 }, (_, i) => uniqueName(`fair-${i}`));
+      t.after(() => Promise.all(nodes.map((name) => core.deleteNode({ name }).catch(() => undefined))));
+      for (const name of nodes) await createNode(core, newNode(name, uninitialized));
+      await waitFor(
+        'the Nodes to be queued',
+        async () =>
+          (await metric(relay.registry, 'cirrus_relay_queue_depth', { destination: 'node-init' })) +
+            (await metric(relay.registry, 'cirrus_relay_in_flight', { destination: 'node-init' })) >=
+          3,
+      );
+      const delivered = (fn: typeof lb, names: string[]): number => names.filter((n) => fn.about(n).length > 0).length;
+      for (let step = 0; step < 400; step++) {
+        if (delivered(init, nodes) === 3 || delivered(lb, services) === services.length) break;
+        clock.advance(100);
+        await setTimeout(20);
+      }
+      assert.equal(delivered(init, nodes), 3, 'every Node reached node-init');
+      // First come, first served, node-init would wait for the whole flood (all 30, and whatever the
+      // cluster held before); at its share, a few of the flood go between its deliveries.
+      const flood = delivered(lb, services);
+      assert.ok(flood <= 10, `${flood} of the 30 Services were delivered before the 3 Nodes`);
+    });
+
+  it('gives back the tokens of a delivery whose function made fewer cloud calls than it was charged', async (t) => {
+    // A delivery to service-lb is charged 2 tokens: this reconcile makes two calls for a Service named `busy-…`, none for others.
+    const cloud = pacedProvider(new FakeCloud());
+    const reconciled: string[] = [];
+    const definition: FunctionDefinition = {
+      name: 'service-lb',
+      kinds: ['Service'],
+      reconcileOne: async (key, options) => {
+        reconciled.push(key.name);
+        const service: V1Service = { metadata: { name: key.name, namespace: key.namespace ?? '', uid: 'u' } };
+        if (key.name.startsWith('busy-'))
+          for (let i = 0; i < 2; i++) await cloud.loadBalancer()?.getLoadBalancer('c', service, options.signal);
+        return { function: 'service-lb', dryRun: options.dryRun, objects: [] };
+      },
+      reconcileAll: (options) => Promise.resolve({ function: 'service-lb', dryRun: options.dryRun, objects: [] }),
+    };
+    const app = await buildApp(definition, { logger: silentLogger(), processMetrics: false, pressure: false });
+    const stop = new AbortController();
+    const serving = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 100 });
+    t.after(async () => {
+      stop.abort();
+      await serving.closed;
+    });
+    // The clock never moves: the bucket holds one delivery's 2 tokens and never refills.
+    const relay = testRelay(
+      t,
+      admin,
+      { to: [`service-lb=${serving.address}/`] },
+      { cloudCallBudget: { rate: 1, burst: 2 }, clock: new ManualClock(Date.now()) },
+    );
+    await ready(relay);
+    const idle = await loadBalancerServices(5, 'idle');
+    // Each delivery made no call and gave its tokens back: the next one had them.
+    await waitFor('every idle Service reconciled', () => idle.every((n) => reconciled.includes(n)), 20_000);
+    const busy = await loadBalancerServices(2, 'busy');
+    await waitFor('the first busy Service', () => busy.some((n) => reconciled.includes(n)), 20_000);
+    await setTimeout(500);
+    assert.equal(
+      busy.filter((n) => reconciled.includes(n)).length,
+      1,
+      'two calls made of two charged: nothing given back',
+    );
   });
 });

@@ -3,9 +3,14 @@
 
 import assert from 'node:assert/strict';
 import { before, describe, it, type TestContext } from 'node:test';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import type { Relay, RelayOptions } from '../../relay/index.ts';
-import { createNode, newNode } from '../harness/builders.ts';
+import { randomUUID } from 'node:crypto';
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { defaultCursorParts, type CursorSettings, type Relay, type RelayOptions } from '../../relay/index.ts';
+import { KnownKeys, partLimitBytes } from '../../relay/cursor.ts';
+import { placeOf } from '../../relay/cursor-format.ts';
+import { createRelayMetrics } from '../../relay/metrics.ts';
+import { services, type KubeObject } from '../../relay/resources.ts';
+import { createNode, newNode, silentLogger } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import { functionServer, metric, ready, testRelay, waitFor, type FunctionServer } from './harness.ts';
 
@@ -24,13 +29,24 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
       namespace,
       body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80, protocol: 'TCP' }] } },
     });
+  // The cursor's ConfigMaps of a resource: its parts, `<cursor>-<resource>` then `-1`, `-2`, `-3`.
+  const parts = async (
+    cursor: string,
+    resource: string,
+    count = defaultCursorParts,
+  ): Promise<(V1ConfigMap | undefined)[]> =>
+    Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        core
+          .readNamespacedConfigMap({ namespace, name: `${cursor}-${resource}${i === 0 ? '' : `-${String(i)}`}` })
+          .catch(() => undefined),
+      ),
+    );
   const recorded = async (cursor: string, resource: string): Promise<Record<string, { uid: string }>> => {
-    const configMap = await core
-      .readNamespacedConfigMap({ namespace, name: `${cursor}-${resource}` })
-      .catch(() => undefined);
     const keys: Record<string, { uid: string }> = {};
-    for (const text of Object.values(configMap?.data ?? {}))
-      Object.assign(keys, JSON.parse(text) as Record<string, { uid: string }>);
+    for (const configMap of await parts(cursor, resource))
+      for (const text of Object.values(configMap?.data ?? {}))
+        Object.assign(keys, JSON.parse(text) as Record<string, { uid: string }>);
     return keys;
   };
   const start = (t: TestContext, fn: FunctionServer, cursor: RelayOptions['cursor']): Relay =>
@@ -121,9 +137,9 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     const writes =
       (await metric(relay.registry, 'cirrus_relay_cursor_writes_total', { resource: 'services', result: 'written' })) -
       writesBefore;
-    // One write per flush interval at most while they arrive, not one per object.
+    // One write per part of the cursor per flush interval at most while they arrive, not one per object.
     assert.ok(
-      writes >= 1 && writes <= Math.ceil(elapsed / cursor.flushMs) + 1,
+      writes >= 1 && writes <= (Math.ceil(elapsed / cursor.flushMs) + 1) * defaultCursorParts,
       `${writes} writes for 40 Services in ${elapsed} ms`,
     );
     t.diagnostic(`${writes} cursor writes for 40 new Services in ${elapsed} ms`);
@@ -170,10 +186,136 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     );
   });
 
+  it('records only the Services whose delete a function needs, and a new leader delivers the deletes it missed', async (t) => {
+    const cursor = { namespace, name: uniqueName('known'), flushMs: 100 };
+    const fnA = await functionServer(t);
+    const a = start(t, fnA, cursor);
+    await ready(a);
+    const plain = Array.from({ length: 20 }, (_, i) => uniqueName(`plain-${i}`));
+    const balanced = Array.from({ length: 6 }, (_, i) => uniqueName(`lb-${i}`));
+    const cleanup = uniqueName('finalizer');
+    await Promise.all([
+      ...plain.map((name) =>
+        core.createNamespacedService({ namespace, body: { metadata: { name }, spec: { ports: [{ port: 80 }] } } }),
+      ),
+      ...balanced.map((name) => createService(name)),
+      core.createNamespacedService({
+        namespace,
+        body: {
+          metadata: { name: cleanup, finalizers: ['service.kubernetes.io/load-balancer-cleanup'] },
+          spec: { ports: [{ port: 80 }] },
+        },
+      }),
+    ]);
+    t.after(() =>
+      core
+        .patchNamespacedService(
+          { namespace, name: cleanup, body: { metadata: { finalizers: null } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        )
+        .catch(() => undefined),
+    );
+    const key = (name: string): string => `Service/${namespace}/${name}`;
+    const wanted = [...balanced, cleanup];
+    await waitFor('the Services with a load balancer to be recorded', async () => {
+      const keys = await recorded(cursor.name, 'services');
+      return wanted.every((name) => keys[key(name)] !== undefined);
+    });
+    const keys = await recorded(cursor.name, 'services');
+    assert.deepEqual(
+      plain.filter((name) => keys[key(name)] !== undefined),
+      [],
+      'Services without a load balancer are not recorded',
+    );
+    await waitFor('the plain Services delivered all the same', () => plain.every((name) => fnA.about(name).length > 0));
+    const spread = (await parts(cursor.name, 'services')).filter((configMap) =>
+      Object.values(configMap?.data ?? {}).some((text) => balanced.some((name) => text.includes(name))),
+    );
+    assert.ok(spread.length >= 2, `the keys are in ${spread.length} of the ConfigMaps`);
+    await a.stop();
+
+    await Promise.all(balanced.map((name) => core.deleteNamespacedService({ namespace, name })));
+    const fnB = await functionServer(t);
+    await ready(start(t, fnB, cursor));
+    await waitFor('every missed delete', () =>
+      balanced.every((name) => fnB.about(name).some((r) => r.type === 'delete')),
+    );
+  });
+
+  // `count` keys of LoadBalancer Services with long names (as tenants may choose them), ~250 bytes each recorded.
+  const manyKeys = (count: number): { key: string; object: KubeObject; uid: string }[] => {
+    const space = `ns-${'n'.repeat(55)}`;
+    return Array.from({ length: count }, (_, i) => {
+      const name = `svc-${String(i).padStart(5, '0')}-${'s'.repeat(50)}`;
+      const uid = randomUUID();
+      const spec = { type: 'LoadBalancer', loadBalancerClass: 'example.com/lb' };
+      return { key: `Service/${space}/${name}`, uid, object: { metadata: { name, namespace: space, uid }, spec } };
+    });
+  };
+  const cursorOf = (settings: CursorSettings) => {
+    const metrics = createRelayMetrics({ processMetrics: false, gauges: () => undefined });
+    return { known: new KnownKeys(core, services, settings, { log: silentLogger(), metrics }), metrics };
+  };
+  const recordAll = async (known: KnownKeys, keys: ReturnType<typeof manyKeys>): Promise<void> => {
+    await known.load();
+    for (const { key, object } of keys) known.record({ resource: services, type: 'add', key, object, observedAt: 0 });
+    await known.flush(new Set());
+  };
+  // Bytes of data (keys and values) of each ConfigMap, as the API server counts them against its limit.
+  const dataBytes = (configMap: V1ConfigMap | undefined): number =>
+    Object.entries(configMap?.data ?? {}).reduce((sum, [k, v]) => sum + k.length + Buffer.byteLength(v), 0);
+
+  it('spreads its keys over its ConfigMaps so that none is over the limit, and a new leader reads them all', async () => {
+    const cursor = { namespace, name: uniqueName('many'), flushMs: 1_000 };
+    const keys = manyKeys(10_000); // about 2.5 MB recorded: more than one ConfigMap holds
+    const sample = keys.at(42);
+    assert.ok(sample);
+    const writer = cursorOf(cursor).known;
+    await recordAll(writer, keys);
+    const sizes = (await parts(cursor.name, 'services')).map(dataBytes);
+    assert.ok(sizes.reduce((a, b) => a + b) > 1024 * 1024, `${sizes.join(' + ')} bytes`);
+    for (const size of sizes) assert.ok(size > 0 && size <= partLimitBytes, `a part of ${size} bytes`);
+    assert.ok(
+      keys.every(({ key, uid }) => writer.durable(key, uid)),
+      'every key recorded',
+    );
+
+    const read = await cursorOf(cursor).known.load();
+    assert.equal(read.size, keys.length);
+    assert.equal(read.get(sample.key)?.metadata?.uid, sample.uid);
+
+    // A part its keys would take over the limit is not written, and nothing waits for it; the others are.
+    const two = { ...cursor, name: uniqueName('two'), parts: 2 };
+    const crowded = manyKeys(12_000).filter(({ key }) => placeOf(key, 2).part === 0); // about 1.5 MB
+    const few = manyKeys(200).filter(({ key }) => placeOf(key, 2).part === 1);
+    const [over, under] = [crowded.at(0), few.at(0)];
+    assert.ok(over && under);
+    const lopsided = cursorOf(two);
+    await recordAll(lopsided.known, [...crowded, ...few]);
+    const [part0, part1] = await parts(two.name, 'services', 2);
+    assert.equal(part0, undefined, 'the crowded part is not written');
+    assert.ok(
+      Object.values(part1?.data ?? {}).some((text) => text.includes(under.key)),
+      'the other part is',
+    );
+    assert.ok((await metric(lopsided.metrics.registry, 'cirrus_relay_cursor_writes_total', { result: 'failed' })) >= 1);
+    assert.ok(lopsided.known.durable(over.key, over.uid), "the crowded part's keys wait for nothing");
+  });
+
   it('refuses bad cursor settings', (t) => {
     assert.throws(
       () => testRelay(t, admin, { to: ['all=http://127.0.0.1:1/'] }, { cursor: { namespace, name: 'x', flushMs: 0 } }),
       /relay cursor: flushMs must be more than 0, got 0/,
+    );
+    assert.throws(
+      () =>
+        testRelay(
+          t,
+          admin,
+          { to: ['all=http://127.0.0.1:1/'] },
+          { cursor: { namespace, name: 'x', flushMs: 100, parts: 0 } },
+        ),
+      /relay cursor: parts must be a whole number of at least 1, got 0/,
     );
   });
 });

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Service } from '@kubernetes/client-node';
-import { pacedProvider, withCallBudget } from '../../shared/cloud/paced.ts';
+import { countCloudCalls, pacedProvider, withCallBudget } from '../../shared/cloud/paced.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 
 const node = { metadata: { name: 'a' } };
@@ -62,5 +62,24 @@ describe('pacedProvider', () => {
       await assert.rejects(waiting, { name: 'AbortError' });
     });
     assert.equal(fake.calls.filter((c) => c.method === 'instanceExists').length, 1);
+  });
+
+  it('counts the calls made through it inside countCloudCalls, a pass inside it included, and no pure method', async () => {
+    const cloud = pacedProvider(new FakeCloud());
+    const signal = new AbortController().signal;
+    const instances = cloud.instancesV2();
+    const lb = cloud.loadBalancer();
+    assert.ok(instances && lb);
+    const { result, calls } = await countCloudCalls(async () => {
+      await instances.instanceExists(node, signal);
+      lb.getLoadBalancerName('c', service);
+      await withCallBudget({ rate: 1_000, burst: 5 }, signal, async () => {
+        await instances.instanceExists(node, signal);
+        await instances.instanceExists(node, signal);
+      });
+      return 'done';
+    });
+    assert.deepEqual({ result, calls }, { result: 'done', calls: 3 });
+    assert.equal((await countCloudCalls(() => Promise.resolve(0))).calls, 0, 'none made');
   });
 });
