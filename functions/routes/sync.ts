@@ -5,14 +5,14 @@
 // Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.
 
-import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import type { Cidr } from '../../shared/net/ip.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
-import { apiMessage } from '../../shared/kube/api.ts';
+import { apiMessage, strategicMergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import {
   conditionCurrent,
@@ -48,9 +48,6 @@ export interface SyncOptions {
 }
 
 const component = 'route_controller';
-// Conditions merge by `type` under a strategic merge patch; a JSON merge patch would replace the
-// whole list, and with it the kubelet's conditions.
-const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
 /**
  * One whole-cluster pass. Reports every node (changes, or why none) and every deleted route.
@@ -219,6 +216,8 @@ async function finishNode(
   let conditionSet = false;
   if (!conditionCurrent(plan.node, condition)) {
     const body = conditionPatch(condition, new Date());
+    // Conditions merge by `type` under a strategic merge patch; a JSON merge patch would replace
+    // the whole list, and with it the kubelet's conditions.
     try {
       await deps.core.patchNodeStatus(
         options.dryRun ? { name, body, dryRun: 'All' } : { name, body },

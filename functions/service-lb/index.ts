@@ -2,14 +2,15 @@
 // manual reconcile) ensures, updates or deletes that Service's load balancer; the "all" trigger —
 // sent periodically and when nodes change — goes over every load-balanced Service and calls the
 // cloud only for those whose spec or node set changed; with a provider that can list the load
-// balancers it owns, it also deletes those whose Service is gone (./sync.ts releaseOrphans).
+// balancers it owns, it also deletes those whose Service is gone (./orphans.ts releaseOrphans).
 
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidLabelName } from '../../shared/kube/names.ts';
-import { syncAllServices, syncService, type ServiceLbDeps } from './sync.ts';
+import type { ServiceLbDeps } from './run.ts';
+import { syncAllServices, syncService } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { NodeLister } from './nodes.ts';
 
