@@ -1,10 +1,18 @@
-// The `fake` provider: a recording cloud for tests, after Go's k8s.io/cloud-provider/fake.
-// Every call is appended to `calls`; each capability can be switched off; each method can be
-// given an error to throw and a latency. Its instances are plain data that a test sets up. It can
-// also act as a cloud that throttles (`throttle`): above a number of calls in any second, a call
-// is refused with RetryError, as a cloud API's rate limit answers (issue 20, row 9).
+// The `fake` provider: a recording cloud for tests and the benchmark, after Go's
+// k8s.io/cloud-provider/fake. Every call is appended to `calls` (and, once answered, to `answered`),
+// counted by method with the most in flight at once; each capability can be switched off; each
+// method can be given an error to throw and a latency. Its instances are plain data that a test
+// sets up, or made for any node name (`instanceFor`). It can also act as a cloud that throttles
+// (`throttle`): above a number of calls in any second, a call is refused with RetryError, as a
+// cloud API's rate limit answers (issue 20, row 9).
 
-import type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
+import type {
+  V1LoadBalancerIngress,
+  V1LoadBalancerStatus,
+  V1Node,
+  V1NodeAddress,
+  V1Service,
+} from '@kubernetes/client-node';
 import { load, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import { CloudConfigError, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
@@ -47,13 +55,19 @@ export interface FakeLoadBalancer {
   readonly service: { readonly namespace: string; readonly name: string; readonly uid: string };
 }
 
-/** The capabilities a FakeCloud can switch off. */
-export type FakeCapability = 'loadBalancer' | 'instances' | 'instancesV2' | 'zones' | 'clusters' | 'routes';
+/**
+ * The capabilities a FakeCloud can switch off, and `listLoadBalancers`, the load balancers' one
+ * optional method (off: a provider that cannot list the load balancers it owns).
+ */
+export type FakeCapability =
+  'loadBalancer' | 'instances' | 'instancesV2' | 'zones' | 'clusters' | 'routes' | 'listLoadBalancers';
 
 /** One recorded call: the method and its arguments (Nodes and Services by name). */
 export interface FakeCall {
   readonly method: string;
   readonly args: readonly unknown[];
+  /** When the cloud answered it (performance.now(), after its latency); unset while in flight. */
+  answeredAt?: number;
 }
 
 /** A cloud's rate limit: more than `perSecond` calls in any 1-s window are refused with RetryError(`retryAfterMs`). */
@@ -66,6 +80,13 @@ export interface FakeThrottle {
 export class FakeCloud implements CloudProvider {
   /** The calls the cloud accepted (a throttled call is counted in {@link throttled}, not here). */
   readonly calls: FakeCall[] = [];
+  /** The accepted calls in the order they were answered (their latency waited), with or without an error. */
+  readonly answered: FakeCall[] = [];
+  /** The accepted calls by method name. */
+  readonly callCounts = new Map<string, number>();
+  /** The most accepted calls of each method in flight (waiting their latency) at once. */
+  readonly peakInFlight = new Map<string, number>();
+  readonly #inFlight = new Map<string, number>();
   /**
    * Throttling, or undefined for none: a call arriving when `perSecond` calls were accepted in the
    * last 1000 ms throws RetryError(`retryAfterMs`) before anything else (latency, `errors`) and
@@ -81,6 +102,12 @@ export class FakeCloud implements CloudProvider {
   // When each accepted call of the last second arrived (performance.now()), oldest first.
   readonly #window: number[] = [];
   readonly machines: FakeInstance[] = [];
+  /**
+   * The machine of a node name that no machine in {@link machines} has (undefined: none), as a
+   * cloud where every node has a machine (the benchmark's, the fault suite's). Its ID must be the
+   * node name, so that its provider ID (`fake://<name>`) finds it again. Unset by default.
+   */
+  instanceFor: ((nodeName: string) => FakeInstance | undefined) | undefined;
   readonly routeTable: Route[] = [];
   /** Load balancers by their name (namespace/name, or the uid with {@link namesByUid}). */
   readonly loadBalancers = new Map<string, FakeLoadBalancer>();
@@ -106,8 +133,14 @@ export class FakeCloud implements CloudProvider {
    * provider that programs routes to the node's addresses and wants them compared.
    */
   routesEnableNodeAddresses = false;
-  /** The ingress IP ensureLoadBalancer hands out. */
+  /** The ingress IP ensureLoadBalancer hands out (unless {@link ingressFor} is set). */
   loadBalancerIp = '192.0.2.100';
+  /**
+   * The ingress of the n-th load balancer (n from 1, counting those that exist when it is made),
+   * which then keeps it through later ensures; undefined (the default): every ensure answers
+   * {@link loadBalancerIp}.
+   */
+  ingressFor: ((n: number) => V1LoadBalancerIngress) | undefined;
   clusterNames: string[] = ['kubernetes'];
 
   providerName(): string {
@@ -119,7 +152,8 @@ export class FakeCloud implements CloudProvider {
   }
 
   loadBalancer(): LoadBalancer | undefined {
-    return this.#capability('loadBalancer', this.#loadBalancer);
+    const listing = !this.disabled.has('listLoadBalancers');
+    return this.#capability('loadBalancer', listing ? this.#loadBalancer : this.#unlistedLoadBalancer);
   }
 
   instances(): Instances | undefined {
@@ -154,9 +188,20 @@ export class FakeCloud implements CloudProvider {
   // Records the call, waits the configured latency, then throws the configured error if any.
   async #call(method: string, ...args: unknown[]): Promise<void> {
     this.#admit(method);
-    this.calls.push({ method, args });
-    const latency = this.latencyMs.get(method) ?? this.latencyMs.get('*') ?? 0;
-    if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
+    const call: FakeCall = { method, args };
+    this.calls.push(call);
+    this.callCounts.set(method, (this.callCounts.get(method) ?? 0) + 1);
+    const inFlight = (this.#inFlight.get(method) ?? 0) + 1;
+    this.#inFlight.set(method, inFlight);
+    this.peakInFlight.set(method, Math.max(inFlight, this.peakInFlight.get(method) ?? 0));
+    try {
+      const latency = this.latencyMs.get(method) ?? this.latencyMs.get('*') ?? 0;
+      if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
+    } finally {
+      this.#inFlight.set(method, (this.#inFlight.get(method) ?? 1) - 1);
+      call.answeredAt = performance.now();
+      this.answered.push(call);
+    }
     const error = this.errors.get(method);
     if (error) throw error;
   }
@@ -184,15 +229,18 @@ export class FakeCloud implements CloudProvider {
   #byNode(node: V1Node): FakeInstance | undefined {
     const providerId = node.spec?.providerID;
     if (providerId) return this.#byProviderId(providerId);
-    return this.machines.find((i) => i.nodeName === node.metadata?.name);
+    const name = node.metadata?.name;
+    return name === undefined ? undefined : this.#byName(name);
   }
 
   #byProviderId(providerId: string): FakeInstance | undefined {
-    return this.machines.find((i) => `fake://${i.id}` === providerId);
+    const found = this.machines.find((i) => `fake://${i.id}` === providerId);
+    if (found !== undefined || !providerId.startsWith('fake://')) return found;
+    return this.instanceFor?.(providerId.slice('fake://'.length));
   }
 
   #byName(nodeName: string): FakeInstance | undefined {
-    return this.machines.find((i) => i.nodeName === nodeName);
+    return this.machines.find((i) => i.nodeName === nodeName) ?? this.instanceFor?.(nodeName);
   }
 
   #found(instance: FakeInstance | undefined, what: string): FakeInstance {
@@ -295,7 +343,14 @@ export class FakeCloud implements CloudProvider {
     return this.namesByUid ? `uid:${service.metadata?.uid ?? ''}` : serviceKey(service);
   }
 
-  readonly #loadBalancer: LoadBalancer = {
+  // What ensureLoadBalancer answers for the load balancer `name`.
+  #statusFor(name: string): V1LoadBalancerStatus {
+    if (this.ingressFor === undefined) return { ingress: [{ ip: this.loadBalancerIp }] };
+    return this.loadBalancers.get(name)?.status ?? { ingress: [this.ingressFor(this.loadBalancers.size + 1)] };
+  }
+
+  // Every method of the contract's LoadBalancer but the optional listLoadBalancers.
+  readonly #unlistedLoadBalancer: LoadBalancer = {
     getLoadBalancer: async (clusterName, service) => {
       await this.#call('getLoadBalancer', clusterName, serviceKey(service));
       return this.loadBalancers.get(this.#lbName(service))?.status;
@@ -304,8 +359,9 @@ export class FakeCloud implements CloudProvider {
     ensureLoadBalancer: async (clusterName, service, nodes) => {
       const names = nodes.map((n) => String(n.metadata?.name));
       await this.#call('ensureLoadBalancer', clusterName, serviceKey(service), names);
-      const status = { ingress: [{ ip: this.loadBalancerIp }] };
-      this.loadBalancers.set(this.#lbName(service), { status, nodes: names, service: identity(service) });
+      const name = this.#lbName(service);
+      const status = this.#statusFor(name);
+      this.loadBalancers.set(name, { status, nodes: names, service: identity(service) });
       return status;
     },
     updateLoadBalancer: async (clusterName, service, nodes) => {
@@ -318,6 +374,10 @@ export class FakeCloud implements CloudProvider {
       await this.#call('ensureLoadBalancerDeleted', clusterName, serviceKey(service));
       this.loadBalancers.delete(this.#lbName(service));
     },
+  };
+
+  readonly #loadBalancer: LoadBalancer = {
+    ...this.#unlistedLoadBalancer,
     listLoadBalancers: async (clusterName) => {
       await this.#call('listLoadBalancers', clusterName);
       return [...this.loadBalancers].map(([name, lb]) => ({ name, service: { ...lb.service } }));
