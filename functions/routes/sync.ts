@@ -1,6 +1,7 @@
-// The route controller's reconcile (k8s.io/cloud-provider controllers/route, ccm-behaviour §5.3–5.4):
-// list the cloud's routes and the nodes, delete the routes in the cluster CIDR that no node
-// wants, create the missing ones, then set each node's NetworkUnavailable condition.
+// The route controller's reconcile (k8s.io/cloud-provider controllers/route/route_controller.go,
+// reconcile and updateNetworkingCondition): list the cloud's routes and the nodes, delete the
+// routes in the cluster CIDR that no node wants, create the missing ones, then set each node's
+// NetworkUnavailable condition.
 //
 // Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.

@@ -1,9 +1,10 @@
-// The service controller's reconcile (k8s.io/cloud-provider controllers/service, ccm-behaviour §4),
-// one Service per call and without memory: what the Go controller caches (the last synced Service
-// and node set) is a fingerprint recorded on the Service itself (annotation `syncedAnnotation`),
-// written with the status after each successful sync. A Service whose spec and node set match its
-// record costs one GET, and no cloud call: the node list comes from the instance's last one when
-// the event says it is current (./nodes.ts), so a reconcile of one Service lists nothing.
+// The service controller's reconcile (k8s.io/cloud-provider controllers/service/controller.go,
+// syncService and syncLoadBalancerIfNeeded), one Service per call and without memory: what the Go
+// controller caches (the last synced Service and node set) is a fingerprint recorded on the Service
+// itself (annotation `syncedAnnotation`), written with the status after each successful sync. A
+// Service whose spec and node set match its record costs one GET, and no cloud call: the node list
+// comes from the instance's last one when the event says it is current (./nodes.ts), so a reconcile
+// of one Service lists nothing.
 
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { findCause, ImplementedElsewhereError } from '../../shared/cloud/errors.ts';

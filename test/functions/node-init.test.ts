@@ -1,4 +1,5 @@
-// node-init against the real API server with the recording fake cloud (ccm-behaviour §2).
+// node-init against the real API server with the recording fake cloud (k8s.io/cloud-provider
+// controllers/node).
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';

@@ -1,4 +1,5 @@
-// node-lifecycle against the real API server with the recording fake cloud (ccm-behaviour §3).
+// node-lifecycle against the real API server with the recording fake cloud (k8s.io/cloud-provider
+// controllers/nodelifecycle).
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';

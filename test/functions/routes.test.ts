@@ -1,4 +1,4 @@
-// routes against the real API server with the recording fake cloud (ccm-behaviour §5).
+// routes against the real API server with the recording fake cloud (k8s.io/cloud-provider controllers/route).
 
 import assert from 'node:assert/strict';
 import { afterEach, before, beforeEach, describe, it } from 'node:test';

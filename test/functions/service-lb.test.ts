@@ -1,4 +1,5 @@
-// service-lb against the real API server with the recording fake cloud (ccm-behaviour §4).
+// service-lb against the real API server with the recording fake cloud (k8s.io/cloud-provider
+// controllers/service).
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
