@@ -8,6 +8,7 @@
 
 import type { V1LoadBalancerIngress, V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
+import { defaultLoadBalancerName } from '../../shared/cloud/provider.ts';
 import type {
   CloudProvider,
   Clusters,
@@ -301,7 +302,9 @@ export class FakeCloud implements CloudProvider {
       await this.#call('getLoadBalancer', clusterName, serviceKey(service));
       return this.loadBalancers.get(this.#lbName(service))?.status;
     },
-    getLoadBalancerName: (_clusterName, service) => `fake-${serviceKey(service).replace('/', '-')}`,
+    // With namesByUid, upstream's default name ("a" + the uid), as the cloud that option stands for.
+    getLoadBalancerName: (_clusterName, service) =>
+      this.namesByUid ? defaultLoadBalancerName(service) : `fake-${serviceKey(service).replace('/', '-')}`,
     ensureLoadBalancer: async (clusterName, service, nodes) => {
       const names = nodes.map((n) => String(n.metadata?.name));
       await this.#call('ensureLoadBalancer', clusterName, serviceKey(service), names);

@@ -78,6 +78,14 @@ describe('FakeCloud answers', () => {
     assert.deepEqual(await lb.ensureLoadBalancer('k', service('a'), []), { ingress: [{ ip: '192.0.2.7' }] });
   });
 
+  it('names load balancers as upstream does by default when it finds them by uid', () => {
+    const cloud = new FakeCloud();
+    const svc = service('web', '1b4e28ba-2fa1-11d2-883f-0016d3cca427');
+    assert.equal(lbOf(cloud).getLoadBalancerName('k', svc), 'fake-default-web');
+    cloud.namesByUid = true;
+    assert.equal(lbOf(cloud).getLoadBalancerName('k', svc), 'a1b4e28ba2fa111d2883f0016d3cca42');
+  });
+
   it('has load balancers without listLoadBalancers when that is switched off', () => {
     const cloud = new FakeCloud();
     assert.equal('listLoadBalancers' in lbOf(cloud), true);
