@@ -12,8 +12,20 @@ import { nodeLifecycleFeed } from './node-lifecycle/feed.ts';
 import { routesFeed } from './routes/feed.ts';
 import { serviceLbFeed, serviceLbNodeSet } from './service-lb/feed.ts';
 
+// What a function needs from the provider and the configuration is checked here and nowhere else:
+// `cirrus start` asks skipReason and skips a function that cannot run, as the Go CCM skips a
+// controller (k8s.io/cloud-provider app/core.go, startCloudNodeController and the others); a
+// process that loads one without asking (`cirrus serve`, the Lambda entry) is refused by load.
+
+const hasInstances = (cloud: CloudProvider): boolean => Boolean(cloud.instancesV2() || cloud.instances());
+
 const noInstances = (cloud: CloudProvider): string | undefined =>
-  cloud.instancesV2() || cloud.instances() ? undefined : `provider ${cloud.providerName()} has no instances`;
+  hasInstances(cloud) ? undefined : `provider ${cloud.providerName()} has no instances`;
+
+// Why `name` refuses to start with this provider.
+function unsupported(name: string, cloud: CloudProvider, what: string): Error {
+  return new Error(`${name}: cloud provider "${cloud.providerName()}" does not support ${what}`);
+}
 
 const nodeInit: FunctionEntry = {
   name: 'node-init',
@@ -27,8 +39,14 @@ const nodeInit: FunctionEntry = {
   // The Go CCM's --node-status-update-frequency: the pass that refreshes addresses.
   period: { option: 'nodeStatusUpdateFrequency', defaultMs: 300_000 },
   skipReason: noInstances,
-  load: async ({ core, cloud, config }) =>
-    (await import('./node-init/index.ts')).nodeInitFunction({ core, cloud, concurrency: config.concurrentNodeSyncs }),
+  load: async ({ core, cloud, config }) => {
+    if (!hasInstances(cloud)) throw unsupported('node-init', cloud, 'instances');
+    return (await import('./node-init/index.ts')).nodeInitFunction({
+      core,
+      cloud,
+      concurrency: config.concurrentNodeSyncs,
+    });
+  },
 };
 
 const nodeLifecycle: FunctionEntry = {
@@ -43,12 +61,14 @@ const nodeLifecycle: FunctionEntry = {
   // The Go CCM's --node-monitor-period.
   period: { option: 'nodeMonitorPeriod', defaultMs: 5_000 },
   skipReason: noInstances,
-  load: async ({ core, cloud, config }) =>
-    (await import('./node-lifecycle/index.ts')).nodeLifecycleFunction({
+  load: async ({ core, cloud, config }) => {
+    if (!hasInstances(cloud)) throw unsupported('node-lifecycle', cloud, 'instances');
+    return (await import('./node-lifecycle/index.ts')).nodeLifecycleFunction({
       core,
       cloud,
       concurrency: config.concurrentNodeSyncs,
-    }),
+    });
+  },
 };
 
 const serviceLb: FunctionEntry = {
@@ -67,13 +87,16 @@ const serviceLb: FunctionEntry = {
   // The service controller has no periodic pass over all Services (its resyncs are filtered out).
   period: { option: 'serviceSyncPeriod', defaultMs: 0 },
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),
-  load: async ({ core, cloud, config }) =>
-    (await import('./service-lb/index.ts')).serviceLbFunction({
+  load: async ({ core, cloud, config }) => {
+    const loadBalancer = cloud.loadBalancer();
+    if (!loadBalancer) throw unsupported('service-lb', cloud, 'load balancers');
+    return (await import('./service-lb/index.ts')).serviceLbFunction({
       core,
-      cloud,
+      loadBalancer,
       clusterName: config.clusterName,
       concurrency: config.concurrentServiceSyncs,
-    }),
+    });
+  },
 };
 
 const routes: FunctionEntry = {
@@ -93,15 +116,22 @@ const routes: FunctionEntry = {
     if (!cloud.routes()) return `provider ${cloud.providerName()} has no routes`;
     return config.clusterCidr.length === 0 ? 'no --cluster-cidr' : undefined;
   },
-  load: async ({ core, cloud, config }) =>
-    (await import('./routes/index.ts')).routesFunction({
+  // In the order of upstream's startRouteController; the function checks the rest (its CIDRs).
+  load: async ({ core, cloud, config }) => {
+    if (!config.configureCloudRoutes)
+      throw new Error(
+        'routes: cloud routes are disabled (configure-cloud-routes is false); this function has nothing to do',
+      );
+    const routes = cloud.routes();
+    if (!routes) throw unsupported('routes', cloud, 'routes');
+    return (await import('./routes/index.ts')).routesFunction({
       core,
-      cloud,
+      routes,
       clusterName: config.clusterName,
       clusterCidrs: config.clusterCidr,
-      configureCloudRoutes: config.configureCloudRoutes,
       concurrency: config.concurrentRouteOperations,
-    }),
+    });
+  },
 };
 
 /** Every function cirrus ships, in the order `cirrus start` runs them. */

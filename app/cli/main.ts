@@ -13,6 +13,7 @@ import {
   type CommandOptions,
   type OptionName,
 } from '../config.ts';
+import type { FunctionOption } from '../../shared/catalogue.ts';
 import { formatDuration } from '../../shared/duration.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
@@ -32,6 +33,50 @@ function command<K extends OptionName>(definition: Command<K>): Command<K> {
 // What builds the provider and reaches the cluster: serve, conformance and start take them alike.
 const providerOptions = ['cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig'] as const;
 
+// What the functions' implementations read (shared/catalogue.ts FunctionSettings): serve and start.
+const functionOptions = [
+  'concurrentNodeSyncs',
+  'concurrentServiceSyncs',
+  'configureCloudRoutes',
+  'clusterCidr',
+  'concurrentRouteOperations',
+] as const satisfies readonly FunctionOption[];
+
+// Where a function listens: serve and start; the Lambda entry, where nothing listens, leaves them out.
+const listenOptions = ['bindAddress', 'port', 'maxConcurrentRequests'] as const;
+
+// The periods of the periodic triggers that start and relay both send.
+const periodOptions = ['nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency'] as const;
+
+// The cloud call budget and leader election: start and relay.
+const relayOptions = [
+  'cloudCallRate',
+  'cloudCallBurst',
+  'leaderElect',
+  'leaderElectLeaseDuration',
+  'leaderElectRenewDeadline',
+  'leaderElectRetryPeriod',
+  'leaderElectResourceName',
+  'leaderElectResourceNamespace',
+] as const;
+
+/**
+ * What `cirrus serve` takes; the Lambda entry (app/lambda) takes the same but where to listen, with
+ * a Secrets Manager ID beside each file.
+ */
+export const serveOptions = [
+  ...providerOptions,
+  ...listenOptions,
+  ...functionOptions,
+  'signingSecretFile',
+  'logLevel',
+] as const satisfies readonly OptionName[];
+
+/** Whether `option` says where a function listens (`cirrus serve` has them; a Lambda does not). */
+export function isListenOption(option: OptionName): option is (typeof listenOptions)[number] {
+  return (listenOptions as readonly OptionName[]).includes(option);
+}
+
 const commands = {
   cluster: command({
     summary: 'Run a local kube-apiserver and etcd (the test control plane) until Ctrl-C.',
@@ -47,19 +92,7 @@ const commands = {
     description:
       `Serves <function> (${functionList()}) on --bind-address:--port: CloudEvents on POST /,\n` +
       'manual reconciles on POST /reconcile, and /healthz, /readyz, /metrics. Stops gracefully on SIGTERM.',
-    options: [
-      ...providerOptions,
-      'bindAddress',
-      'port',
-      'maxConcurrentRequests',
-      'concurrentNodeSyncs',
-      'concurrentServiceSyncs',
-      'configureCloudRoutes',
-      'clusterCidr',
-      'concurrentRouteOperations',
-      'signingSecretFile',
-      'logLevel',
-    ],
+    options: serveOptions,
     required: ['cloudProvider'],
     positionals: ['function'],
     run: async (line, io) => (await import('./serve.ts')).runServe(line, io),
@@ -100,25 +133,10 @@ const commands = {
       ...providerOptions,
       'useExistingCluster',
       'controllers',
-      'bindAddress',
-      'port',
-      'maxConcurrentRequests',
-      'concurrentNodeSyncs',
-      'concurrentServiceSyncs',
-      'configureCloudRoutes',
-      'clusterCidr',
-      'concurrentRouteOperations',
-      'nodeMonitorPeriod',
-      'routeReconciliationPeriod',
-      'nodeStatusUpdateFrequency',
-      'cloudCallRate',
-      'cloudCallBurst',
-      'leaderElect',
-      'leaderElectLeaseDuration',
-      'leaderElectRenewDeadline',
-      'leaderElectRetryPeriod',
-      'leaderElectResourceName',
-      'leaderElectResourceNamespace',
+      ...listenOptions,
+      ...functionOptions,
+      ...periodOptions,
+      ...relayOptions,
       'signingSecretFile',
       'dataDir',
       'logLevel',
@@ -137,19 +155,10 @@ const commands = {
       'kubeconfig',
       'to',
       'routingConfig',
-      'nodeMonitorPeriod',
-      'routeReconciliationPeriod',
-      'nodeStatusUpdateFrequency',
+      ...periodOptions,
       'serviceSyncPeriod',
       'concurrentDeliveries',
-      'cloudCallRate',
-      'cloudCallBurst',
-      'leaderElect',
-      'leaderElectLeaseDuration',
-      'leaderElectRenewDeadline',
-      'leaderElectRetryPeriod',
-      'leaderElectResourceName',
-      'leaderElectResourceNamespace',
+      ...relayOptions,
       'signingSecretFile',
       'bindAddress',
       'port',

@@ -18,7 +18,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
 import type { FunctionEntry } from '../../shared/catalogue.ts';
-import { shareLibraryWithProviderModules } from '../cli/main.ts';
+import { isListenOption, serveOptions, shareLibraryWithProviderModules } from '../cli/main.ts';
 import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
 import { createLogger } from '../log.ts';
 import { extensionSecretStore, materializeSecrets } from './secrets.ts';
@@ -26,25 +26,20 @@ import { extensionSecretStore, materializeSecrets } from './secrets.ts';
 /** The options a function takes on Lambda: those of `cirrus serve` but the listening address, and the secret IDs. */
 export type LambdaOptions = FunctionOptions | 'kubeconfigSecretId' | 'cloudConfigSecretId' | 'signingSecretId';
 
-/** What a function reads from its environment on Lambda. */
+// The file options that can come from Secrets Manager instead (./secrets.ts), and their ID's option.
+const secretIdOf: Partial<Record<LambdaOptions, LambdaOptions>> = {
+  cloudConfig: 'cloudConfigSecretId',
+  kubeconfig: 'kubeconfigSecretId',
+  signingSecretFile: 'signingSecretId',
+};
+
+/** What a function reads from its environment on Lambda: `cirrus serve`'s options but where to listen, each file's secret ID beside it. */
 export const lambdaCommand: CommandOptions<LambdaOptions> = {
-  options: [
-    'cloudProvider',
-    'cloudConfig',
-    'cloudConfigSecretId',
-    'providerModule',
-    'clusterName',
-    'kubeconfig',
-    'kubeconfigSecretId',
-    'concurrentNodeSyncs',
-    'concurrentServiceSyncs',
-    'configureCloudRoutes',
-    'clusterCidr',
-    'concurrentRouteOperations',
-    'signingSecretFile',
-    'signingSecretId',
-    'logLevel',
-  ],
+  options: serveOptions.flatMap((option): LambdaOptions[] => {
+    if (isListenOption(option)) return [];
+    const secretId = secretIdOf[option];
+    return secretId === undefined ? [option] : [option, secretId];
+  }),
   required: ['cloudProvider'],
 };
 

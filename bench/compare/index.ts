@@ -133,7 +133,7 @@ function checkSample(run: Run, label: string, sample: Sample): void {
 // What the benchmark cloud answers for the sample Node (cirrus's own BenchCloud says it).
 async function expectedSample(): Promise<Run['expected']> {
   const name = 'cmp-sample';
-  const metadata = await new BenchCloud().instancesV2().instanceMetadata({ metadata: { name } });
+  const metadata = await new BenchCloud().instancesV2()?.instanceMetadata({ metadata: { name } });
   if (metadata === undefined) throw new Error('the benchmark cloud has no metadata for the sample Node');
   return {
     providerID: metadata.providerId,

@@ -1,4 +1,5 @@
-// The benchmark cloud (performance.md §9), answering exactly as test/harness/cloud.ts does for cirrus:
+// The benchmark cloud, answering exactly as test/harness/cloud.ts (the recording fake,
+// providers/fake, set up as the benchmark's cloud) does for cirrus:
 // InstancesV2, LoadBalancer and Routes; providerID fake://<node>, an InternalIP from the FNV-1a
 // hash of the node name, fake.medium, fake-zone-a, fake-region-1; the n-th new load balancer
 // (keyed by the name derived from the Service UID) gets 198.18.0.0+n; routes in a table.

@@ -1,4 +1,4 @@
-// Step 0 (performance.md §7): the API server's own ceiling on this machine — sustained Node merge
+// Step 0: the API server's own ceiling on this machine — sustained Node merge
 // PATCHes per second from one client with `concurrency` requests in flight, before cirrus runs.
 
 import { deleteNodes, nodeObject, type Bench } from '../../test/harness/context.ts';

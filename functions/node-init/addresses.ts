@@ -1,46 +1,10 @@
 // Node addresses: the `alpha.kubernetes.io/provided-node-ip` rules and change detection, as
-// k8s.io/cloud-provider's node controller and component-helpers compute them. Pure functions.
+// k8s.io/cloud-provider's node controller and component-helpers compute them (the annotation's IPs
+// are read by shared/net/ip.ts). Pure functions.
 
 import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import { annotationProvidedNodeIp } from '../../shared/kube/well-known.ts';
-import { formatIp, parseIp, unmapIp, type Ip, type IpSyntax } from '../../shared/net/ip.ts';
-
-// Node IPs as Node.js's net.isIP reads them (no leading zeros in IPv4 octets), without a zone.
-const NODE_IP: IpSyntax = { leadingZeros: false };
-
-// A node IP as it is compared: an IPv4-mapped IPv6 address is its IPv4 address.
-function parseNodeIp(text: string): Ip | undefined {
-  const ip = parseIp(text, NODE_IP);
-  return ip === undefined ? undefined : unmapIp(ip);
-}
-
-/** The canonical text of an IP address (IPv6 compressed, IPv4-mapped IPv6 as IPv4), or undefined. */
-export function canonicalIp(text: string): string | undefined {
-  const ip = parseNodeIp(text);
-  return ip === undefined ? undefined : formatIp(ip);
-}
-
-/**
- * Parses the provided-node-ip annotation: one IP, or a dual-stack pair (one IPv4, one IPv6).
- * Throws an Error saying what is wrong otherwise.
- */
-export function parseNodeIpAnnotation(value: string): string[] {
-  const parts = value.split(',').map((p) => p.trim());
-  if (value.trim() === '') throw new Error('the annotation is empty');
-  if (parts.length > 2) throw new Error(`"${value}" has more than two IPs`);
-  const ips = parts.map((p) => {
-    const ip = parseNodeIp(p);
-    if (ip === undefined) throw new Error(`"${p}" is not an IP address`);
-    return ip;
-  });
-  const [first, second] = ips;
-  if (first !== undefined && second !== undefined) {
-    if (first.family === second.family) throw new Error(`"${value}" must be one IPv4 and one IPv6 address`);
-    if (ips.some((ip) => ip.value === 0n))
-      throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
-  }
-  return ips.map(formatIp);
-}
+import { canonicalNodeIp, parseNodeIpAnnotation } from '../../shared/net/ip.ts';
 
 /**
  * The cloud's addresses filtered by the node IPs the kubelet was given: for each node IP, the
@@ -52,7 +16,7 @@ export function addressesForNodeIp(annotation: string, cloud: readonly V1NodeAdd
   const chosen: V1NodeAddress[] = [];
   const claimed = new Set<string>();
   for (const nodeIp of nodeIps) {
-    const matches = cloud.filter((a) => canonicalIp(a.address) === nodeIp);
+    const matches = cloud.filter((a) => canonicalNodeIp(a.address) === nodeIp);
     if (matches.length === 0)
       throw new Error(`failed to get node address from cloud provider that matches ip: ${nodeIp}`);
     for (const match of matches) {

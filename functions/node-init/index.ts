@@ -19,11 +19,8 @@ export interface NodeInitOptions {
   readonly concurrency?: number;
 }
 
-/** The node-init function; throws when the provider supports neither InstancesV2 nor Instances. */
+/** The node-init function, for a provider with InstancesV2 or Instances (the catalogue checks it). */
 export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
-  if (!options.cloud.instancesV2() && !options.cloud.instances()) {
-    throw new Error(`node-init: cloud provider "${options.cloud.providerName()}" does not support instances`);
-  }
   const deps: { -readonly [K in keyof NodeInitDeps]: NodeInitDeps[K] } = {
     core: options.core,
     cloud: options.cloud,

@@ -1,7 +1,7 @@
 // The cloud node controller's reconcile, one node per call (k8s.io/cloud-provider
-// controllers/node, ccm-behaviour §2): initialize a tainted node from its instance metadata, or
-// keep an initialized node's GA labels equal to their beta labels; and the periodic pass that
-// refreshes every initialized node's addresses.
+// controllers/node/node_controller.go, syncNode and UpdateNodeStatus): initialize a tainted node
+// from its instance metadata, or keep an initialized node's GA labels equal to their beta labels;
+// and the periodic pass that refreshes every initialized node's addresses.
 //
 // Writes are conditional where they replace a list: the initialization patch carries the node's
 // resourceVersion, so a concurrent writer makes it fail with 409 and the node is read again.

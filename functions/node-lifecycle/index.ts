@@ -18,11 +18,8 @@ export interface NodeLifecycleOptions {
   readonly concurrency?: number;
 }
 
-/** The node-lifecycle function; throws when the provider supports neither InstancesV2 nor Instances. */
+/** The node-lifecycle function, for a provider with InstancesV2 or Instances (the catalogue checks it). */
 export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDefinition {
-  if (!options.cloud.instancesV2() && !options.cloud.instances()) {
-    throw new Error(`node-lifecycle: cloud provider "${options.cloud.providerName()}" does not support instances`);
-  }
   const deps: NodeLifecycleDeps = {
     core: options.core,
     cloud: options.cloud,

@@ -1,6 +1,7 @@
-// The cloud node lifecycle controller's reconcile (k8s.io/cloud-provider controllers/nodelifecycle,
-// ccm-behaviour §3): a Ready node loses the shutdown taint; a node that is not Ready is deleted when
-// its instance is gone, or gets the shutdown taint while its instance is shut down.
+// The cloud node lifecycle controller's reconcile (k8s.io/cloud-provider
+// controllers/nodelifecycle/node_lifecycle_controller.go, MonitorNodes): a Ready node loses the
+// shutdown taint; a node that is not Ready is deleted when its instance is gone, or gets the
+// shutdown taint while its instance is shut down.
 
 import type { CoreV1Api, V1Node, V1Taint } from '@kubernetes/client-node';
 import type { Logger } from 'pino';

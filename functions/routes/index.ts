@@ -5,7 +5,7 @@
 
 import type { CoreV1Api } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
-import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import type { Routes } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type {
   FunctionDefinition,
@@ -22,7 +22,8 @@ import { reconcileRoutes, type RoutesDeps, type SyncOptions } from './sync.ts';
 /** What routes needs. */
 export interface RoutesOptions {
   readonly core: CoreV1Api;
-  readonly cloud: CloudProvider;
+  /** The provider's routes (the catalogue refuses a provider without them, or with routes disabled). */
+  readonly routes: Routes;
   /** `--cluster-name`, handed to every route call. */
   readonly clusterName: string;
   /**
@@ -30,28 +31,20 @@ export interface RoutesOptions {
    * Only routes inside them are ever deleted.
    */
   readonly clusterCidrs: readonly string[];
-  /** `--configure-cloud-routes` (default true); false means routes are disabled and the function refuses to start. */
-  readonly configureCloudRoutes?: boolean;
   /** Provider route calls in flight at once, and node status writes at once (default 10). */
   readonly concurrency?: number;
   /** A pass starts no sooner than this after the previous one started (default {@link defaultMinPassIntervalMs}). */
   readonly minPassIntervalMs?: number;
 }
 
-// The start-up checks of upstream's startRouteController, in its order, plus our own option.
-function startup(options: RoutesOptions): Pick<RoutesDeps, 'routes' | 'clusterCidrs' | 'concurrency'> {
-  if (options.configureCloudRoutes === false) {
-    throw new Error(
-      'routes: cloud routes are disabled (configure-cloud-routes is false); this function has nothing to do',
-    );
-  }
-  const routes = options.cloud.routes();
-  if (!routes) throw new Error(`routes: cloud provider "${options.cloud.providerName()}" does not support routes`);
+// The start-up checks of upstream's startRouteController that follow those of the catalogue
+// (routes enabled, a provider with routes), in its order, plus our own option.
+function startup(options: RoutesOptions): Pick<RoutesDeps, 'clusterCidrs' | 'concurrency'> {
   const concurrency = options.concurrency ?? defaultRouteConcurrency;
   if (!Number.isInteger(concurrency) || concurrency < 1)
     throw new Error(`routes: concurrency must be a positive integer, got ${concurrency}`);
   try {
-    return { routes, clusterCidrs: parseClusterCidrs(options.clusterCidrs), concurrency };
+    return { clusterCidrs: parseClusterCidrs(options.clusterCidrs), concurrency };
   } catch (error) {
     throw new Error(`routes: ${(error as Error).message}`, { cause: error });
   }
@@ -79,12 +72,13 @@ export const defaultMinPassIntervalMs = 1_000;
  * its arrival; a pass starts no sooner than `minPassIntervalMs` after the one before it. Dry runs coalesce among themselves only. Replicas do not coalesce with each other
  * (harmless, but duplicate cloud calls): deploy routes as a single instance.
  *
- * Throws at start-up, saying which, when routes are disabled (`configureCloudRoutes: false`), the
- * provider has no Routes, a cluster CIDR is missing or invalid, or `concurrency` is not a positive integer.
+ * Throws at start-up, saying which, when a cluster CIDR is missing or invalid, or `concurrency` is
+ * not a positive integer.
  */
 export function routesFunction(options: RoutesOptions): FunctionDefinition {
   const deps: { -readonly [K in keyof RoutesDeps]: RoutesDeps[K] } = {
     core: options.core,
+    routes: options.routes,
     clusterName: options.clusterName,
     ...startup(options),
   };

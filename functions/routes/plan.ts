@@ -1,4 +1,4 @@
-// The route controller's decisions (k8s.io/cloud-provider controllers/route, ccm-behaviour §5),
+// The route controller's decisions (k8s.io/cloud-provider controllers/route/route_controller.go),
 // computed without side effects: which cluster CIDRs are valid, which routes each node needs,
 // which listed routes must go, and what the NetworkUnavailable condition must say.
 
@@ -116,7 +116,7 @@ export interface RoutePlan {
   readonly deleteFirst: boolean;
 }
 
-/** The reconcile's decisions (ccm-behaviour §5.3 steps 1–4). */
+/** The reconcile's decisions (upstream's reconcile in route_controller.go, before it acts). */
 export function planRoutes(
   nodes: readonly V1Node[],
   routes: readonly Route[],

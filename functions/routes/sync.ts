@@ -1,18 +1,19 @@
-// The route controller's reconcile (k8s.io/cloud-provider controllers/route, ccm-behaviour §5.3–5.4):
-// list the cloud's routes and the nodes, delete the routes in the cluster CIDR that no node
-// wants, create the missing ones, then set each node's NetworkUnavailable condition.
+// The route controller's reconcile (k8s.io/cloud-provider controllers/route/route_controller.go,
+// reconcile and updateNetworkingCondition): list the cloud's routes and the nodes, delete the
+// routes in the cluster CIDR that no node wants, create the missing ones, then set each node's
+// NetworkUnavailable condition.
 //
 // Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.
 
-import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import type { Cidr } from '../../shared/net/ip.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
-import { apiMessage } from '../../shared/kube/api.ts';
+import { apiMessage, strategicMergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import {
   conditionCurrent,
@@ -48,9 +49,6 @@ export interface SyncOptions {
 }
 
 const component = 'route_controller';
-// Conditions merge by `type` under a strategic merge patch; a JSON merge patch would replace the
-// whole list, and with it the kubelet's conditions.
-const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
 /**
  * One whole-cluster pass. Reports every node (changes, or why none) and every deleted route.
@@ -219,6 +217,8 @@ async function finishNode(
   let conditionSet = false;
   if (!conditionCurrent(plan.node, condition)) {
     const body = conditionPatch(condition, new Date());
+    // Conditions merge by `type` under a strategic merge patch; a JSON merge patch would replace
+    // the whole list, and with it the kubelet's conditions.
     try {
       await deps.core.patchNodeStatus(
         options.dryRun ? { name, body, dryRun: 'All' } : { name, body },

@@ -2,35 +2,34 @@
 // manual reconcile) ensures, updates or deletes that Service's load balancer; the "all" trigger —
 // sent periodically and when nodes change — goes over every load-balanced Service and calls the
 // cloud only for those whose spec or node set changed; with a provider that can list the load
-// balancers it owns, it also deletes those whose Service is gone (./sync.ts releaseOrphans).
+// balancers it owns, it also deletes those whose Service is gone (./orphans.ts releaseOrphans).
 
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidLabelName } from '../../shared/kube/names.ts';
-import { syncAllServices, syncService, type ServiceLbDeps } from './sync.ts';
+import type { ServiceLbDeps } from './run.ts';
+import { syncAllServices, syncService } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { NodeLister } from './nodes.ts';
 
 /** What service-lb needs. */
 export interface ServiceLbOptions {
   readonly core: CoreV1Api;
-  readonly cloud: CloudProvider;
+  /** The provider's load balancers (the catalogue refuses a provider without them). */
+  readonly loadBalancer: LoadBalancer;
   /** --cluster-name, handed to every load balancer call. */
   readonly clusterName: string;
   /** Services handled at once by a pass over all of them (default 10). */
   readonly concurrency?: number;
 }
 
-/** The service-lb function; throws when the provider has no load balancers. */
+/** The service-lb function. */
 export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition {
-  const loadBalancer = options.cloud.loadBalancer();
-  if (!loadBalancer)
-    throw new Error(`service-lb: cloud provider "${options.cloud.providerName()}" does not support load balancers`);
   const deps: ServiceLbDeps = {
     core: options.core,
-    loadBalancer,
+    loadBalancer: options.loadBalancer,
     clusterName: options.clusterName,
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),

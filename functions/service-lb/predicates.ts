@@ -1,4 +1,5 @@
-// The service controller's decisions (ccm-behaviour §4.2, §4.6, §4.7), as pure functions, and
+// The service controller's decisions (k8s.io/cloud-provider controllers/service/controller.go:
+// wantsLoadBalancer, needsCleanup, needsUpdate, the node predicates), as pure functions, and
 // the record cirrus keeps on a Service in place of the Go controller's in-memory cache: a
 // fingerprint of what the last successful sync saw.
 

@@ -1,69 +1,41 @@
-// The service controller's reconcile (k8s.io/cloud-provider controllers/service, ccm-behaviour §4),
-// one Service per call and without memory: what the Go controller caches (the last synced Service
-// and node set) is a fingerprint recorded on the Service itself (annotation `syncedAnnotation`),
-// written with the status after each successful sync. A Service whose spec and node set match its
-// record costs one GET, and no cloud call: the node list comes from the instance's last one when
-// the event says it is current (./nodes.ts), so a reconcile of one Service lists nothing.
+// The service controller's reconcile (k8s.io/cloud-provider controllers/service/controller.go,
+// syncService and syncLoadBalancerIfNeeded), one Service per call and without memory: what the Go
+// controller caches (the last synced Service and node set) is a fingerprint recorded on the Service
+// itself (annotation `syncedAnnotation`), written with the status after each successful sync. A
+// Service whose spec and node set match its record costs one GET, and no cloud call: the node list
+// comes from the instance's last one when the event says it is current (./nodes.ts), so a reconcile
+// of one Service lists nothing.
 
-import type { CoreV1Api, V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
+import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { findCause, ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
-import type { LoadBalancer, OwnedLoadBalancer } from '../../shared/cloud/provider.ts';
-import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
-import type { Change, ObjectReport } from '../../shared/host/function.ts';
-import { apiMessage, apiStatus, mergePatch } from '../../shared/kube/api.ts';
-import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
-import type { NodeLister } from './nodes.ts';
+import { mapLimit } from '../../shared/concurrency.ts';
+import type { ObjectReport } from '../../shared/host/function.ts';
+import { apiMessage } from '../../shared/kube/api.ts';
+import { releaseOrphans, vanished } from './orphans.ts';
 import {
-  finalizer,
   hasFinalizer,
-  loadBalancerStatusEqual,
   needsCleanup,
   nodeNamesForMessage,
   nodesFingerprint,
   specFingerprint,
-  syncedAnnotation,
   syncRecord,
   wantsLoadBalancer,
 } from './predicates.ts';
-
-/** What the service-lb reconcile works with. */
-export interface ServiceLbDeps {
-  readonly core: CoreV1Api;
-  readonly loadBalancer: LoadBalancer;
-  readonly clusterName: string;
-  /** Services handled at once by a pass over all of them. */
-  readonly concurrency: number;
-  /** One reconcile per Service at a time, whatever asked for it: two ensures at once could make two load balancers. */
-  readonly serializer: KeyedSerializer;
-  /** The eligible nodes, listed only when the instance's last list is not known to be current. */
-  readonly nodes: NodeLister;
-}
-
-/** How one reconcile runs. */
-export interface ServiceSyncOptions {
-  readonly dryRun: boolean;
-  readonly log: Logger;
-  readonly signal?: AbortSignal;
-  /** A delete event's last known object. */
-  readonly lastKnown?: unknown;
-  /** The event's digest of the current node list (`cirrusnodeset`), when it has one. */
-  readonly nodeSet?: string;
-  /** An add or update event's object (a claim, see ReconcileOptions). */
-  readonly claimed?: unknown;
-}
-
-const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
-
-// One reconcile's working state: the Service, the changes made so far (for the report).
-interface Run {
-  readonly deps: ServiceLbDeps;
-  readonly options: ServiceSyncOptions;
-  readonly service: V1Service;
-  readonly key: string;
-  readonly changes: Change[];
-}
+import {
+  addFinalizer,
+  cloud,
+  deleted,
+  deleting,
+  ensureDeleted,
+  event,
+  patchStatus,
+  readService,
+  removeFinalizer,
+  serviceKey,
+  type Run,
+  type ServiceLbDeps,
+  type ServiceSyncOptions,
+} from './run.ts';
 
 /**
  * Reconciles the Service `namespace/name`. An event whose object has no load balancer to ensure
@@ -143,91 +115,6 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
   });
 }
 
-/**
- * The load balancers the provider lists (when it can: `listLoadBalancers` is optional) whose
- * Service is not among `listed` and, read again from the API server, is gone or has another uid:
- * each is deleted with ensureLoadBalancerDeleted. They are what cleanup never reached — a Service
- * whose finalizer was removed by hand, or one deleted before its finalizer was set, while no
- * delete event reached service-lb. The list is a claim; only the API server's answer deletes.
- */
-async function releaseOrphans(
-  deps: ServiceLbDeps,
-  listed: readonly V1Service[],
-  options: ServiceSyncOptions,
-): Promise<ObjectReport[]> {
-  const { loadBalancer } = deps;
-  if (loadBalancer.listLoadBalancers === undefined) return [];
-  let owned: OwnedLoadBalancer[];
-  try {
-    owned = await loadBalancer.listLoadBalancers(deps.clusterName, options.signal);
-  } catch (error) {
-    options.log.warn({ err: error }, 'could not list the load balancers to release those without a Service');
-    return [{ key: 'LoadBalancers', result: 'failed', changes: [], error: (error as Error).message }];
-  }
-  const live = new Set(listed.map((service) => service.metadata?.uid ?? ''));
-  const suspects = owned.filter((lb) => lb.service.uid !== '' && !live.has(lb.service.uid));
-  const reports = await mapLimit(suspects, deps.concurrency, async (lb) => {
-    const key = `Service/${lb.service.namespace}/${lb.service.name}`;
-    try {
-      return await deps.serializer.run(key, () => releaseOrphan(deps, lb, key, options));
-    } catch (error) {
-      options.log.warn({ key, loadBalancer: lb.name, err: error }, 'load balancer without a Service not released');
-      return { key, result: 'failed', changes: [], error: (error as Error).message };
-    }
-  });
-  return reports.filter((report): report is ObjectReport => report !== undefined);
-}
-
-// Deletes `lb` unless the API server has its Service (same namespace, name and uid); undefined
-// when it does (created after the list was taken: nothing to report).
-async function releaseOrphan(
-  deps: ServiceLbDeps,
-  lb: OwnedLoadBalancer,
-  key: string,
-  options: ServiceSyncOptions,
-): Promise<ObjectReport | undefined> {
-  const { namespace, name, uid } = lb.service;
-  const current = await readService(deps.core, namespace, name);
-  if (current?.metadata?.uid === uid) return undefined;
-  // The Service as the provider recorded it: all that ensureLoadBalancerDeleted needs to find it.
-  const service: V1Service = {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { namespace, name, uid },
-    spec: { type: 'LoadBalancer' },
-  };
-  const run: Run = { deps, options, service, key, changes: [] };
-  await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
-  try {
-    await cloud(run, 'ensureLoadBalancerDeleted', () =>
-      deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, service, options.signal),
-    );
-  } catch (error) {
-    await event(run, {
-      type: 'Warning',
-      reason: 'DeleteLoadBalancerFailed',
-      message: `Error deleting load balancer: ${(error as Error).message}`,
-    });
-    throw error;
-  }
-  await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });
-  const why = current === undefined ? 'the Service is gone' : `the Service now has uid ${current.metadata?.uid ?? ''}`;
-  return { key, result: 'orphan-deleted', changes: run.changes, note: `load balancer ${lb.name} (uid ${uid}): ${why}` };
-}
-
-function serviceKey(service: V1Service): string {
-  return `Service/${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`;
-}
-
-async function readService(core: CoreV1Api, namespace: string, name: string): Promise<V1Service | undefined> {
-  try {
-    return await core.readNamespacedService({ namespace, name });
-  } catch (error) {
-    if (apiStatus(error) === 404) return undefined;
-    throw error;
-  }
-}
-
 async function syncFetched(
   deps: ServiceLbDeps,
   service: V1Service,
@@ -261,16 +148,14 @@ async function deleteBranch(run: Run): Promise<string> {
     });
   }
   if (exists) {
-    await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
-    await cloud(run, 'ensureLoadBalancerDeleted', () =>
-      deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, service, run.options.signal),
-    ).catch((error: unknown) => {
+    await event(run, deleting);
+    await ensureDeleted(run).catch((error: unknown) => {
       if (findCause(error, ImplementedElsewhereError)) return;
       throw new Error(`failed to delete load balancer: ${(error as Error).message}`, { cause: error });
     });
   }
   await removeFinalizer(run);
-  await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });
+  await event(run, deleted);
   await patchStatus(run, {}, null);
   return exists ? 'deleted' : 'cleaned-up';
 }
@@ -350,162 +235,4 @@ async function ensure(run: Run, nodes: readonly V1Node[], record: { spec: string
   await event(run, { type: 'Normal', reason: 'EnsuredLoadBalancer', message: 'Ensured load balancer' });
   await patchStatus(run, status, record);
   return 'ensured';
-}
-
-// A mutating provider call: made, or on a dry run only reported.
-async function cloud<T>(run: Run, method: string, call: () => Promise<T>): Promise<T | undefined> {
-  run.changes.push({ action: 'cloud', target: run.key, detail: { method } });
-  return run.options.dryRun ? undefined : call();
-}
-
-async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promise<void> {
-  const metadata = run.service.metadata;
-  const reference = {
-    apiVersion: 'v1',
-    kind: 'Service',
-    name: metadata?.name ?? '',
-    namespace: metadata?.namespace ?? '',
-    uid: metadata?.uid ?? '',
-  };
-  const body = eventFor(reference, { ...spec, component: 'service-controller' });
-  run.changes.push({
-    action: 'event',
-    target: run.key,
-    detail: { type: spec.type, reason: spec.reason, message: spec.message },
-  });
-  if (run.options.dryRun) return;
-  await recordEvent(run.deps.core, body).catch((error: unknown) => {
-    run.options.log.warn({ key: run.key, err: error }, 'event not recorded');
-  });
-}
-
-// Finalizers are patched as upstream does: a strategic merge patch on services/status, which adds
-// to (or deletes from) the list without replacing other controllers' finalizers.
-async function addFinalizer(run: Run): Promise<void> {
-  if (hasFinalizer(run.service)) return;
-  await patchServiceStatus(
-    run,
-    { metadata: { finalizers: [finalizer] } },
-    strategicMergePatch,
-    'failed to add load balancer cleanup finalizer',
-  );
-}
-
-async function removeFinalizer(run: Run): Promise<void> {
-  if (!hasFinalizer(run.service)) return;
-  await patchServiceStatus(
-    run,
-    { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } },
-    strategicMergePatch,
-    'failed to remove load balancer cleanup finalizer',
-  );
-}
-
-// The ingress and the sync record in one merge patch; skipped when neither changed. `record` null
-// removes it (after cleanup). A Service gone meanwhile (its finalizer just removed) is no error.
-async function patchStatus(
-  run: Run,
-  status: V1LoadBalancerStatus,
-  record: { spec: string; nodes: string } | null,
-): Promise<void> {
-  const body = statusPatch(run.service, status, record);
-  if (body === undefined) return;
-  try {
-    await patchServiceStatus(run, body, mergePatch, 'failed to update load balancer status');
-  } catch (error) {
-    if (apiStatus((error as Error).cause) !== 404) throw error;
-  }
-}
-
-// The merge patch that brings the ingress and the record to what they should be, or undefined.
-function statusPatch(
-  service: V1Service,
-  status: V1LoadBalancerStatus,
-  record: { spec: string; nodes: string } | null,
-): object | undefined {
-  const current = recordText(service);
-  const next = record === null ? null : JSON.stringify(record);
-  const statusChanged = !loadBalancerStatusEqual(service.status?.loadBalancer, status);
-  if (!statusChanged && current === next) return undefined;
-  const patch: { metadata?: object; status?: object } = {};
-  if (current !== next) patch.metadata = { annotations: { [syncedAnnotation]: next } };
-  if (statusChanged) patch.status = { loadBalancer: { ingress: nonEmpty(status.ingress) } };
-  return patch;
-}
-
-function recordText(service: V1Service): string | null {
-  return service.metadata?.annotations?.[syncedAnnotation] ?? null;
-}
-
-// A merge patch removes the list with null; an empty list would be stored as one.
-function nonEmpty<T>(list: T[] | undefined): T[] | null {
-  return list !== undefined && list.length > 0 ? list : null;
-}
-
-async function patchServiceStatus(
-  run: Run,
-  body: object,
-  contentType: typeof mergePatch,
-  failure: string,
-): Promise<void> {
-  const name = run.service.metadata?.name ?? '';
-  const namespace = run.service.metadata?.namespace ?? '';
-  run.changes.push({ action: 'patch-status', target: run.key, detail: body });
-  try {
-    await run.deps.core.patchNamespacedServiceStatus(
-      run.options.dryRun ? { name, namespace, body, dryRun: 'All' } : { name, namespace, body },
-      contentType,
-    );
-  } catch (error) {
-    throw new Error(`${failure}: ${apiMessage(error)}`, { cause: error });
-  }
-}
-
-/**
- * A Service that is gone. With a finalizer that cannot happen before cleanup; without one (removed
- * by hand, or never added), a delete event's last known object still lets its load balancer go.
- */
-async function vanished(deps: ServiceLbDeps, key: string, options: ServiceSyncOptions): Promise<ObjectReport> {
-  const last = options.lastKnown as V1Service | undefined;
-  if (last?.kind !== 'Service' || !wantsLoadBalancer(last) || serviceKey(last) !== key)
-    return { key, result: 'not-found', changes: [] };
-  if ((await deps.loadBalancer.getLoadBalancer(deps.clusterName, last, options.signal)) === undefined)
-    return { key, result: 'not-found', changes: [] };
-  const owner = await liveServiceWithUid(deps.core, last.metadata?.uid);
-  if (owner !== undefined) {
-    // A forged (or confused) delete: the load balancer belongs to a Service that exists.
-    return {
-      key,
-      result: 'not-found',
-      changes: [],
-      note: `delete event not acted on: its uid belongs to the live ${owner}`,
-    };
-  }
-  const run: Run = { deps, options, service: last, key, changes: [] };
-  await event(run, { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' });
-  try {
-    await cloud(run, 'ensureLoadBalancerDeleted', () =>
-      deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, last, options.signal),
-    );
-  } catch (error) {
-    await event(run, {
-      type: 'Warning',
-      reason: 'DeleteLoadBalancerFailed',
-      message: `Error deleting load balancer: ${(error as Error).message}`,
-    });
-    throw error;
-  }
-  await event(run, { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' });
-  return { key, result: 'deleted', changes: run.changes };
-}
-
-// The live Service carrying `uid`, if any. A delete event's object is a claim, and a provider may
-// name its load balancer by the uid alone (upstream's default name is "a" + the uid), so before
-// deleting on such a claim, the API server is asked. One LIST, served from its watch cache, only on
-// this rare path (a Service deleted without cirrus's finalizer).
-async function liveServiceWithUid(core: CoreV1Api, uid: string | undefined): Promise<string | undefined> {
-  if (uid === undefined || uid === '') return 'Service (the event has no uid)';
-  const { items } = await core.listServiceForAllNamespaces({ resourceVersion: '0' });
-  const owner = items.find((service) => service.metadata?.uid === uid);
-  return owner === undefined ? undefined : serviceKey(owner);
 }

@@ -1,7 +1,8 @@
 // A node's instance through InstancesV2 or, without it, the legacy Instances (and Zones)
-// interfaces, in the order and with the fallbacks of the Go node controller (ccm-behaviour §2.3,
-// §2.6) and node lifecycle controller (§3). Contract errors are matched with findCause, so a
-// provider may wrap them.
+// interfaces, in the order and with the fallbacks of the Go node controller (k8s.io/cloud-provider
+// controllers/node/node_controller.go, getInstanceMetadata and updateNodeAddress) and node
+// lifecycle controller (controllers/nodelifecycle/node_lifecycle_controller.go, MonitorNodes).
+// Contract errors are matched with findCause, so a provider may wrap them.
 
 import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import { findCause, InstanceNotFoundError, NotImplementedError } from './errors.ts';

@@ -29,6 +29,12 @@ function safeJson(text: string): unknown {
 /** Request options that send a body as a JSON merge patch (client-node defaults to JSON patch). */
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
+/**
+ * Request options that send a body as a strategic merge patch: lists merge by their key (a
+ * finalizer, a condition's `type`) instead of being replaced, so other writers' entries stay.
+ */
+export const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+
 /** Retries `attempt` while it fails with 409 Conflict, at most `tries` times, waiting a jittered `baseMs` between. */
 export async function retryOnConflict<T>(attempt: () => Promise<T>, tries = 20, baseMs = 50): Promise<T> {
   for (let i = 1; ; i += 1) {

@@ -121,6 +121,44 @@ export function unmapIp(ip: Ip): Ip {
   return address instanceof ipaddr.IPv6 && address.isIPv4MappedAddress() ? fromAddress(address.toIPv4Address()) : ip;
 }
 
+// A node's IPs as Node.js's net.isIP reads them (no leading zeros in IPv4 octets), without a zone.
+const NODE_IP: IpSyntax = { leadingZeros: false };
+
+// A node IP as it is compared: an IPv4-mapped IPv6 address is its IPv4 address.
+function parseNodeIp(text: string): Ip | undefined {
+  const ip = parseIp(text, NODE_IP);
+  return ip === undefined ? undefined : unmapIp(ip);
+}
+
+/** The canonical text of a node's IP (IPv6 compressed, IPv4-mapped IPv6 as IPv4), or undefined. */
+export function canonicalNodeIp(text: string): string | undefined {
+  const ip = parseNodeIp(text);
+  return ip === undefined ? undefined : formatIp(ip);
+}
+
+/**
+ * Parses the provided-node-ip annotation: one IP, or a dual-stack pair (one IPv4, one IPv6), as
+ * k8s.io/component-helpers node/util/ips.go, ParseNodeIPAnnotation. Answers their canonical texts
+ * (canonicalNodeIp); throws an Error saying what is wrong otherwise.
+ */
+export function parseNodeIpAnnotation(value: string): string[] {
+  const parts = value.split(',').map((p) => p.trim());
+  if (value.trim() === '') throw new Error('the annotation is empty');
+  if (parts.length > 2) throw new Error(`"${value}" has more than two IPs`);
+  const ips = parts.map((p) => {
+    const ip = parseNodeIp(p);
+    if (ip === undefined) throw new Error(`"${p}" is not an IP address`);
+    return ip;
+  });
+  const [first, second] = ips;
+  if (first !== undefined && second !== undefined) {
+    if (first.family === second.family) throw new Error(`"${value}" must be one IPv4 and one IPv6 address`);
+    if (ips.some((ip) => ip.value === 0n))
+      throw new Error(`"${value}": an unspecified address cannot be part of a pair`);
+  }
+  return ips.map(formatIp);
+}
+
 /** Parses a prefix length of `family` (0 to 32 or 128) as `syntax` says; undefined when `text` is none. */
 export function parsePrefixLength(text: string, family: IpFamily, syntax: IpSyntax = {}): number | undefined {
   const pattern = syntax.leadingZeros === false ? /^(0|[1-9]\d{0,2})$/ : /^\d{1,3}$/;

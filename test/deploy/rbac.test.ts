@@ -216,7 +216,11 @@ async function serviceLbScenario(c: Context): Promise<void> {
   const cloud = new FakeCloud();
   const [, name] = await Promise.all([c.fixtures.node('rbac-lb', ready), c.fixtures.service('web')]);
   const key = `Service/${c.namespace}/${name}`;
-  const fn = serviceLbFunction({ core: c.core, cloud, clusterName: 'kubernetes' });
+  const fn = serviceLbFunction({
+    core: c.core,
+    loadBalancer: cloud.loadBalancer() ?? assert.fail(),
+    clusterName: 'kubernetes',
+  });
   // A Service event: get the Service, list the Nodes, create Events, patch the status subresource
   // (the finalizer, then the address and the sync record).
   expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name }, run), { [key]: 'ensured' });
@@ -260,7 +264,11 @@ async function staticProviderScenario(c: Context): Promise<void> {
       c.fixtures.service('ipam-a'),
       c.fixtures.service('ipam-b'),
     ]);
-    const fn = serviceLbFunction({ core: c.core, cloud, clusterName: 'kubernetes' });
+    const fn = serviceLbFunction({
+      core: c.core,
+      loadBalancer: cloud.loadBalancer() ?? assert.fail(),
+      clusterName: 'kubernetes',
+    });
     // Each allocation reads the ConfigMap and patches it (conditionally on what it read); nothing creates it.
     for (const service of [first, second]) {
       expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name: service }, run), {
@@ -285,7 +293,12 @@ async function routesScenario(c: Context): Promise<void> {
   );
   // The cloud refuses one route: its FailedToCreateRoute Event needs events create.
   cloud.routeErrors.set(cidrs[1] ?? '', new Error('route quota exceeded'));
-  const fn = routesFunction({ core: c.core, cloud, clusterName: 'kubernetes', clusterCidrs: ['10.244.0.0/14'] });
+  const fn = routesFunction({
+    core: c.core,
+    routes: cloud.routes() ?? assert.fail(),
+    clusterName: 'kubernetes',
+    clusterCidrs: ['10.244.0.0/14'],
+  });
   // A pass: list the Nodes, create routes, patch each Node's NetworkUnavailable condition (status).
   const report = await fn.reconcileAll(run);
   expectResults(report, { [`Node/${routed ?? ''}`]: 'routes-created' });

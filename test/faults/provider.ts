@@ -2,7 +2,7 @@
 // `chaos`, for cirrus processes the suite kills and restarts: `cirrus serve|start --provider-module
 // test/faults/provider.ts --cloud-provider chaos --cloud-config <file>`. What it adds to FakeCloud:
 //
-// - a machine for every Node name with the configured prefix, so node-init finds them;
+// - a machine for every Node name with the configured prefix (FakeCloud.instanceFor), so node-init finds them;
 // - every cloud call, and every load-balancer mutation that succeeded (with the Service's uid,
 //   ports and the node names), appended as one JSON line to the configured file, synchronously,
 //   so that a SIGKILL loses nothing the cloud did;
@@ -45,38 +45,8 @@ registerCloudProvider(chaosProviderName, ({ config, configPath }) => {
     return Array.prototype.push.apply(calls, items);
   };
   if (settings.throttle !== undefined) Object.assign(cloud, { throttle: { ...settings.throttle } });
-  // A machine for every Node of the run, added the first time an instance call names it.
-  const machines = cloud.machines;
-  const instanceFor = (name: string): FakeInstance => ({
-    id: name,
-    nodeName: name,
-    instanceType: 'chaos.small',
-    zone: 'chaos-a',
-    region: 'chaos',
-    addresses: [{ type: 'InternalIP', address: '10.1.0.1' }],
-  });
-  const byNode = (node: V1Node): string | undefined => {
-    const fromId = node.spec?.providerID?.replace(/^fake:\/\//, '');
-    return fromId ?? node.metadata?.name;
-  };
-  const known = new Set<string>();
-  const ensureMachine = (name: string | undefined): void => {
-    if (name === undefined || !name.startsWith(settings.nodePrefix) || known.has(name)) return;
-    known.add(name);
-    machines.push(instanceFor(name));
-  };
-  const v2 = cloud.instancesV2();
-  if (v2 !== undefined) {
-    for (const method of ['instanceExists', 'instanceShutdown', 'instanceMetadata'] as const) {
-      const inner = v2[method].bind(v2) as (node: V1Node, signal?: AbortSignal) => Promise<unknown>;
-      Object.assign(v2, {
-        [method]: (node: V1Node, signal?: AbortSignal) => {
-          ensureMachine(byNode(node));
-          return inner(node, signal);
-        },
-      });
-    }
-  }
+  // A machine for every Node of the run.
+  cloud.instanceFor = (name) => (name.startsWith(settings.nodePrefix) ? machineFor(name) : undefined);
   // The cloud as the file says it is: every load balancer a process of this run made.
   if (existsSync(settings.log)) {
     const records = parseRecords(readFileSync(settings.log, 'utf8'));
@@ -93,6 +63,17 @@ registerCloudProvider(chaosProviderName, ({ config, configPath }) => {
   if (lb !== undefined) recordMutations(lb, write);
   return cloud;
 });
+
+function machineFor(name: string): FakeInstance {
+  return {
+    id: name,
+    nodeName: name,
+    instanceType: 'chaos.small',
+    zone: 'chaos-a',
+    region: 'chaos',
+    addresses: [{ type: 'InternalIP', address: '10.1.0.1' }],
+  };
+}
 
 // Wraps the three mutating methods: a call that returned is appended with what it made.
 function recordMutations(lb: LoadBalancer, write: (record: LbRecord) => void): void {

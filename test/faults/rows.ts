@@ -156,3 +156,6 @@ export async function atRandomMoments(
 }
 
 export { converge, emptyExpected };
+
+/** The flag of a relay or `cirrus start` that runs without leader election. */
+export const noElection = ['--leader-elect=false'];

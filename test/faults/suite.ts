@@ -12,15 +12,8 @@ import { Kube } from '../harness/kube.ts';
 import { machine } from '../harness/report.ts';
 import { featureRows } from './features.ts';
 import { profiles, type Profile, type RowContext, type RowResult } from './rows.ts';
-import {
-  apiserverRestarts,
-  competingWriter,
-  deletedWhileDown,
-  forcedGone,
-  leaderKills,
-  relayKills,
-  tripleDelivery,
-} from './scenarios.ts';
+import { apiserverRestarts, deletedWhileDown, forcedGone, leaderKills, relayKills } from './scenarios.ts';
+import { competingWriter, tripleDelivery } from './writes.ts';
 import { ensureNamespace } from './workload.ts';
 
 type Row = (ctx: RowContext) => Promise<RowResult>;

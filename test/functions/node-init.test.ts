@@ -1,4 +1,5 @@
-// node-init against the real API server with the recording fake cloud (ccm-behaviour §2).
+// node-init against the real API server with the recording fake cloud (k8s.io/cloud-provider
+// controllers/node).
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
@@ -24,6 +25,7 @@ import {
   withProviderId,
   withTaints,
 } from '../harness/builders.ts';
+import { loadFunction } from '../harness/cirrus.ts';
 import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const log = silentLogger();
@@ -355,11 +357,11 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     ]);
   });
 
-  it('refuses to start with a provider that supports no instances', () => {
+  it('refuses to start with a provider that supports no instances', async () => {
     const bare = new FakeCloud();
     bare.disabled.add('instancesV2');
     bare.disabled.add('instances');
-    assert.throws(() => nodeInitFunction({ core, cloud: bare }), {
+    await assert.rejects(loadFunction('node-init', { core, cloud: bare }), {
       message: 'node-init: cloud provider "fake" does not support instances',
     });
   });

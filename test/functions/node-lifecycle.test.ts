@@ -1,4 +1,5 @@
-// node-lifecycle against the real API server with the recording fake cloud (ccm-behaviour §3).
+// node-lifecycle against the real API server with the recording fake cloud (k8s.io/cloud-provider
+// controllers/nodelifecycle).
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
@@ -19,6 +20,7 @@ import {
   withProviderId,
   withReady,
 } from '../harness/builders.ts';
+import { loadFunction } from '../harness/cirrus.ts';
 import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
@@ -214,5 +216,14 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
       error: 'flaky',
     });
     assert.equal(await exists(broken), true);
+  });
+
+  it('refuses to start with a provider that supports no instances', async () => {
+    const bare = new FakeCloud();
+    bare.disabled.add('instancesV2');
+    bare.disabled.add('instances');
+    await assert.rejects(loadFunction('node-lifecycle', { core, cloud: bare }), {
+      message: 'node-lifecycle: cloud provider "fake" does not support instances',
+    });
   });
 });

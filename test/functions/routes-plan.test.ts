@@ -1,4 +1,5 @@
-// The route controller's pure decisions (ccm-behaviour §5.1, §5.3, §5.4) and the CIDR helper.
+// The route controller's pure decisions (k8s.io/cloud-provider app/core.go startRouteController,
+// controllers/route) and the CIDR helper.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

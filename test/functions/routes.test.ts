@@ -1,16 +1,18 @@
-// routes against the real API server with the recording fake cloud (ccm-behaviour §5).
+// routes against the real API server with the recording fake cloud (k8s.io/cloud-provider controllers/route).
 
 import assert from 'node:assert/strict';
 import { afterEach, before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, type V1Node, type V1NodeAddress, type V1NodeCondition } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { routesFunction, type RoutesOptions } from '../../functions/routes/index.ts';
+import { routesFunction } from '../../functions/routes/index.ts';
+import type { FunctionSettings } from '../../shared/catalogue.ts';
 import { findCause, RetryError } from '../../shared/cloud/errors.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import type { FunctionDefinition, ObjectReport, Report } from '../../shared/host/function.ts';
 import { apiStatus, mergePatch } from '../../shared/kube/api.ts';
 import { createNode, newNode, plain, silentLogger, withAddresses, type NodeTweak } from '../harness/builders.ts';
+import { loadFunction } from '../harness/cirrus.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const log = silentLogger();
@@ -81,6 +83,9 @@ const created = { status: 'False', reason: 'RouteCreated', message: 'RouteContro
 const notCreated = { status: 'True', reason: 'NoRouteCreated', message: 'RouteController failed to create a route' };
 
 // A fake that counts the route calls in flight at once.
+// The fake's routes, which it has unless a test switched them off.
+const routesOf = (cloud: FakeCloud): Routes => cloud.routes() ?? assert.fail('the fake cloud has no routes');
+
 class CountingCloud extends FakeCloud {
   maxInFlight = 0;
   #inFlight = 0;
@@ -116,7 +121,13 @@ describe('routes', { skip: controlPlaneSkip }, () => {
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = routesFunction({ core, cloud, clusterName: 'kubernetes', clusterCidrs, minPassIntervalMs: 0 });
+    fn = routesFunction({
+      core,
+      routes: routesOf(cloud),
+      clusterName: 'kubernetes',
+      clusterCidrs,
+      minPassIntervalMs: 0,
+    });
     mine = [];
   });
   // Every pass lists every node of the shared cluster: nodes with pod CIDRs must not outlive their test.
@@ -413,7 +424,7 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     counting.latencyMs.set('deleteRoute', 30);
     const comparing = routesFunction({
       core,
-      cloud: counting,
+      routes: routesOf(counting),
       clusterName: 'kubernetes',
       clusterCidrs,
       minPassIntervalMs: 0,
@@ -520,7 +531,7 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     for (let i = 0; i < 10; i += 1) counting.routeTable.push(route(`10.244.${100 + i}.0/24`, gone));
     const limited = routesFunction({
       core,
-      cloud: counting,
+      routes: routesOf(counting),
       clusterName: 'kubernetes',
       clusterCidrs,
       concurrency: 3,
@@ -542,42 +553,38 @@ describe('routes', { skip: controlPlaneSkip }, () => {
 describe('routes start-up refusals', () => {
   // The client is never used: the function refuses before it could be.
   const core = {} as CoreV1Api;
-  const options = (extra: Partial<RoutesOptions> = {}, cloud = new FakeCloud()): RoutesOptions => ({
-    core,
-    cloud,
-    clusterName: 'kubernetes',
-    clusterCidrs,
-    ...extra,
-  });
+  const load = (extra: Partial<FunctionSettings> = {}, cloud = new FakeCloud()): Promise<FunctionDefinition> =>
+    loadFunction('routes', { core, cloud }, { clusterCidr: clusterCidrs, ...extra });
   const noRoutes = new FakeCloud();
   noRoutes.disabled.add('routes');
-  const cases: [string, RoutesOptions, RegExp][] = [
+  const cases: [string, () => Promise<FunctionDefinition>, RegExp][] = [
     [
       'routes disabled',
-      options({ configureCloudRoutes: false }),
+      () => load({ configureCloudRoutes: false }),
       /^routes: cloud routes are disabled \(configure-cloud-routes is false\)/,
     ],
-    ['a provider without routes', options({}, noRoutes), /^routes: cloud provider "fake" does not support routes$/],
-    ['no cluster CIDR', options({ clusterCidrs: [] }), /^routes: no cluster CIDR is set/],
+    ['a provider without routes', () => load({}, noRoutes), /^routes: cloud provider "fake" does not support routes$/],
+    ['no cluster CIDR', () => load({ clusterCidr: [] }), /^routes: no cluster CIDR is set/],
     [
       'an invalid cluster CIDR',
-      options({ clusterCidrs: ['10.244.0.0/16', '10.300.0.0/16'] }),
+      () => load({ clusterCidr: ['10.244.0.0/16', '10.300.0.0/16'] }),
       /^routes: cluster CIDR "10\.300\.0\.0\/16" is not a valid CIDR/,
     ],
-    ['two IPv4 cluster CIDRs', options({ clusterCidrs: ['10.244.0.0/16', '10.245.0.0/16'] }), /both IPv4/],
-    ['three cluster CIDRs', options({ clusterCidrs: [...clusterCidrs, '10.1.0.0/16'] }), /at most 2/],
-    ['a concurrency of 0', options({ concurrency: 0 }), /^routes: concurrency must be a positive integer, got 0$/],
+    ['two IPv4 cluster CIDRs', () => load({ clusterCidr: ['10.244.0.0/16', '10.245.0.0/16'] }), /both IPv4/],
+    ['three cluster CIDRs', () => load({ clusterCidr: [...clusterCidrs, '10.1.0.0/16'] }), /at most 2/],
+    [
+      'a concurrency of 0',
+      () => load({ concurrentRouteOperations: 0 }),
+      /^routes: concurrency must be a positive integer, got 0$/,
+    ],
   ];
-  for (const [title, input, message] of cases) {
-    it(`refuses ${title}`, () => {
-      assert.throws(() => routesFunction(input), { message });
+  for (const [title, start, message] of cases) {
+    it(`refuses ${title}`, async () => {
+      await assert.rejects(start(), { message });
     });
   }
 
-  it('starts with one cluster CIDR, and with routes enabled explicitly', () => {
-    assert.equal(
-      routesFunction(options({ clusterCidrs: ['fd00:10:244::/56'], configureCloudRoutes: true })).name,
-      'routes',
-    );
+  it('starts with one cluster CIDR, and with routes enabled explicitly', async () => {
+    assert.equal((await load({ clusterCidr: ['fd00:10:244::/56'], configureCloudRoutes: true })).name, 'routes');
   });
 });

@@ -28,7 +28,11 @@ describe('service-lb: load balancers without a Service', { skip: controlPlaneSki
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = serviceLbFunction({ core, cloud, clusterName: 'kubernetes' });
+    fn = serviceLbFunction({
+      core,
+      loadBalancer: cloud.loadBalancer() ?? assert.fail('the fake cloud has no load balancers'),
+      clusterName: 'kubernetes',
+    });
   });
 
   const createService = (name: string): Promise<V1Service> =>

@@ -1,4 +1,5 @@
-// service-lb against the real API server with the recording fake cloud (ccm-behaviour §4).
+// service-lb against the real API server with the recording fake cloud (k8s.io/cloud-provider
+// controllers/service).
 
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
@@ -7,15 +8,21 @@ import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { finalizer, syncedAnnotation } from '../../functions/service-lb/predicates.ts';
 import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
+import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { mergePatch } from '../../shared/kube/api.ts';
 import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../harness/builders.ts';
+import { loadFunction } from '../harness/cirrus.ts';
 import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
 const result = firstResult;
+
+// The fake's load balancers, which it has unless a test switched them off.
+const loadBalancerOf = (cloud: FakeCloud): LoadBalancer =>
+  cloud.loadBalancer() ?? assert.fail('the fake cloud has no load balancers');
 
 describe('service-lb', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
@@ -30,7 +37,7 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = serviceLbFunction({ core, cloud, clusterName: 'kubernetes' });
+    fn = serviceLbFunction({ core, loadBalancer: loadBalancerOf(cloud), clusterName: 'kubernetes' });
   });
 
   async function createService(
@@ -54,7 +61,11 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     (await eventsAbout(core, namespace, name)).map((e) => e.split('/').slice(0, 2).join('/'));
 
   it("decides from an event's object that a Service without a load balancer needs nothing, reading nothing", async () => {
-    const quiet = serviceLbFunction({ core: offlineCore(), cloud, clusterName: 'kubernetes' });
+    const quiet = serviceLbFunction({
+      core: offlineCore(),
+      loadBalancer: loadBalancerOf(cloud),
+      clusterName: 'kubernetes',
+    });
     const key = { kind: 'Service', namespace: 'default', name: 'plain' };
     const claimed: V1Service = { metadata: { name: 'plain', namespace: 'default' }, spec: { type: 'ClusterIP' } };
     assert.equal((await quiet.reconcileOne(key, { ...run, claimed })).objects[0]?.result, 'ignored');
@@ -318,7 +329,7 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     });
     const bare = new FakeCloud();
     bare.disabled.add('loadBalancer');
-    assert.throws(() => serviceLbFunction({ core, cloud: bare, clusterName: 'kubernetes' }), {
+    await assert.rejects(loadFunction('service-lb', { core, cloud: bare }), {
       message: 'service-lb: cloud provider "fake" does not support load balancers',
     });
   });

@@ -5,7 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { catalogue } from '../../functions/catalogue.ts';
 import { buildRoutingTable, startRelay, type Relay } from '../../relay/index.ts';
+import { findFunction, type FunctionSettings } from '../../shared/catalogue.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { buildMultiApp, serve } from '../../shared/host/index.ts';
 import type { LevelWithSilent } from 'pino';
 import { createLogger } from '../../app/log.ts';
@@ -18,21 +20,40 @@ export interface Cirrus {
 
 export const clusterCidr = '10.244.0.0/16';
 
-export async function startCirrus(
-  kubeConfig: KubeConfig,
-  cloud: CloudProvider,
-  logLevel: LevelWithSilent,
-): Promise<Cirrus> {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  // The defaults of `cirrus start`, with a cluster CIDR for routes.
-  const config = {
+/** The function settings of `cirrus start`'s defaults, with a cluster CIDR for routes; `extra` over them. */
+export function functionSettings(extra: Partial<FunctionSettings> = {}): FunctionSettings {
+  return {
     clusterName: 'kubernetes',
     concurrentNodeSyncs: 10,
     concurrentServiceSyncs: 10,
     configureCloudRoutes: true,
     clusterCidr: [clusterCidr],
     concurrentRouteOperations: 10,
+    ...extra,
   };
+}
+
+/**
+ * The catalogue's function `name`, loaded as `cirrus serve <name>` loads it: the catalogue's checks
+ * of the provider and the settings, then the function's own.
+ */
+export async function loadFunction(
+  name: string,
+  deps: { readonly core: CoreV1Api; readonly cloud: CloudProvider },
+  extra: Partial<FunctionSettings> = {},
+): Promise<FunctionDefinition> {
+  const entry = findFunction(catalogue, name);
+  if (entry === undefined) throw new Error(`the catalogue has no function ${name}`);
+  return entry.load({ ...deps, config: functionSettings(extra) });
+}
+
+export async function startCirrus(
+  kubeConfig: KubeConfig,
+  cloud: CloudProvider,
+  logLevel: LevelWithSilent,
+): Promise<Cirrus> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const config = functionSettings();
   const definitions = await Promise.all(catalogue.map((entry) => entry.load({ core, cloud, config })));
   const secret = randomBytes(32).toString('hex');
   const app = await buildMultiApp(definitions, {

@@ -1,141 +1,124 @@
-// The benchmark cloud (performance.md §9): fixed answers for any node name, so that cirrus and the Go
-// CCM write identical objects; every call waits `latencyMs`, ensure/update/delete load balancer wait
-// `lbLatencyMs`; waits hold no lock. Calls are counted per method, and updateLoadBalancer is logged
-// with its time for the node-sync scenario.
+// The benchmark's cloud: the recording fake (providers/fake) set to answer as bench/go-ccm/cloud.go
+// answers the Go CCM, so that cirrus and the Go CCM write identical objects. Every node name is a
+// machine (provider ID fake://<name>, an InternalIP from the FNV-1a hash of the name, fake.medium,
+// fake-zone-a, fake-region-1); load balancers are found by the Service's uid (upstream's default
+// name is "a" + the uid) and the n-th new one gets 198.18.0.0 + n; there are InstancesV2, load
+// balancers (without listLoadBalancers) and routes, and no Instances, Zones or Clusters.
+//
+// Every call waits `latencyMs`, and ensure, update and delete of a load balancer `lbLatencyMs`;
+// the benchmark reads the fake's records as it reports them: calls and the most in flight by
+// method, and each updateLoadBalancer with the time it returned (the node-sync scenario).
 
-import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import type {
   CloudProvider,
-  InstanceMetadata,
+  Clusters,
+  Instances,
   InstancesV2,
   LoadBalancer,
-  Route,
   Routes,
+  Zones,
 } from '../../shared/cloud/provider.ts';
-import { defaultLoadBalancerName } from '../../shared/cloud/provider.ts';
-import { sleep } from './kube.ts';
+import { FakeCloud, type FakeInstance } from '../../providers/fake/index.ts';
 
-export class BenchCloud implements CloudProvider {
-  latencyMs = 0;
-  lbLatencyMs = 0;
-  readonly calls: Record<string, number> = {};
-  /** The most calls of each method seen in flight at once. */
-  readonly maxInFlight: Record<string, number> = {};
-  readonly #inFlight: Record<string, number> = {};
-  /** Each updateLoadBalancer: the Service key, the node names, and when it returned (performance.now()). */
-  readonly updates: { service: string; nodes: string[]; at: number }[] = [];
-  readonly #balancers = new Map<string, V1LoadBalancerStatus>();
-  readonly #routeTable: Route[] = [];
-
-  providerName(): string {
-    return 'fake';
-  }
-  hasClusterId(): boolean {
-    return true;
-  }
-  instances(): undefined {
-    return undefined;
-  }
-  zones(): undefined {
-    return undefined;
-  }
-  clusters(): undefined {
-    return undefined;
-  }
-  instancesV2(): InstancesV2 {
-    return this.#instancesV2;
-  }
-  loadBalancer(): LoadBalancer {
-    return this.#loadBalancer;
-  }
-  routes(): Routes {
-    return this.#routes;
-  }
-
-  async #call(method: string, ms = this.latencyMs): Promise<void> {
-    this.calls[method] = (this.calls[method] ?? 0) + 1;
-    const now = (this.#inFlight[method] ?? 0) + 1;
-    this.#inFlight[method] = now;
-    this.maxInFlight[method] = Math.max(now, this.maxInFlight[method] ?? 0);
-    try {
-      await sleep(ms);
-    } finally {
-      this.#inFlight[method] = (this.#inFlight[method] ?? 1) - 1;
-    }
-  }
-
-  readonly #instancesV2: InstancesV2 = {
-    instanceExists: async () => {
-      await this.#call('instanceExists');
-      return true;
-    },
-    instanceShutdown: async () => {
-      await this.#call('instanceShutdown');
-      return false;
-    },
-    instanceMetadata: async (node) => {
-      await this.#call('instanceMetadata');
-      return metadataFor(node.metadata?.name ?? '');
-    },
-  };
-
-  readonly #loadBalancer: LoadBalancer = {
-    getLoadBalancer: async (_cluster, service) => {
-      await this.#call('getLoadBalancer');
-      return this.#balancers.get(defaultLoadBalancerName(service));
-    },
-    getLoadBalancerName: (_cluster, service) => defaultLoadBalancerName(service),
-    ensureLoadBalancer: async (_cluster, service) => {
-      await this.#call('ensureLoadBalancer', this.lbLatencyMs);
-      const name = defaultLoadBalancerName(service);
-      const status = this.#balancers.get(name) ?? {
-        ingress: [{ ip: ipPlus(0xc6120000, this.#balancers.size + 1), ipMode: 'VIP' }],
-      };
-      this.#balancers.set(name, status);
-      return status;
-    },
-    updateLoadBalancer: async (_cluster, service, nodes) => {
-      await this.#call('updateLoadBalancer', this.lbLatencyMs);
-      this.updates.push({
-        service: keyOf(service),
-        nodes: nodes.map((n: V1Node) => n.metadata?.name ?? ''),
-        at: performance.now(),
-      });
-    },
-    ensureLoadBalancerDeleted: async (_cluster, service) => {
-      await this.#call('ensureLoadBalancerDeleted', this.lbLatencyMs);
-      this.#balancers.delete(defaultLoadBalancerName(service));
-    },
-  };
-
-  readonly #routes: Routes = {
-    listRoutes: async () => {
-      await this.#call('listRoutes');
-      return this.#routeTable.map((r) => ({ ...r }));
-    },
-    createRoute: async (cluster, hint, route) => {
-      await this.#call('createRoute');
-      this.#routeTable.push({ ...route, name: `${cluster}-${hint}` });
-    },
-    deleteRoute: async (_cluster, route) => {
-      await this.#call('deleteRoute');
-      const index = this.#routeTable.findIndex(
-        (r) => r.name === route.name && r.destinationCidr === route.destinationCidr,
-      );
-      if (index >= 0) this.#routeTable.splice(index, 1);
-    },
-  };
+/** One updateLoadBalancer: the Service key, the node names, and when it returned (performance.now()). */
+export interface LoadBalancerUpdate {
+  readonly service: string;
+  readonly nodes: string[];
+  readonly at: number;
 }
 
-function metadataFor(name: string): InstanceMetadata {
+const loadBalancerWrites = ['ensureLoadBalancer', 'updateLoadBalancer', 'ensureLoadBalancerDeleted'];
+
+export class BenchCloud implements CloudProvider {
+  /** The recording cloud behind it. */
+  readonly fake = new FakeCloud();
+  readonly #updates: LoadBalancerUpdate[] = [];
+  // How many of the fake's answered calls #updates has looked at.
+  #seen = 0;
+
+  constructor() {
+    for (const capability of ['instances', 'zones', 'clusters', 'listLoadBalancers'] as const)
+      this.fake.disabled.add(capability);
+    this.fake.instanceFor = machineFor;
+    this.fake.namesByUid = true;
+    this.fake.ingressFor = (n) => ({ ip: ipPlus(0xc6120000, n), ipMode: 'VIP' });
+    this.lbLatencyMs = 0;
+  }
+
+  /** The latency of every call but a load balancer's ensure, update and delete, in ms. */
+  get latencyMs(): number {
+    return this.fake.latencyMs.get('*') ?? 0;
+  }
+  set latencyMs(ms: number) {
+    this.fake.latencyMs.set('*', ms);
+  }
+
+  /** The latency of a load balancer's ensure, update and delete, in ms. */
+  get lbLatencyMs(): number {
+    return this.fake.latencyMs.get('ensureLoadBalancer') ?? 0;
+  }
+  set lbLatencyMs(ms: number) {
+    for (const method of loadBalancerWrites) this.fake.latencyMs.set(method, ms);
+  }
+
+  /** The calls by method. */
+  get calls(): Record<string, number> {
+    return Object.fromEntries(this.fake.callCounts);
+  }
+
+  /** The most calls of each method seen in flight at once. */
+  get maxInFlight(): Record<string, number> {
+    return Object.fromEntries(this.fake.peakInFlight);
+  }
+
+  /** Each updateLoadBalancer, in the order they returned. */
+  get updates(): readonly LoadBalancerUpdate[] {
+    const { answered } = this.fake;
+    for (; this.#seen < answered.length; this.#seen += 1) {
+      const call = answered[this.#seen];
+      if (call?.method !== 'updateLoadBalancer') continue;
+      const [, service, nodes] = call.args as [string, string, string[]];
+      this.#updates.push({ service, nodes, at: call.answeredAt ?? 0 });
+    }
+    return this.#updates;
+  }
+
+  providerName(): string {
+    return this.fake.providerName();
+  }
+  hasClusterId(): boolean {
+    return this.fake.hasClusterId();
+  }
+  instances(): Instances | undefined {
+    return this.fake.instances();
+  }
+  instancesV2(): InstancesV2 | undefined {
+    return this.fake.instancesV2();
+  }
+  zones(): Zones | undefined {
+    return this.fake.zones();
+  }
+  clusters(): Clusters | undefined {
+    return this.fake.clusters();
+  }
+  loadBalancer(): LoadBalancer | undefined {
+    return this.fake.loadBalancer();
+  }
+  routes(): Routes | undefined {
+    return this.fake.routes();
+  }
+}
+
+/** The machine the benchmark's cloud has for the node `name` (bench/go-ccm/cloud.go InstanceMetadata). */
+export function machineFor(name: string): FakeInstance {
   const h = fnv1a(name);
   return {
-    providerId: `fake://${name}`,
+    id: name,
+    nodeName: name,
     instanceType: 'fake.medium',
-    nodeAddresses: [{ type: 'InternalIP', address: `10.${(h >>> 16) & 255}.${(h >>> 8) & 255}.${h & 255}` }],
+    addresses: [{ type: 'InternalIP', address: `10.${(h >>> 16) & 255}.${(h >>> 8) & 255}.${h & 255}` }],
     zone: 'fake-zone-a',
     region: 'fake-region-1',
-    additionalLabels: {},
   };
 }
 
@@ -148,8 +131,4 @@ function fnv1a(text: string): number {
 function ipPlus(base: number, n: number): string {
   const v = (base + n) >>> 0;
   return [v >>> 24, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join('.');
-}
-
-function keyOf(service: V1Service): string {
-  return `${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`;
 }

@@ -10,7 +10,7 @@ export interface Figure {
   readonly metric: string;
   readonly value: number | undefined;
   readonly unit: string;
-  /** The goal it is read against (performance.md §7), e.g. "G1 p50 ≤ 250 ms". */
+  /** The goal it is read against, as the scenario that measures it states it, e.g. "G1 p50 ≤ 250 ms". */
   readonly goal?: string;
   /** Whether it meets the goal, where the goal is a bound on this figure. */
   readonly met?: boolean;

@@ -91,7 +91,11 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
   });
 
   it("service-lb reads the nodes only when an event's digest is not the one it holds", async (t) => {
-    const fn = serviceLbFunction({ core: cluster.core, cloud: new BenchCloud(), clusterName: 'kubernetes' });
+    const fn = serviceLbFunction({
+      core: cluster.core,
+      loadBalancer: new BenchCloud().loadBalancer() ?? assert.fail('the benchmark cloud has load balancers'),
+      clusterName: 'kubernetes',
+    });
     const services = Array.from({ length: 40 }, () => uniqueName('direct'));
     await Promise.all(
       services.map((name) => cluster.core.createNamespacedService({ namespace: 'default', body: loadBalancer(name) })),

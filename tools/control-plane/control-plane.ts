@@ -8,15 +8,25 @@
 // What runs is described by `cluster.json` in the run folder, which other processes (test files)
 // read with attachControlPlane().
 
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { cp, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ControlPlaneAssets } from './assets.ts';
-import { asBase64, createCa, createClientCert, createServingCert, type Identity, type KeyPair } from './pki.ts';
-import { freePort, startProcess, type ManagedProcess } from './processes.ts';
+import {
+  startApiserver,
+  startComponents,
+  startEtcd,
+  waitForApiserver,
+  waitForEtcd,
+  writeServiceAccountKeys,
+  type ApiserverRestart,
+  type ApiserverSetup,
+  type ComponentOptions,
+} from './components.ts';
+import { writeKubeconfig } from './kubeconfig.ts';
+import { createCa, createClientCert, createServingCert, type KeyPair } from './pki.ts';
+import { getHttps } from './probe.ts';
+import { freePort, type ManagedProcess } from './processes.ts';
 
 /** What a running control plane offers to clients; serialized as `cluster.json`. */
 export interface ControlPlaneInfo {
@@ -51,21 +61,6 @@ export interface StartOptions {
   readonly timeoutMs?: number;
   /** Components to start beside the API server (their binaries: `assets.components`). */
   readonly components?: ComponentOptions;
-}
-
-/**
- * kube-scheduler and kube-controller-manager, each under its own identity (system:kube-scheduler,
- * system:kube-controller-manager, with the roles Kubernetes bootstraps for them), on loopback,
- * without leader election. start() resolves once both answer their health checks.
- */
-export interface ComponentOptions {
-  readonly scheduler?: boolean;
-  /**
-   * Start kube-controller-manager with these controllers (its --controllers, e.g.
-   * `deployment-controller`); none when absent. Without kubelets, its node lifecycle controller
-   * would mark every Node unreachable and taint it after the grace period: name only what a test needs.
-   */
-  readonly controllers?: readonly string[];
 }
 
 const runDirPrefix = 'cirrus-control-plane-';
@@ -252,50 +247,6 @@ export async function attachControlPlane(infoFile: string): Promise<ControlPlane
   return JSON.parse(await readFile(infoFile, 'utf8')) as ControlPlaneInfo;
 }
 
-/**
- * Writes a kubeconfig in which `identity` authenticates by a client certificate from the control
- * plane's CA, and returns its path. The identity has no rights beyond what RBAC grants it.
- */
-export async function kubeconfigFor(info: ControlPlaneInfo, identity: Identity): Promise<string> {
-  const fileName = `user-${identity.user.replaceAll(':', '_')}-${randomBytes(4).toString('hex')}`;
-  const pair = await createClientCert(info.ca, join(info.dir, 'pki'), fileName, identity);
-  const path = join(info.dir, `${fileName}.kubeconfig`);
-  await writeKubeconfig(info, pair, path);
-  return path;
-}
-
-/** Writes a kubeconfig that authenticates with a bearer token (a ServiceAccount token, say). */
-export async function kubeconfigWithToken(info: ControlPlaneInfo, name: string, token: string): Promise<string> {
-  const path = join(info.dir, `token-${name.replaceAll(':', '_')}-${randomBytes(4).toString('hex')}.kubeconfig`);
-  const ca = (await readFile(info.ca.cert)).toString('base64');
-  await writeFile(path, JSON.stringify(kubeconfigDocument(info.server, ca, name, { token })), { mode: 0o600 });
-  return path;
-}
-
-async function writeKubeconfig(
-  info: Pick<ControlPlaneInfo, 'server' | 'ca'>,
-  pair: KeyPair,
-  path: string,
-  cluster = 'cirrus',
-): Promise<void> {
-  const ca = (await readFile(info.ca.cert)).toString('base64');
-  const { cert, key } = await asBase64(pair);
-  const user = { 'client-certificate-data': cert, 'client-key-data': key };
-  await writeFile(path, JSON.stringify(kubeconfigDocument(info.server, ca, cluster, user)), { mode: 0o600 });
-}
-
-// A kubeconfig is YAML, and JSON is YAML: kubectl and @kubernetes/client-node both read this.
-function kubeconfigDocument(server: string, caData: string, name: string, user: Record<string, string>): object {
-  return {
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name, cluster: { server, 'certificate-authority-data': caData } }],
-    users: [{ name, user }],
-    contexts: [{ name, context: { cluster: name, user: name } }],
-    'current-context': name,
-  };
-}
-
 async function freshRunDir(): Promise<string> {
   await removeAbandonedRunDirs();
   return mkdtemp(join(tmpdir(), `${runDirPrefix}${process.pid}-`));
@@ -326,279 +277,6 @@ function startTimeoutFromEnv(): number | undefined {
   const match = /^(\d+)(ms|s|m)$/.exec(value);
   if (!match) throw new Error(`KUBEBUILDER_CONTROLPLANE_START_TIMEOUT: '${value}' is not a duration like 90s`);
   return Number(match[1]) * { ms: 1, s: 1_000, m: 60_000 }[match[2] as 'ms' | 's' | 'm'];
-}
-
-async function writeServiceAccountKeys(dir: string): Promise<void> {
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  await writeFile(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
-  await writeFile(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
-}
-
-async function startEtcd(binary: string, dir: string, processes: ManagedProcess[]): Promise<{ url: string }> {
-  const [client, peer] = [await freePort(), await freePort()];
-  const url = `http://127.0.0.1:${client}`;
-  const peerUrl = `http://127.0.0.1:${peer}`;
-  processes.push(
-    await startProcess(
-      'etcd',
-      binary,
-      [
-        '--name=cirrus',
-        `--data-dir=${join(dir, 'etcd')}`,
-        `--listen-client-urls=${url}`,
-        `--advertise-client-urls=${url}`,
-        `--listen-peer-urls=${peerUrl}`,
-        `--initial-advertise-peer-urls=${peerUrl}`,
-        `--initial-cluster=cirrus=${peerUrl}`,
-        '--unsafe-no-fsync=true',
-        '--log-level=warn',
-      ],
-      join(dir, 'logs', 'etcd.log'),
-    ),
-  );
-  return { url };
-}
-
-interface ApiserverSetup {
-  readonly binary: string;
-  readonly dir: string;
-  readonly etcdUrl: string;
-  readonly certs: { ca: KeyPair; serving: KeyPair };
-  /** Chosen once, so that a restart listens where clients already point. */
-  readonly port: number;
-}
-
-// What restartApiserver() needs to start the same API server again and wait for it.
-interface ApiserverRestart {
-  readonly setup: ApiserverSetup;
-  readonly client: { ca: string; cert: string; key: string };
-  readonly timeoutMs: number;
-}
-
-async function waitForApiserver(
-  server: string,
-  client: ApiserverRestart['client'],
-  processes: ManagedProcess[],
-  deadline: number,
-): Promise<void> {
-  await waitUntil(
-    deadline,
-    processes,
-    'kube-apiserver /readyz',
-    async () => (await getHttps(server, '/readyz', client)).status === 200,
-  );
-  await waitUntil(
-    deadline,
-    processes,
-    'the default namespace',
-    async () => (await getHttps(server, '/api/v1/namespaces/default', client)).status === 200,
-  );
-}
-
-async function startApiserver(
-  { binary, dir, etcdUrl, certs, port }: ApiserverSetup,
-  processes: ManagedProcess[],
-): Promise<string> {
-  const pki = join(dir, 'pki');
-  processes.push(
-    await startProcess(
-      'kube-apiserver',
-      binary,
-      [
-        `--etcd-servers=${etcdUrl}`,
-        '--bind-address=127.0.0.1',
-        '--advertise-address=127.0.0.1',
-        `--secure-port=${port}`,
-        `--tls-cert-file=${certs.serving.cert}`,
-        `--tls-private-key-file=${certs.serving.key}`,
-        `--client-ca-file=${certs.ca.cert}`,
-        '--authorization-mode=RBAC',
-        // No kube-controller-manager runs, so nothing would create the default ServiceAccounts.
-        '--disable-admission-plugins=ServiceAccount',
-        '--endpoint-reconciler-type=none',
-        // Room for the benchmarks' thousand LoadBalancer Services.
-        '--service-cluster-ip-range=10.0.0.0/16',
-        `--service-account-issuer=https://127.0.0.1:${port}`,
-        `--service-account-key-file=${join(pki, 'sa.pub')}`,
-        `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
-        '--allow-privileged=true',
-        '--enable-priority-and-fairness=false',
-        '--profiling=false',
-        `--cert-dir=${join(dir, 'certs')}`,
-      ],
-      join(dir, 'logs', 'kube-apiserver.log'),
-    ),
-  );
-  return `https://127.0.0.1:${port}`;
-}
-
-interface ComponentSetup {
-  readonly assets: ControlPlaneAssets;
-  readonly dir: string;
-  readonly server: string;
-  readonly ca: KeyPair;
-}
-
-// Starts the components asked for, each with a kubeconfig of its own identity, and waits until
-// each answers its health check (the scheduler's /readyz includes its informers' sync).
-async function startComponents(
-  options: ComponentOptions,
-  setup: ComponentSetup,
-  processes: ManagedProcess[],
-  deadline: number,
-): Promise<{ scheduler?: string; controllerManager?: string }> {
-  const binaries = setup.assets.components;
-  if (binaries === undefined)
-    throw new Error(
-      'kube-scheduler/kube-controller-manager asked for, but the assets have none (resolveAssets({ components: true }))',
-    );
-  const logs: { scheduler?: string; controllerManager?: string } = {};
-  const started: { name: string; url: string }[] = [];
-  // Starts one component; its health endpoint is waited for below, with the others'.
-  const start = async (
-    name: string,
-    binary: string,
-    { args, url }: { args: string[]; url: string },
-    health: string,
-  ): Promise<string> => {
-    const process = await startProcess(name, binary, args, logFile(setup, name));
-    processes.push(process);
-    started.push({ name: `${name} ${health}`, url: `${url}${health}` });
-    return process.logFile;
-  };
-  if (options.scheduler === true) {
-    const component = await componentArgs(setup, 'kube-scheduler', 'system:kube-scheduler');
-    logs.scheduler = await start('kube-scheduler', binaries.kubeScheduler, component, '/readyz');
-  }
-  if (options.controllers !== undefined) {
-    if (options.controllers.length === 0) throw new Error('kube-controller-manager: name at least one controller');
-    const component = await componentArgs(setup, 'kube-controller-manager', 'system:kube-controller-manager');
-    component.args.push(
-      `--controllers=${options.controllers.join(',')}`,
-      // Each controller as its own ServiceAccount (system:controller:<name>), as kubeadm runs it:
-      // the roles Kubernetes bootstraps are written for that.
-      '--use-service-account-credentials=true',
-    );
-    logs.controllerManager = await start(
-      'kube-controller-manager',
-      binaries.kubeControllerManager,
-      component,
-      '/healthz',
-    );
-  }
-  for (const { name, url } of started)
-    await waitUntil(deadline, processes, name, async () => (await getInsecure(url)).status === 200);
-  return logs;
-}
-
-function logFile(setup: ComponentSetup, name: string): string {
-  return join(setup.dir, 'logs', `${name}.log`);
-}
-
-// The flags both components share: a kubeconfig of their own identity, loopback serving on a
-// free port (a self-signed certificate in the run folder), no leader election (one instance).
-async function componentArgs(
-  setup: ComponentSetup,
-  name: string,
-  user: string,
-): Promise<{ args: string[]; url: string }> {
-  const pair = await createClientCert(setup.ca, join(setup.dir, 'pki'), name, { user });
-  const kubeconfig = join(setup.dir, `${name}.kubeconfig`);
-  await writeKubeconfig({ server: setup.server, ca: setup.ca }, pair, kubeconfig);
-  const port = await freePort();
-  return {
-    args: [
-      `--kubeconfig=${kubeconfig}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${port}`,
-      `--cert-dir=${join(setup.dir, 'certs', name)}`,
-      '--leader-elect=false',
-    ],
-    url: `https://127.0.0.1:${port}`,
-  };
-}
-
-async function waitForEtcd(url: string, processes: ManagedProcess[], deadline: number): Promise<string> {
-  await waitUntil(deadline, processes, 'etcd /readyz', async () => (await getHttp(`${url}/readyz`)).status === 200);
-  const version = JSON.parse((await getHttp(`${url}/version`)).body) as { etcdserver: string };
-  return `v${version.etcdserver}`;
-}
-
-// Polls `check` every 100 ms until it holds; fails at once when one of the processes has exited.
-async function waitUntil(
-  deadline: number,
-  processes: ManagedProcess[],
-  what: string,
-  check: () => Promise<boolean>,
-): Promise<void> {
-  for (;;) {
-    const dead = processes.find((p) => p.hasExited());
-    if (dead) throw new Error(`${dead.name} exited while waiting for ${what}`);
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-interface Response {
-  status: number;
-  body: string;
-}
-
-// A component's health endpoint: served with a self-signed certificate, open without credentials.
-function getInsecure(url: string): Promise<Response> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(url, { rejectUnauthorized: false, timeout: 2_000 }, (res) => {
-      collect(res, resolve, reject);
-    });
-    req
-      .on('error', reject)
-      .on('timeout', () => req.destroy(new Error('timeout')))
-      .end();
-  });
-}
-
-function getHttp(url: string): Promise<Response> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { timeout: 2_000 }, (res) => {
-      collect(res, resolve, reject);
-    });
-    req
-      .on('error', reject)
-      .on('timeout', () => req.destroy(new Error('timeout')))
-      .end();
-  });
-}
-
-async function getHttps(
-  server: string,
-  path: string,
-  tls: { ca: string; cert: string; key: string },
-): Promise<Response> {
-  const [ca, cert, key] = await Promise.all([readFile(tls.ca), readFile(tls.cert), readFile(tls.key)]);
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(`${server}${path}`, { ca, cert, key, timeout: 2_000 }, (res) => {
-      collect(res, resolve, reject);
-    });
-    req
-      .on('error', reject)
-      .on('timeout', () => req.destroy(new Error('timeout')))
-      .end();
-  });
-}
-
-function collect(
-  res: import('node:http').IncomingMessage,
-  resolve: (r: Response) => void,
-  reject: (e: Error) => void,
-): void {
-  let body = '';
-  res.setEncoding('utf8');
-  res.on('data', (chunk: string) => (body += chunk));
-  res.on('end', () => {
-    resolve({ status: res.statusCode ?? 0, body });
-  });
-  res.on('error', reject);
 }
 
 async function logTails(processes: ManagedProcess[]): Promise<string> {

@@ -12,12 +12,7 @@ export {
   type ComponentBinaries,
   type ControlPlaneAssets,
 } from './assets.ts';
-export {
-  attachControlPlane,
-  ControlPlane,
-  kubeconfigFor,
-  kubeconfigWithToken,
-  type ComponentOptions,
-  type ControlPlaneInfo,
-} from './control-plane.ts';
+export type { ComponentOptions } from './components.ts';
+export { attachControlPlane, ControlPlane, type ControlPlaneInfo } from './control-plane.ts';
+export { kubeconfigFor, kubeconfigWithToken } from './kubeconfig.ts';
 export type { Identity } from './pki.ts';

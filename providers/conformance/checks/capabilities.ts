@@ -51,7 +51,7 @@ export function capabilityOf(provider: CloudProvider, capability: Capability): u
 const accessors: Check = {
   id: 'capabilities.accessors',
   rule: 'Every capability accessor answers, with an implementation that has all of its methods or with undefined (not supported), and answers the same on every call.',
-  source: 'shared/cloud/provider.ts CloudProvider; ccm-behaviour §1.1',
+  source: 'shared/cloud/provider.ts CloudProvider; k8s.io/cloud-provider cloud.go Interface',
   run: ({ provider }) => {
     for (const capability of capabilities) {
       const first = capabilityOf(provider, capability);
@@ -80,7 +80,7 @@ const accessors: Check = {
 const identity: Check = {
   id: 'capabilities.identity',
   rule: 'providerName() is the non-empty prefix of the provider IDs the provider hands out (<name>://<id>), and hasClusterId() answers a boolean.',
-  source: 'shared/cloud/provider.ts CloudProvider.providerName, hasClusterId; ccm-behaviour §1.1',
+  source: 'shared/cloud/provider.ts CloudProvider.providerName, hasClusterId; k8s.io/cloud-provider cloud.go Interface',
   run: ({ provider }) => {
     const name = provider.providerName();
     expect(typeof name === 'string' && name !== '', `providerName() answered ${JSON.stringify(name)}`);

@@ -137,7 +137,8 @@ function impostor(observed: ObservedError): string | undefined {
 const typed: Check = {
   id: 'errors.typed',
   rule: "The contract's outcomes are its own error classes (InstanceNotFoundError, NotImplementedError, ImplementedElsewhereError, RetryError from shared/cloud/errors.ts), thrown as they are or as a cause: never a look-alike.",
-  source: 'shared/cloud/errors.ts; ccm-behaviour §1.8',
+  source:
+    'shared/cloud/errors.ts; k8s.io/cloud-provider cloud.go (InstanceNotFound, NotImplemented, ImplementedElsewhere)',
   run: (context) => {
     for (const observed of context.errors) {
       const problem = impostor(observed);
@@ -150,7 +151,8 @@ const typed: Check = {
 const retryDelay: Check = {
   id: 'errors.retry-delay',
   rule: 'A RetryError carries its delay: retryAfterMs, a finite number of milliseconds >= 0.',
-  source: 'shared/cloud/errors.ts RetryError; ccm-behaviour §1.8, §4.5',
+  source:
+    'shared/cloud/errors.ts RetryError; k8s.io/cloud-provider api/retry_error.go, controllers/service/controller.go processNextServiceItem',
   run: (context) => {
     const retries = context.errors
       .map((o) => ({ call: o.call, retry: findCause(o.error, RetryError) }))

@@ -110,7 +110,8 @@ function checkExpected(instance: KnownInstance, metadata: InstanceMetadata): voi
 const metadataComplete: Check = {
   id: 'instances.metadata',
   rule: 'instanceMetadata() of a known instance (running or shut down) answers complete metadata — a provider ID, addresses, type, zone and region as strings, extra labels outside kubernetes.io/k8s.io — the same on every call.',
-  source: 'shared/cloud/provider.ts InstancesV2.instanceMetadata, InstanceMetadata; ccm-behaviour §1.4, §2.3, §2.4',
+  source:
+    'shared/cloud/provider.ts InstancesV2.instanceMetadata, InstanceMetadata; k8s.io/cloud-provider cloud.go InstanceMetadata, controllers/node/node_controller.go getInstanceMetadata, getNodeModifiersFromCloudProvider',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -134,7 +135,8 @@ const metadataComplete: Check = {
 const providerIdPrefix: Check = {
   id: 'instances.provider-id-prefix',
   rule: 'The provider IDs the provider hands out are <providerName()>://<id>.',
-  source: 'shared/cloud/provider.ts CloudProvider.providerName, InstanceMetadata.providerId; ccm-behaviour §1.3, §1.4',
+  source:
+    'shared/cloud/provider.ts CloudProvider.providerName, InstanceMetadata.providerId; k8s.io/cloud-provider cloud.go Instances, InstancesV2',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -156,7 +158,8 @@ const providerIdPrefix: Check = {
 const exists: Check = {
   id: 'instances.exists',
   rule: 'instanceExists() is true for a known instance, and for a shut-down one (stopped is not gone: false gets the Node deleted).',
-  source: 'shared/cloud/provider.ts InstancesV2.instanceExists; ccm-behaviour §1.3, §3',
+  source:
+    'shared/cloud/provider.ts InstancesV2.instanceExists; k8s.io/cloud-provider controllers/nodelifecycle/node_lifecycle_controller.go MonitorNodes',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -188,7 +191,8 @@ async function shutdownOf(api: InstancesV2, spec: NodeSpec): Promise<boolean | S
 const shutdown: Check = {
   id: 'instances.shutdown',
   rule: 'instanceShutdown() is true for a shut-down instance and false for a running one.',
-  source: 'shared/cloud/provider.ts InstancesV2.instanceShutdown; ccm-behaviour §3',
+  source:
+    'shared/cloud/provider.ts InstancesV2.instanceShutdown; k8s.io/cloud-provider controllers/nodelifecycle/node_lifecycle_controller.go MonitorNodes',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -215,7 +219,7 @@ const notFoundMetadata: Check = {
   id: 'instances.not-found-metadata',
   rule: 'instanceMetadata() of an instance that does not exist throws InstanceNotFoundError (or an error caused by one), never a generic error.',
   source:
-    'shared/cloud/errors.ts InstanceNotFoundError; shared/cloud/provider.ts InstancesV2; ccm-behaviour §1.3, §1.8',
+    'shared/cloud/errors.ts InstanceNotFoundError; shared/cloud/provider.ts InstancesV2; k8s.io/cloud-provider cloud.go InstanceNotFound, Instances',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -236,7 +240,8 @@ const notFoundMetadata: Check = {
 const notFoundExists: Check = {
   id: 'instances.not-found-exists',
   rule: 'instanceExists() of an instance that does not exist answers false, without throwing.',
-  source: 'shared/cloud/provider.ts InstancesV2.instanceExists; ccm-behaviour §1.3, §3',
+  source:
+    'shared/cloud/provider.ts InstancesV2.instanceExists; k8s.io/cloud-provider controllers/nodelifecycle/node_lifecycle_controller.go MonitorNodes',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -256,7 +261,8 @@ const notFoundExists: Check = {
 const providerIdAccepted: Check = {
   id: 'instances.provider-id-accepted',
   rule: "A provider ID from instanceMetadata(), set as the Node's spec.providerID, is accepted back: the instance exists and has the same metadata.",
-  source: 'shared/cloud/provider.ts InstancesV2 ("look at spec.providerID first"); ccm-behaviour §1.4, §2.4',
+  source:
+    'shared/cloud/provider.ts InstancesV2 ("look at spec.providerID first"); k8s.io/cloud-provider cloud.go InstancesV2, controllers/node/node_controller.go getInstanceMetadata',
   run: async (context) => {
     const api = v2(context);
     if (isSkip(api)) return api;
@@ -280,7 +286,7 @@ const providerIdAccepted: Check = {
 const legacyKnown: Check = {
   id: 'instances.legacy-known',
   rule: 'Through instances(): instanceId() of a known instance is its ID (<providerName()>://<ID> is its provider ID), instanceExistsByProviderId() is true, also when it is shut down, and nodeAddressesByProviderId() answers its addresses.',
-  source: 'shared/cloud/provider.ts Instances; ccm-behaviour §1.3',
+  source: 'shared/cloud/provider.ts Instances; k8s.io/cloud-provider cloud.go Instances',
   run: async (context) => {
     const api = legacy(context);
     if (isSkip(api)) return api;
@@ -309,7 +315,8 @@ const legacyKnown: Check = {
 const legacyNotFound: Check = {
   id: 'instances.legacy-not-found',
   rule: 'Through instances(): instanceId() of a gone instance throws InstanceNotFoundError, and instanceExistsByProviderId() of an unknown provider ID answers false.',
-  source: 'shared/cloud/provider.ts Instances.instanceId, instanceExistsByProviderId; ccm-behaviour §1.3, §3',
+  source:
+    'shared/cloud/provider.ts Instances.instanceId, instanceExistsByProviderId; k8s.io/cloud-provider cloud.go Instances, controllers/nodelifecycle/node_lifecycle_controller.go MonitorNodes',
   run: async (context) => {
     const api = legacy(context);
     if (isSkip(api)) return api;

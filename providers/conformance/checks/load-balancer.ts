@@ -127,7 +127,8 @@ async function remove(context: CheckContext, api: LoadBalancer, svc: V1Service, 
 const name: Check = {
   id: 'load-balancer.name',
   rule: 'getLoadBalancerName() is a non-empty name, the same for the same Service on every call, and different for two Services.',
-  source: 'shared/cloud/provider.ts LoadBalancer.getLoadBalancerName, defaultLoadBalancerName; ccm-behaviour §1.2',
+  source:
+    'shared/cloud/provider.ts LoadBalancer.getLoadBalancerName, defaultLoadBalancerName; k8s.io/cloud-provider cloud.go GetLoadBalancerName, DefaultLoadBalancerName',
   run: (context) => {
     const api = context.provider.loadBalancer();
     if (api === undefined) return Promise.resolve(unsupported);
@@ -145,7 +146,7 @@ const idempotent: Check = {
   id: 'load-balancer.ensure-idempotent',
   rule: 'ensureLoadBalancer() is idempotent: a second call with the same Service and nodes answers the same status and makes no second load balancer (one delete removes it).',
   source:
-    'shared/cloud/provider.ts LoadBalancer.ensureLoadBalancer; ccm-behaviour §4.4, §4.5; DESIGN.md (level-triggered, idempotent)',
+    'shared/cloud/provider.ts LoadBalancer.ensureLoadBalancer; k8s.io/cloud-provider controllers/service/controller.go syncLoadBalancerIfNeeded (every sync ensures again; a failed one is retried)',
   run: async (context) => {
     const svc = service(context, 'idem');
     return withCleanup(context, [svc], async (api) => {
@@ -171,7 +172,8 @@ const idempotent: Check = {
 const agrees: Check = {
   id: 'load-balancer.get-agrees',
   rule: 'getLoadBalancer() agrees with ensure and delete: nothing before ensure, the ensured status after it, nothing after delete.',
-  source: 'shared/cloud/provider.ts LoadBalancer.getLoadBalancer; ccm-behaviour §1.2, §4.4',
+  source:
+    'shared/cloud/provider.ts LoadBalancer.getLoadBalancer; k8s.io/cloud-provider cloud.go LoadBalancer, controllers/service/controller.go syncLoadBalancerIfNeeded',
   run: async (context) => {
     const svc = service(context, 'get');
     return withCleanup(context, [svc], async (api) => {
@@ -196,7 +198,8 @@ const agrees: Check = {
 const update: Check = {
   id: 'load-balancer.update-keeps-address',
   rule: 'updateLoadBalancer() with another node set succeeds and keeps the address: getLoadBalancer() and a new ensure answer the same ingress.',
-  source: 'shared/cloud/provider.ts LoadBalancer.updateLoadBalancer; ccm-behaviour §4.7, §4.8',
+  source:
+    'shared/cloud/provider.ts LoadBalancer.updateLoadBalancer; k8s.io/cloud-provider controllers/service/controller.go nodeSyncService, stableNodeSetPredicates',
   run: async (context) => {
     if (context.fixture.loadBalancer.nodes.length === 0)
       return skip('the fixture names no load balancer nodes (loadBalancer.nodes), so there is no other node set');
@@ -221,7 +224,8 @@ const update: Check = {
 const deleteMissing: Check = {
   id: 'load-balancer.delete-missing',
   rule: 'ensureLoadBalancerDeleted() of a load balancer that does not exist succeeds (twice in a row too), and never throws ImplementedElsewhereError.',
-  source: 'shared/cloud/provider.ts LoadBalancer.ensureLoadBalancerDeleted; ccm-behaviour §1.2, §4.4',
+  source:
+    'shared/cloud/provider.ts LoadBalancer.ensureLoadBalancerDeleted; k8s.io/cloud-provider cloud.go LoadBalancer, controllers/service/controller.go syncLoadBalancerIfNeeded',
   run: async (context) => {
     const svc = service(context, 'absent');
     return withCleanup(context, [], async (api) => {
@@ -235,7 +239,7 @@ const deleteMissing: Check = {
 const concurrent: Check = {
   id: 'load-balancer.concurrent',
   rule: 'N concurrent ensureLoadBalancer() calls for N Services give N load balancers: each Service gets its own status (distinct ingress, unless the fixture allows sharing), and deleting one leaves the others.',
-  source: 'shared/cloud/provider.ts (safe to call from many stateless instances at once); DESIGN.md provider contract',
+  source: 'shared/cloud/provider.ts (safe to call from many stateless instances at once)',
   run: async (context) => {
     const { concurrency, ingressMayRepeat } = context.fixture.loadBalancer;
     const services = Array.from({ length: concurrency }, (_, i) => service(context, `many-${i}`, i));

@@ -1,7 +1,8 @@
-// Routes: what the route controller relies on (ccm-behaviour §5.3): a created route is listed
-// with its CIDR and target, a deleted one is gone, deleting one that is not there succeeds, and a
-// route whose target is gone is flagged blackhole (the controller deletes those in its range).
-// Every route a check creates is deleted when it ends.
+// Routes: what the route controller relies on (k8s.io/cloud-provider
+// controllers/route/route_controller.go, reconcile): a created route is listed with its CIDR and
+// target, a deleted one is gone, deleting one that is not there succeeds, and a route whose target
+// is gone is flagged blackhole (the controller deletes those in its range). Every route a check
+// creates is deleted when it ends.
 
 import type { V1Node } from '@kubernetes/client-node';
 import type { Route, Routes } from '../../../shared/cloud/provider.ts';
@@ -82,7 +83,8 @@ async function withRoutes(
 const createList: Check = {
   id: 'routes.create-list',
   rule: 'A route made with createRoute() is listed by listRoutes() with the given destination CIDR and target node, and not as a blackhole.',
-  source: 'shared/cloud/provider.ts Routes.createRoute, listRoutes, Route; ccm-behaviour §1.7, §5.3',
+  source:
+    'shared/cloud/provider.ts Routes.createRoute, listRoutes, Route; k8s.io/cloud-provider cloud.go Routes, controllers/route/route_controller.go reconcile',
   run: (context) =>
     withRoutes(context, async (routes, all) => {
       for (const target of all) {
@@ -104,7 +106,8 @@ const createList: Check = {
 const remove: Check = {
   id: 'routes.delete',
   rule: 'deleteRoute() of a route as listRoutes() answered it removes it: it is no longer listed.',
-  source: 'shared/cloud/provider.ts Routes.deleteRoute; ccm-behaviour §1.7, §5.3',
+  source:
+    'shared/cloud/provider.ts Routes.deleteRoute; k8s.io/cloud-provider cloud.go Routes, controllers/route/route_controller.go reconcile',
   run: (context) =>
     withRoutes(context, async (routes, all) => {
       const target = all[0] as Target;
@@ -121,7 +124,8 @@ const remove: Check = {
 const deleteMissing: Check = {
   id: 'routes.delete-missing',
   rule: 'deleteRoute() of a route that does not exist succeeds.',
-  source: 'shared/cloud/provider.ts Routes.deleteRoute; ccm-behaviour §5.3 (deletes race with other reconciles)',
+  source:
+    'shared/cloud/provider.ts Routes.deleteRoute; k8s.io/cloud-provider controllers/route/route_controller.go reconcile (deletes race with other reconciles)',
   run: (context) =>
     withRoutes(context, async (routes, all) => {
       const target = all[0] as Target;
@@ -142,7 +146,8 @@ const deleteMissing: Check = {
 const blackhole: Check = {
   id: 'routes.blackhole',
   rule: 'A route whose target is gone is listed with blackhole: true, so the route controller deletes it.',
-  source: 'shared/cloud/provider.ts Route.blackhole; ccm-behaviour §1.7, §5.3',
+  source:
+    'shared/cloud/provider.ts Route.blackhole; k8s.io/cloud-provider cloud.go Route, controllers/route/route_controller.go reconcile',
   run: async (context) => {
     const routes = api(context);
     if ('skipped' in routes) return routes;

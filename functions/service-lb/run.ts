@@ -1,0 +1,202 @@
+// One service-lb reconcile's working state and what it writes: its provider calls (reported, and on
+// a dry run only reported), its Events, the finalizer and the status with the sync record. The
+// service controller's helpers of the same names (k8s.io/cloud-provider controllers/service/
+// controller.go: processLoadBalancerDelete, addFinalizer, removeFinalizer, patchStatus).
+
+import type { CoreV1Api, V1LoadBalancerStatus, V1Service } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { LoadBalancer } from '../../shared/cloud/provider.ts';
+import type { KeyedSerializer } from '../../shared/concurrency.ts';
+import type { Change } from '../../shared/host/function.ts';
+import { apiMessage, apiStatus, mergePatch, strategicMergePatch } from '../../shared/kube/api.ts';
+import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
+import type { NodeLister } from './nodes.ts';
+import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation } from './predicates.ts';
+
+/** What the service-lb reconcile works with. */
+export interface ServiceLbDeps {
+  readonly core: CoreV1Api;
+  readonly loadBalancer: LoadBalancer;
+  readonly clusterName: string;
+  /** Services handled at once by a pass over all of them. */
+  readonly concurrency: number;
+  /** One reconcile per Service at a time, whatever asked for it: two ensures at once could make two load balancers. */
+  readonly serializer: KeyedSerializer;
+  /** The eligible nodes, listed only when the instance's last list is not known to be current. */
+  readonly nodes: NodeLister;
+}
+
+/** How one reconcile runs. */
+export interface ServiceSyncOptions {
+  readonly dryRun: boolean;
+  readonly log: Logger;
+  readonly signal?: AbortSignal;
+  /** A delete event's last known object. */
+  readonly lastKnown?: unknown;
+  /** The event's digest of the current node list (`cirrusnodeset`), when it has one. */
+  readonly nodeSet?: string;
+  /** An add or update event's object (a claim, see ReconcileOptions). */
+  readonly claimed?: unknown;
+}
+
+// One reconcile's working state: the Service, the changes made so far (for the report).
+export interface Run {
+  readonly deps: ServiceLbDeps;
+  readonly options: ServiceSyncOptions;
+  readonly service: V1Service;
+  readonly key: string;
+  readonly changes: Change[];
+}
+
+/** `Service/<namespace>/<name>`: a Service's key in reports and in the serializer. */
+export function serviceKey(service: V1Service): string {
+  return `Service/${service.metadata?.namespace ?? ''}/${service.metadata?.name ?? ''}`;
+}
+
+/** The Service as the API server has it now; undefined when it is gone. */
+export async function readService(core: CoreV1Api, namespace: string, name: string): Promise<V1Service | undefined> {
+  try {
+    return await core.readNamespacedService({ namespace, name });
+  } catch (error) {
+    if (apiStatus(error) === 404) return undefined;
+    throw error;
+  }
+}
+
+// The Events around a load balancer's deletion, in upstream's words.
+export const deleting = { type: 'Normal', reason: 'DeletingLoadBalancer', message: 'Deleting load balancer' } as const;
+export const deleted = { type: 'Normal', reason: 'DeletedLoadBalancer', message: 'Deleted load balancer' } as const;
+
+// The load balancer of a Service that is gone, deleted with its events: upstream's
+// processLoadBalancerDelete (k8s.io/cloud-provider controllers/service/controller.go). The cleanup
+// of a Service that is still there (./sync.ts deleteBranch) shares its steps, with the finalizer between them.
+export async function processLoadBalancerDelete(run: Run): Promise<void> {
+  await event(run, deleting);
+  try {
+    await ensureDeleted(run);
+  } catch (error) {
+    await event(run, {
+      type: 'Warning',
+      reason: 'DeleteLoadBalancerFailed',
+      message: `Error deleting load balancer: ${(error as Error).message}`,
+    });
+    throw error;
+  }
+  await event(run, deleted);
+}
+
+export async function ensureDeleted(run: Run): Promise<void> {
+  const { deps, service, options } = run;
+  await cloud(run, 'ensureLoadBalancerDeleted', () =>
+    deps.loadBalancer.ensureLoadBalancerDeleted(deps.clusterName, service, options.signal),
+  );
+}
+
+// A mutating provider call: made, or on a dry run only reported.
+export async function cloud<T>(run: Run, method: string, call: () => Promise<T>): Promise<T | undefined> {
+  run.changes.push({ action: 'cloud', target: run.key, detail: { method } });
+  return run.options.dryRun ? undefined : call();
+}
+
+export async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promise<void> {
+  const metadata = run.service.metadata;
+  const reference = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    name: metadata?.name ?? '',
+    namespace: metadata?.namespace ?? '',
+    uid: metadata?.uid ?? '',
+  };
+  const body = eventFor(reference, { ...spec, component: 'service-controller' });
+  run.changes.push({
+    action: 'event',
+    target: run.key,
+    detail: { type: spec.type, reason: spec.reason, message: spec.message },
+  });
+  if (run.options.dryRun) return;
+  await recordEvent(run.deps.core, body).catch((error: unknown) => {
+    run.options.log.warn({ key: run.key, err: error }, 'event not recorded');
+  });
+}
+
+// Finalizers are patched as upstream does: a strategic merge patch on services/status, which adds
+// to (or deletes from) the list without replacing other controllers' finalizers.
+export async function addFinalizer(run: Run): Promise<void> {
+  if (hasFinalizer(run.service)) return;
+  await patchServiceStatus(
+    run,
+    { metadata: { finalizers: [finalizer] } },
+    strategicMergePatch,
+    'failed to add load balancer cleanup finalizer',
+  );
+}
+
+export async function removeFinalizer(run: Run): Promise<void> {
+  if (!hasFinalizer(run.service)) return;
+  await patchServiceStatus(
+    run,
+    { metadata: { '$deleteFromPrimitiveList/finalizers': [finalizer] } },
+    strategicMergePatch,
+    'failed to remove load balancer cleanup finalizer',
+  );
+}
+
+// The ingress and the sync record in one merge patch; skipped when neither changed. `record` null
+// removes it (after cleanup). A Service gone meanwhile (its finalizer just removed) is no error.
+export async function patchStatus(
+  run: Run,
+  status: V1LoadBalancerStatus,
+  record: { spec: string; nodes: string } | null,
+): Promise<void> {
+  const body = statusPatch(run.service, status, record);
+  if (body === undefined) return;
+  try {
+    await patchServiceStatus(run, body, mergePatch, 'failed to update load balancer status');
+  } catch (error) {
+    if (apiStatus((error as Error).cause) !== 404) throw error;
+  }
+}
+
+// The merge patch that brings the ingress and the record to what they should be, or undefined.
+function statusPatch(
+  service: V1Service,
+  status: V1LoadBalancerStatus,
+  record: { spec: string; nodes: string } | null,
+): object | undefined {
+  const current = recordText(service);
+  const next = record === null ? null : JSON.stringify(record);
+  const statusChanged = !loadBalancerStatusEqual(service.status?.loadBalancer, status);
+  if (!statusChanged && current === next) return undefined;
+  const patch: { metadata?: object; status?: object } = {};
+  if (current !== next) patch.metadata = { annotations: { [syncedAnnotation]: next } };
+  if (statusChanged) patch.status = { loadBalancer: { ingress: nonEmpty(status.ingress) } };
+  return patch;
+}
+
+function recordText(service: V1Service): string | null {
+  return service.metadata?.annotations?.[syncedAnnotation] ?? null;
+}
+
+// A merge patch removes the list with null; an empty list would be stored as one.
+function nonEmpty<T>(list: T[] | undefined): T[] | null {
+  return list !== undefined && list.length > 0 ? list : null;
+}
+
+async function patchServiceStatus(
+  run: Run,
+  body: object,
+  contentType: typeof mergePatch,
+  failure: string,
+): Promise<void> {
+  const name = run.service.metadata?.name ?? '';
+  const namespace = run.service.metadata?.namespace ?? '';
+  run.changes.push({ action: 'patch-status', target: run.key, detail: body });
+  try {
+    await run.deps.core.patchNamespacedServiceStatus(
+      run.options.dryRun ? { name, namespace, body, dryRun: 'All' } : { name, namespace, body },
+      contentType,
+    );
+  } catch (error) {
+    throw new Error(`${failure}: ${apiMessage(error)}`, { cause: error });
+  }
+}
