@@ -43,7 +43,11 @@ describe('static provider: a pool with namespaces is a fence', { skip: controlPl
       { config, configPath: undefined, signal: run.signal, log, kubeConfig },
       { namespaceFile: '/nonexistent/namespace' },
     );
-    fn = serviceLbFunction({ core, cloud, clusterName: 'kubernetes' });
+    fn = serviceLbFunction({
+      core,
+      loadBalancer: cloud.loadBalancer() ?? assert.fail('static has load balancers'),
+      clusterName: 'kubernetes',
+    });
   });
 
   async function service(namespace: string, name: string, extra: Partial<V1Service['spec']> = {}, pool?: string) {
