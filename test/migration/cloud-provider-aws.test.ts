@@ -151,13 +151,13 @@ async function migrate(core: ClusterCore, world: AwsWorld, sides: Sides): Promis
   for (const [index, instance] of [one, two, three].entries()) await joinNode(core, instance, index + 1);
   for (const body of services(certificate)) await core.createNamespacedService({ namespace, body });
   const expected = { nodes: [one, two, three], services: services(certificate).length };
-  const firstUnmet = await settle(core, world, expected, 60_000);
+  const firstUnmet = await settle(core, world, expected, 45_000);
   await firstCcm?.stop();
   const beforeSnapshot = await takeSnapshot(world, { core, namespace });
 
   const secondCcm = await sides.start(sides.second);
   await joinNode(core, fourth, 4);
-  await settle(core, world, { nodes: instances, services: expected.services }, 45_000);
+  await settle(core, world, { nodes: instances, services: expected.services }, 30_000);
   const afterSnapshot = await takeSnapshot(world, { core, namespace });
   await secondCcm?.stop();
   const fourthKey = (key: string): boolean => key === `node ${fourth.privateDnsName}` || key === `route ${podCidr(4)}`;

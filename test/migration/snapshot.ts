@@ -42,7 +42,10 @@ export async function takeSnapshot(world: AwsWorld, cluster: ClusterSide): Promi
   return new Map([...entries].sort(([a], [b]) => a.localeCompare(b)).map(([key, value]) => [key, canonical(value)]));
 }
 
-/** One line per difference: `- key: before`, `+ key: after`, or `~ key: before → after`. */
+/**
+ * One line per difference: `- key: before`, `+ key: after`, or, for a changed value, one
+ * `~ key .field: before → after` per field that differs (the whole value when it is not an object).
+ */
 export function diffSnapshots(
   before: Snapshot,
   after: Snapshot,
@@ -54,8 +57,18 @@ export function diffSnapshots(
     if (a === b) return [];
     if (b === undefined) return [`- ${key}: ${a}`];
     if (a === undefined) return [`+ ${key}: ${b}`];
-    return [`~ ${key}: ${a} → ${b}`];
+    return changedFields(JSON.parse(a), JSON.parse(b)).map(([field, x, y]) => `~ ${key}${field}: ${x} → ${y}`);
   });
+}
+
+function changedFields(a: unknown, b: unknown): [string, string, string][] {
+  const isRecord = (v: unknown): v is Record<string, unknown> =>
+    v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isRecord(a) || !isRecord(b)) return [['', canonical(a), canonical(b)]];
+  const fields = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+  return fields
+    .map((f): [string, string, string] => [` .${f}`, shown(a[f]), shown(b[f])])
+    .filter(([, x, y]) => x !== y);
 }
 
 /** `snapshot` without the entries `drop` names and with `instanceId` left out of every registration list. */
@@ -69,6 +82,8 @@ export function without(snapshot: Snapshot, drop: (key: string) => boolean, inst
     }),
   );
 }
+
+const shown = (value: unknown): string => (value === undefined ? 'absent' : canonical(value));
 
 /** JSON with object keys sorted, so equal values print equal. */
 function canonical(value: unknown): string {

@@ -9,7 +9,9 @@ takes the same arguments.
 2. A network load balancer's DNS name has AWS's NLB form, <name>-<id>.elb.<region>.amazonaws.com.
    moto gives every ELBv2 load balancer the ALB and Classic form, <name>-1.<region>.elb.amazonaws.com,
    and cloud-provider-aws tells a Classic ELB from an NLB by that suffix (validateServiceAnnotations):
-   it refuses to update every NLB it made.
+   it refuses to update every NLB it made. Its attributes include access_logs.s3.enabled=false, as
+   AWS reports them; moto leaves the key out until someone sets it, so cloud-provider-aws setting
+   it to the default looked like a change.
 3. ModifyListener takes the NLB protocols TLS, UDP and TCP_UDP (moto takes HTTP, HTTPS and TCP
    only), with a TLS listener's certificates. cloud-provider-aws modifies a TLS listener whenever
    its SSL policy is not the annotation's (AWS, and moto, give one by default): on moto it failed,
@@ -45,6 +47,7 @@ def _with_nlb_dns_name(create):
         if balancer.type == "network":
             balancer_id = balancer.arn.rsplit("/", 1)[-1]
             balancer.dns_name = f"{balancer.name}-{balancer_id}.elb.{self.region_name}.amazonaws.com"
+            balancer.attrs.setdefault("access_logs.s3.enabled", "false")
         return balancer
 
     return patched
