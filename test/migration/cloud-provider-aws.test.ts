@@ -61,6 +61,11 @@ for (const [first, second] of [
     let world: AwsWorld | undefined;
     let dir = '';
     const running = new Set<Ccm>();
+    /** Where the CCMs' logs, the kubeconfig and the cloud.conf are kept after the run. */
+    const logs = join(cacheRoot(), 'last-migration-logs', `from-${first}`);
+    const report = (t: TestContext, lines: readonly string[], title: string): void => {
+      reportLines(t, lines, `${title} (the CCMs' logs: ${logs})`);
+    };
 
     before(
       async () => {
@@ -88,7 +93,6 @@ for (const [first, second] of [
       for (const ccm of running) await ccm.stop();
       world?.close();
       if (dir === '') return;
-      const logs = join(cacheRoot(), 'last-migration-logs', `from-${first}`);
       await rm(logs, { recursive: true, force: true });
       await cp(dir, logs, { recursive: true });
       await rm(dir, { recursive: true, force: true });
@@ -212,7 +216,7 @@ const on =
     registered.split(':')[0] === instanceId;
 
 /** Fails with `lines` under `title` when there are any, and prints them either way. */
-function report(t: TestContext, lines: readonly string[], title: string): void {
+function reportLines(t: TestContext, lines: readonly string[], title: string): void {
   for (const line of lines) t.diagnostic(line);
   assert.deepEqual(lines, [], `${title}:\n${lines.join('\n')}`);
 }
