@@ -23,6 +23,8 @@ import { freePort, startProcess, type ManagedProcess } from '../control-plane/pr
 export const motoVersion = '5.2.5';
 const requirement = `moto[server]==${motoVersion}`;
 const markerName = 'cirrus-installed.json';
+/** `python -m moto.server` with the AWS behaviours moto lacks that cloud-provider-aws relies on (the file says which). */
+const motoServer = fileURLToPath(new URL('moto-server.py', import.meta.url));
 /** A staging folder this old belongs to an install that died (one takes about 30 s). */
 const staleStagingMs = 30 * 60_000;
 
@@ -228,7 +230,7 @@ export async function startEmulator(options: StartOptions = {}): Promise<Emulato
       const server = await startProcess(
         'moto',
         install.python,
-        ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)],
+        [motoServer, '-H', '127.0.0.1', '-p', String(port)],
         logFile,
       );
       const endpoint = `http://127.0.0.1:${port}`;

@@ -1,0 +1,123 @@
+// Finds or builds aws-cloud-controller-manager, the CCM of kubernetes/cloud-provider-aws, that the
+// migration test (test/migration/) runs before and after cirrus on one cluster and one emulator.
+// Nothing here is cirrus code, and no binary or upstream source is kept in the repository: the Go
+// module beside this file names the release (its tool directive), and the build fetches it through
+// the Go module proxy once per machine, as tools/control-plane/assets.ts builds kube-apiserver.
+//
+// `go install k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager@<version>` refuses the
+// module (its go.mod has a replace directive); as a requirement of this module its replace is not
+// applied, and github.com/google/cel-go resolves to the version its go.mod requires.
+//
+// Run directly (`node tools/cloud-provider-aws/assets.ts`) it ensures the binary and prints its path.
+
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  AssetsUnavailableError,
+  buildFolder,
+  cacheRoot,
+  goBuild,
+  isExecutable,
+  pinnedVersions,
+} from '../control-plane/index.ts';
+
+const moduleDir = dirname(fileURLToPath(import.meta.url));
+const pkg = 'k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager';
+const binaryName = 'aws-cloud-controller-manager';
+
+/** The binary, the release it was built from, and whether this call built it. */
+export interface CloudProviderAws {
+  readonly binary: string;
+  /** The k8s.io/cloud-provider-aws version go.mod pins, e.g. v1.36.2. */
+  readonly version: string;
+  readonly source: 'cache' | 'build';
+}
+
+export interface ResolveOptions {
+  /** Build it with Go when the cache has none (minutes); otherwise an AssetsUnavailableError. */
+  readonly build: boolean;
+  readonly progress?: (line: string) => void;
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * The cached binary, built first when `build` is set. Throws AssetsUnavailableError when there is
+ * none and none can be built here, with what is missing and the command that builds it.
+ */
+export async function resolveCloudProviderAws(options: ResolveOptions): Promise<CloudProviderAws> {
+  const env = options.env ?? process.env;
+  const version = await checkedVersion();
+  const dir = join(cacheRoot(env), 'cloud-provider-aws', `${version}-${await moduleHash()}`);
+  const binary = join(dir, binaryName);
+  if (await isExecutable(binary)) return { binary, version, source: 'cache' };
+  if (!options.build) {
+    throw new AssetsUnavailableError(
+      `no aws-cloud-controller-manager ${version} in ${dir}: run \`npm run cloud-provider-aws:build\` ` +
+        '(it needs Go >= 1.26 and the Go module proxy, once per machine)',
+    );
+  }
+  if (!(await onPath('go', env))) {
+    throw new AssetsUnavailableError(
+      `no aws-cloud-controller-manager ${version}: Go is not installed (install Go >= 1.26 to build it once)`,
+    );
+  }
+  await build(dir, version, options.progress ?? (() => {}), env);
+  return { binary, version, source: 'build' };
+}
+
+async function build(dir: string, version: string, progress: (line: string) => void, env: NodeJS.ProcessEnv) {
+  const started = performance.now();
+  progress(`building aws-cloud-controller-manager ${version} once for this machine (a few minutes) into ${dir}`);
+  await buildFolder(dir, binaryName, (staging) =>
+    goBuild({
+      dir: moduleDir,
+      pkg,
+      output: join(staging, binaryName),
+      // As upstream's Makefile stamps its release builds.
+      ldflags: [`-X k8s.io/component-base/version.gitVersion=${version}`, `-X main.gitVersion=${version}`],
+      name: binaryName,
+      env,
+      progress,
+    }),
+  );
+  progress(`built aws-cloud-controller-manager in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+}
+
+// cloud-provider-aws v1.X.* is released for Kubernetes v1.X: it must be the control plane's minor.
+async function checkedVersion(): Promise<string> {
+  const { kubernetes } = await pinnedVersions();
+  const goMod = await readFile(join(moduleDir, 'go.mod'), 'utf8');
+  const version = /^\s*k8s\.io\/cloud-provider-aws (v\S+)/m.exec(goMod)?.[1];
+  const minor = (v: string | undefined): string | undefined => /^v1\.(\d+)\./.exec(v ?? '')?.[1];
+  if (version === undefined || minor(version) !== minor(kubernetes)) {
+    throw new Error(
+      `tools/cloud-provider-aws/go.mod requires k8s.io/cloud-provider-aws ${version ?? '(none)'}, but the control ` +
+        `plane is Kubernetes ${kubernetes}: require its latest v1.${minor(kubernetes) ?? '?'}.* there, then run go mod tidy`,
+    );
+  }
+  return version;
+}
+
+async function moduleHash(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const file of ['go.mod', 'go.sum']) hash.update(await readFile(join(moduleDir, file)));
+  return hash.digest('hex').slice(0, 12);
+}
+
+async function onPath(command: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  for (const dir of (env['PATH'] ?? '').split(':').filter(Boolean))
+    if (await isExecutable(join(dir, command))) return true;
+  return false;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const built = await resolveCloudProviderAws({
+    build: true,
+    progress: (line) => {
+      console.error(line);
+    },
+  });
+  console.log(built.binary);
+}
