@@ -7,6 +7,8 @@
 //
 // Order of deletion: listeners, target groups, then the load balancer, so that the load balancer
 // exists until everything else is gone and an interrupted delete is finished by the next one.
+//
+// Each entry point first asks ./classic/ which kind serves the Service: a Classic ELB is handled there.
 
 import {
   CreateListenerCommand,
@@ -34,6 +36,7 @@ import { DescribeRouteTablesCommand, DescribeSubnetsCommand, type Subnet } from 
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { defaultLoadBalancerName, type LoadBalancer } from '../../shared/cloud/provider.ts';
 import { abortable, errorCode, required, type AwsApi } from './api.ts';
+import { ClassicLoadBalancer, type SubnetChoice } from './classic/load-balancer.ts';
 import type { AwsConfig } from './config.ts';
 import type { AwsInstances } from './instances.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
@@ -48,11 +51,13 @@ export class AwsLoadBalancer implements LoadBalancer {
   readonly #api: AwsApi;
   readonly #config: AwsConfig;
   readonly #instances: AwsInstances;
+  readonly #classic: ClassicLoadBalancer;
 
   constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances) {
     this.#api = api;
     this.#config = config;
     this.#instances = instances;
+    this.#classic = new ClassicLoadBalancer(api, config, instances, (choice, signal) => this.#subnets(choice, signal));
   }
 
   getLoadBalancerName(_clusterName: string, service: V1Service): string {
@@ -65,6 +70,8 @@ export class AwsLoadBalancer implements LoadBalancer {
     signal?: AbortSignal,
   ): Promise<V1LoadBalancerStatus | undefined> {
     if (implementedElsewhere(service)) return undefined;
+    const route = await this.#classic.route(service, signal);
+    if (route.kind === 'classic') return this.#classic.get(service, route, signal);
     const nlb = await this.#ours(service, signal);
     return nlb === undefined ? undefined : statusOf(nlb);
   }
@@ -75,6 +82,8 @@ export class AwsLoadBalancer implements LoadBalancer {
     nodes: readonly V1Node[],
     signal?: AbortSignal,
   ): Promise<V1LoadBalancerStatus> {
+    const route = await this.#classic.route(service, signal, true);
+    if (route.kind === 'classic') return this.#classic.ensure(service, nodes, route.found, signal);
     const plan = planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
     const found = await this.#find(plan.name, signal);
     if (found === undefined) return statusOf(await this.#create(plan, signal));
@@ -90,6 +99,8 @@ export class AwsLoadBalancer implements LoadBalancer {
     nodes: readonly V1Node[],
     signal?: AbortSignal,
   ): Promise<void> {
+    const route = await this.#classic.route(service, signal, true);
+    if (route.kind === 'classic') return this.#classic.update(service, nodes, route.found, signal);
     const plan = planFor(this.#config, defaultLoadBalancerName(service), service, nodes);
     const found = await this.#find(plan.name, signal);
     if (found === undefined) throw new Error(`load balancer ${plan.name} not found`);
@@ -99,6 +110,7 @@ export class AwsLoadBalancer implements LoadBalancer {
 
   async ensureLoadBalancerDeleted(_clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void> {
     if (implementedElsewhere(service)) return;
+    await this.#classic.ensureDeleted(service, signal);
     const nlb = await this.#ours(service, signal);
     if (nlb === undefined) return;
     const arn = loadBalancerArnOf(nlb);
@@ -310,7 +322,7 @@ export class AwsLoadBalancer implements LoadBalancer {
   }
 
   /** Upstream's choice of subnets: the annotation's, or one per zone of the VPC's that fit the scheme. */
-  async #subnets(plan: NlbPlan, signal: AbortSignal | undefined): Promise<string[]> {
+  async #subnets(plan: SubnetChoice, signal: AbortSignal | undefined): Promise<string[]> {
     const { vpc, clusterId, subnetId } = this.#config;
     if (plan.subnets !== undefined) return this.#namedSubnets(plan.subnets, signal);
     const candidates = await this.#candidateSubnets(plan, signal);
@@ -324,7 +336,7 @@ export class AwsLoadBalancer implements LoadBalancer {
   }
 
   /** The VPC's subnets that are this cluster's or no cluster's; for an internet-facing one, only public ones. */
-  async #candidateSubnets(plan: NlbPlan, signal: AbortSignal | undefined): Promise<Subnet[]> {
+  async #candidateSubnets(plan: SubnetChoice, signal: AbortSignal | undefined): Promise<Subnet[]> {
     const { vpc, clusterId } = this.#config;
     const out = await this.#api.ec2.send(
       new DescribeSubnetsCommand({ Filters: [{ Name: 'vpc-id', Values: [vpc] }] }),

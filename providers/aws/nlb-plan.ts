@@ -173,7 +173,7 @@ function mappingsFor(
   return mappings;
 }
 
-function isInternal(value: string | undefined): boolean {
+export function isInternal(value: string | undefined): boolean {
   return value !== undefined && value !== '' && value !== 'false';
 }
 
@@ -258,7 +258,12 @@ function withHealthPath(check: HealthCheck, path: string | undefined): HealthChe
 }
 
 /** An annotation's whole number in [min, max], or undefined when it is absent. */
-function wholeNumber(value: string | undefined, annotation: string, min: number, max: number): number | undefined {
+export function wholeNumber(
+  value: string | undefined,
+  annotation: string,
+  min: number,
+  max: number,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^\d+$/.test(value) || n < min || n > max)
@@ -295,11 +300,11 @@ export function targetGroupName(key: TargetGroupKey): string {
   return `k8s-${clean(namespace)}-${clean(name)}-${hash.slice(0, 10)}`;
 }
 
-function isPort(value: string): boolean {
+export function isPort(value: string): boolean {
   return /^\d+$/.test(value) && Number(value) >= 1 && Number(value) <= 65535;
 }
 
-function list(value: string, annotation: string): string[] {
+export function list(value: string, annotation: string): string[] {
   const items = value
     .split(',')
     .map((s) => s.trim())
@@ -309,7 +314,7 @@ function list(value: string, annotation: string): string[] {
 }
 
 /** `k1=v1,k2=v2,k3=,k4`, as upstream reads it. */
-function additionalTags(value: string | undefined): Record<string, string> {
+export function additionalTags(value: string | undefined): Record<string, string> {
   const tags: Record<string, string> = {};
   if (value === undefined) return tags;
   for (const item of value.split(',')) {
@@ -325,7 +330,7 @@ function additionalTags(value: string | undefined): Record<string, string> {
 }
 
 /** The instance IDs of the nodes that match `target-node-labels` (`k=v` must match; `k` or `k=` needs the key). */
-function targetsOf(nodes: readonly V1Node[], selector: string | undefined): string[] {
+export function targetsOf(nodes: readonly V1Node[], selector: string | undefined): string[] {
   const wanted = (selector ?? '')
     .split(',')
     .map((s) => s.trim())

@@ -100,6 +100,7 @@ describe('an AWS emulator world', { skip: awsEmulatorSkip }, () => {
         `KubernetesClusterID = ${world.clusterId}`,
         `RouteTableID = ${world.routeTableId}`,
         'DisableSecurityGroupIngress = true',
+        'DefaultLoadBalancerType = nlb',
         'NodeIPFamilies = ipv4',
         '',
       ].join('\n'),

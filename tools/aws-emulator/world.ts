@@ -532,6 +532,8 @@ class World implements AwsWorld {
       RouteTableID: this.routeTableId,
       // cirrus does not edit the nodes' security groups and requires the file to say so (docs/providers/aws.md).
       DisableSecurityGroupIngress: 'true',
+      // The suites written for NLBs keep them; Classic ELB suites pass DefaultLoadBalancerType = classic.
+      DefaultLoadBalancerType: 'nlb',
       ...extra,
     };
     for (const [key, value] of Object.entries(global)) {
