@@ -1,4 +1,4 @@
-// The two AWS clients the provider uses (EC2 and Elastic Load Balancing v2, SDK v3), built once per
+// The AWS clients the provider uses (EC2, Elastic Load Balancing v2 and Classic, SDK v3), built once per
 // process: credentials from the SDK's standard chain (environment, shared files, web identity for
 // IRSA, container and instance metadata), endpoints from the SDK's standard variables
 // (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2) or upstream's
@@ -7,12 +7,13 @@
 // operation and outcome, and turns throttling that outlived the SDK's retries into RetryError.
 
 import { EC2Client, type EC2ClientConfig } from '@aws-sdk/client-ec2';
+import { ElasticLoadBalancingClient } from '@aws-sdk/client-elastic-load-balancing';
 import { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balancing-v2';
 import { Counter, type Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
 import type { AwsConfig, ServiceOverride } from './config.ts';
 
-export type ServiceName = 'ec2' | 'elbv2';
+export type ServiceName = 'ec2' | 'elbv2' | 'elb';
 
 /** How long a reconcile waits after throttling that the SDK's own retries did not absorb. */
 export const THROTTLED_RETRY_MS = 20_000;
@@ -36,6 +37,8 @@ export type CallObserver = (service: ServiceName, operation: string, outcome: 'o
 export interface AwsApi {
   readonly ec2: EC2Client;
   readonly elbv2: ElasticLoadBalancingV2Client;
+  /** Classic ELBs: the same endpoint as ELBv2, so ELBv2's [ServiceOverride] applies to it too. */
+  readonly elb: ElasticLoadBalancingClient;
 }
 
 export interface AwsApiOptions {
@@ -63,7 +66,7 @@ export function createAwsApi(config: AwsConfig, options: AwsApiOptions = {}): Aw
   const override = (service: ServiceName): ServiceOverride | undefined =>
     config.serviceOverrides.find((o) => o.service === service && o.region === config.region);
   const clientConfig = (service: ServiceName) => {
-    const o = override(service);
+    const o = override(service === 'elb' ? 'elbv2' : service);
     return {
       region: o?.signingRegion ?? config.region,
       ...(o === undefined ? {} : { endpoint: o.url }),
@@ -72,13 +75,15 @@ export function createAwsApi(config: AwsConfig, options: AwsApiOptions = {}): Aw
   };
   const ec2 = new EC2Client(clientConfig('ec2'));
   const elbv2 = new ElasticLoadBalancingV2Client(clientConfig('elbv2'));
+  const elb = new ElasticLoadBalancingClient(clientConfig('elb'));
   watch(ec2, 'ec2', options.observe);
   watch(elbv2, 'elbv2', options.observe);
-  return { ec2, elbv2 };
+  watch(elb, 'elb', options.observe);
+  return { ec2, elbv2, elb };
 }
 
 function watch(
-  client: EC2Client | ElasticLoadBalancingV2Client,
+  client: EC2Client | ElasticLoadBalancingV2Client | ElasticLoadBalancingClient,
   service: ServiceName,
   observe: CallObserver | undefined,
 ): void {

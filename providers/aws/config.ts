@@ -3,7 +3,8 @@
 // instance, so there is no instance-metadata self-lookup: region, VPC and cluster ID must be in
 // the file. A key cirrus does not know is a start-up error that names it; a key upstream knows but
 // cirrus does not act on is refused when acting on it matters (RoleARN, NLBSecurityGroupMode) and
-// reported as ignored when it does not (ElbSecurityGroup, which only Classic ELBs use).
+// reported as ignored when it does not. One key is cirrus's own: DefaultLoadBalancerType (upstream's
+// gcfg reader skips keys it does not know, so the file stays readable by cloud-provider-aws).
 
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import { parseGcfg, type Section } from './gcfg.ts';
@@ -26,6 +27,10 @@ export interface AwsConfig {
   readonly nodeIpFamilies: readonly IpFamily[];
   readonly healthProbe: { readonly mode: 'ServiceNodePort' | 'Shared'; readonly port: number; readonly path: string };
   readonly serviceOverrides: readonly ServiceOverride[];
+  /** Upstream's ElbSecurityGroup: the one group every Classic ELB gets instead of a group of its own. */
+  readonly elbSecurityGroup: string | undefined;
+  /** What a Service without the aws-load-balancer-type annotation gets when it has no load balancer yet. */
+  readonly defaultLoadBalancerType: 'classic' | 'nlb';
   /** Keys read but without effect in cirrus, with why: logged once at start. */
   readonly ignored: readonly string[];
 }
@@ -50,6 +55,7 @@ const globalKeys = new Map(
     'ClusterServiceSharedLoadBalancerHealthProbePath',
     'SupportedTopologyInstanceTypePattern',
     'NLBSecurityGroupMode',
+    'DefaultLoadBalancerType',
   ].map((k) => [k.toLowerCase(), k]),
 );
 
@@ -88,6 +94,8 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
     nodeIpFamilies: readNodeIpFamilies(global, file),
     healthProbe: readHealthProbe(one, file),
     serviceOverrides,
+    elbSecurityGroup: readId(one, 'ElbSecurityGroup', 'sg', file),
+    defaultLoadBalancerType: readDefaultType(one, file),
     ignored,
   };
 }
@@ -216,11 +224,17 @@ function readDisableIngress(one: Reader, file: string | undefined): boolean {
   return bool(one('DisableSecurityGroupIngress'), 'Global.DisableSecurityGroupIngress', file) ?? false;
 }
 
+/** DefaultLoadBalancerType: `classic` (upstream's default, when absent) or `nlb`. */
+function readDefaultType(one: Reader, file: string | undefined): AwsConfig['defaultLoadBalancerType'] {
+  const value = (one('DefaultLoadBalancerType') ?? 'classic').toLowerCase();
+  if (value !== 'classic' && value !== 'nlb')
+    throw new CloudConfigError(file, 'Global.DefaultLoadBalancerType', `"${value}" is not classic or nlb`);
+  return value;
+}
+
 /** Keys read but without effect in cirrus, with why (still checked, so a typo is caught now). */
 function readIgnored(one: Reader, file: string | undefined): string[] {
   const ignored: string[] = [];
-  if (one('ElbSecurityGroup') !== undefined)
-    ignored.push('ElbSecurityGroup (Classic ELB only; cirrus makes Network Load Balancers)');
   const topology = one('SupportedTopologyInstanceTypePattern');
   if (topology !== undefined) {
     try {

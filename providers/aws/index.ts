@@ -8,6 +8,7 @@ import { parseAwsConfig, type AwsConfig } from './config.ts';
 import { serviceWarnings, type ServiceWarnings } from './events.ts';
 import { AwsInstances } from './instances.ts';
 import { AwsLoadBalancer } from './load-balancer.ts';
+import { nodeNames, type NodeNames } from './node-names.ts';
 import { AwsRoutes } from './routes.ts';
 
 export { parseAwsConfig, type AwsConfig } from './config.ts';
@@ -26,18 +27,27 @@ export function createAwsProvider(context: ProviderContext, options: { observe?:
           options.observe?.(service, operation, outcome);
         };
   const api = createAwsApi(config, observe === undefined ? {} : { observe });
-  return awsProvider(config, api, serviceWarnings(context.log, context.kubeConfig));
+  return awsProvider(config, api, {
+    warnings: serviceWarnings(context.log, context.kubeConfig),
+    nodes: nodeNames(context.kubeConfig),
+  });
 }
 
-/** The provider over given clients; Warning Events only logged unless `warnings` records them. */
+/** What the provider reads and writes in the cluster: Warning Events on Services, and Nodes for routes. */
+export interface AwsClusterAccess {
+  readonly warnings: ServiceWarnings;
+  readonly nodes: NodeNames;
+}
+
+/** The provider over given clients; without `cluster`, Warning Events are only logged and Nodes are not read. */
 export function awsProvider(
   config: AwsConfig,
   api: AwsApi,
-  warnings: ServiceWarnings = serviceWarnings(undefined, undefined),
+  cluster: AwsClusterAccess = { warnings: serviceWarnings(undefined, undefined), nodes: nodeNames(undefined) },
 ): CloudProvider {
   const instances = new AwsInstances(api, config);
-  const loadBalancer = new AwsLoadBalancer(api, config, instances, warnings);
-  const routes = new AwsRoutes(api, config, instances);
+  const loadBalancer = new AwsLoadBalancer(api, config, instances, cluster.warnings);
+  const routes = new AwsRoutes(api, config, instances, cluster.nodes);
   return {
     providerName: () => 'aws',
     hasClusterId: () => true,

@@ -7,28 +7,15 @@
 import { createHash } from 'node:crypto';
 import type { V1Node, V1Service, V1ServicePort, V1ServiceSpec } from '@kubernetes/client-node';
 import { ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
+import { ANNOTATION_PREFIX, refuseAnnotations } from './annotations.ts';
 import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
 import { sourceRangesOf } from './source-ranges.ts';
 import { LEGACY_CLUSTER_TAG, SERVICE_NAME_TAG } from './tags.ts';
 
-export const ANNOTATION_PREFIX = 'service.beta.kubernetes.io/aws-load-balancer-';
+export { ANNOTATION_PREFIX };
 const a = (name: string): string => `${ANNOTATION_PREFIX}${name}`;
-
-/** NLB features cirrus does not offer: asking for one is an error, not a silent no-op. */
-const unsupported = [
-  'ssl-cert',
-  'ssl-ports',
-  'ssl-negotiation-policy',
-  'eip-allocations',
-  'private-ipv4-addresses',
-  'target-group-attributes',
-  'security-groups',
-  'extra-security-groups',
-  'access-log-s3-bucket-name',
-  'access-log-s3-bucket-prefix',
-];
 
 export type Protocol = 'TCP' | 'UDP';
 export type HealthProtocol = 'TCP' | 'HTTP' | 'HTTPS';
@@ -109,24 +96,16 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
   };
 }
 
-/** Refuses a load balancer type other than nlb and the annotations of features cirrus does not offer. */
+/** Refuses a load balancer type other than nlb and the annotations a Network Load Balancer made by cirrus does not take (./annotations.ts). */
 function checkAnnotations(annotations: Readonly<Record<string, string>>): void {
   const type = annotations[a('type')];
   if (type !== undefined && type !== 'nlb') {
     throw new UnsupportedSettingError(
       a('type'),
-      `"${type}" is not supported: cirrus makes Network Load Balancers ("nlb", the default); "nlb-ip" and "external" are left to the AWS Load Balancer Controller`,
+      `"${type}" is not supported: "nlb" makes a Network Load Balancer, no annotation a Classic ELB; "nlb-ip" and "external" are left to the AWS Load Balancer Controller`,
     );
   }
-  for (const key of unsupported) {
-    if (annotations[a(key)] !== undefined)
-      throw new UnsupportedSettingError(a(key), "not supported by cirrus's aws provider");
-  }
-  if (annotations[a('access-log-enabled')] === 'true')
-    throw new UnsupportedSettingError(
-      a('access-log-enabled'),
-      "access logs are not supported by cirrus's aws provider",
-    );
+  refuseAnnotations(annotations, 'nlb');
 }
 
 /** Refuses what a Network Load Balancer cannot do: session affinity, a chosen IP. */
@@ -190,7 +169,7 @@ function mappingsFor(
   return mappings;
 }
 
-function isInternal(value: string | undefined): boolean {
+export function isInternal(value: string | undefined): boolean {
   return value !== undefined && value !== '' && value !== 'false';
 }
 
@@ -275,7 +254,12 @@ function withHealthPath(check: HealthCheck, path: string | undefined): HealthChe
 }
 
 /** An annotation's whole number in [min, max], or undefined when it is absent. */
-function wholeNumber(value: string | undefined, annotation: string, min: number, max: number): number | undefined {
+export function wholeNumber(
+  value: string | undefined,
+  annotation: string,
+  min: number,
+  max: number,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^\d+$/.test(value) || n < min || n > max)
@@ -312,11 +296,11 @@ export function targetGroupName(key: TargetGroupKey): string {
   return `k8s-${clean(namespace)}-${clean(name)}-${hash.slice(0, 10)}`;
 }
 
-function isPort(value: string): boolean {
+export function isPort(value: string): boolean {
   return /^\d+$/.test(value) && Number(value) >= 1 && Number(value) <= 65535;
 }
 
-function list(value: string, annotation: string): string[] {
+export function list(value: string, annotation: string): string[] {
   const items = value
     .split(',')
     .map((s) => s.trim())
@@ -326,7 +310,7 @@ function list(value: string, annotation: string): string[] {
 }
 
 /** `k1=v1,k2=v2,k3=,k4`, as upstream reads it. */
-function additionalTags(value: string | undefined): Record<string, string> {
+export function additionalTags(value: string | undefined): Record<string, string> {
   const tags: Record<string, string> = {};
   if (value === undefined) return tags;
   for (const item of value.split(',')) {

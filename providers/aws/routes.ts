@@ -1,9 +1,10 @@
 // Routes to pod CIDRs in the cluster's VPC route table: `RouteTableID` from the cloud-config, or
-// the one table in the VPC tagged for the cluster. A route's target is an instance; the Node it
-// belongs to is the instance's private DNS name (node names are the instances' private DNS names,
-// or their resource names `i-….compute.internal`, as upstream assumes). A route whose instance is
-// gone is reported as a blackhole, whatever state EC2 gives it yet, so that the routes function
-// deletes it when it is in the cluster CIDR. IPv4 only, as upstream.
+// the one table in the VPC tagged for the cluster. A route's target is an instance; a Node's
+// instance is the one its provider ID names, and an instance's Node the one whose provider ID
+// names it (./node-names.ts, as upstream's node informer); a Node without a provider ID is found by
+// its name as upstream falls back to it (a resource name `i-…`, or the private DNS name). A route
+// whose instance is gone is reported as a blackhole, whatever state EC2 gives it yet, so that the
+// routes function deletes it when it is in the cluster CIDR. IPv4 only, as upstream.
 
 import {
   CreateRouteCommand,
@@ -19,22 +20,26 @@ import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { abortable, errorCode, required, type AwsApi } from './api.ts';
 import type { AwsConfig } from './config.ts';
 import type { AwsInstances } from './instances.ts';
+import type { NodeNames } from './node-names.ts';
 import { clusterTagKey, hasClusterTag } from './tags.ts';
 
 export class AwsRoutes implements Routes {
   readonly #api: AwsApi;
   readonly #config: AwsConfig;
   readonly #instances: AwsInstances;
+  readonly #nodes: NodeNames;
 
-  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances) {
+  constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, nodes: NodeNames) {
     this.#api = api;
     this.#config = config;
     this.#instances = instances;
+    this.#nodes = nodes;
   }
 
   async listRoutes(clusterName: string, signal?: AbortSignal): Promise<Route[]> {
     const table = await this.#table(signal);
     const routes = (table.Routes ?? []).filter(isInstanceRoute);
+    const names = routes.length === 0 ? new Map<string, string>() : await this.#nodes.byInstanceId();
     const instances = await Promise.all(
       routes.map(async (r) =>
         r.State === 'blackhole' || r.InstanceId === undefined
@@ -47,7 +52,7 @@ export class AwsRoutes implements Routes {
       const gone = instance === undefined || instance.State?.Name === 'terminated';
       return {
         name: `${clusterName}-${r.DestinationCidrBlock}`,
-        targetNode: gone ? '' : (instance.PrivateDnsName ?? ''),
+        targetNode: gone ? '' : (names.get(instance.InstanceId ?? '') ?? instance.PrivateDnsName ?? ''),
         enableNodeAddresses: false,
         targetNodeAddresses: [],
         destinationCidr: r.DestinationCidrBlock,
@@ -79,11 +84,15 @@ export class AwsRoutes implements Routes {
     await this.#createRoute(tableId, route.destinationCidr, instanceId, signal);
   }
 
-  /** The cluster's instance of Node `name` (a resource name `i-…` or a private DNS name), not terminated. */
+  /** The instance of Node `name` (by its provider ID; else a resource name `i-…` or a private DNS name of the cluster's), not terminated. */
   async #liveInstance(name: string, signal: AbortSignal | undefined): Promise<Instance & { InstanceId: string }> {
-    const instance = name.startsWith('i-')
-      ? await this.#instances.find({ metadata: { name } }, signal)
-      : await this.#instances.byPrivateDnsName(name, signal);
+    const providerId = await this.#nodes.instanceIdOf(name);
+    const instance =
+      providerId !== undefined
+        ? await this.#instances.find({ spec: { providerID: providerId } }, signal)
+        : name.startsWith('i-')
+          ? await this.#instances.find({ metadata: { name } }, signal)
+          : await this.#instances.byPrivateDnsName(name, signal);
     const instanceId = instance?.InstanceId;
     if (instanceId === undefined || instance?.State?.Name === 'terminated') {
       throw new InstanceNotFoundError(`no instance of cluster ${this.#config.clusterId} for Node ${name}`);

@@ -7,27 +7,20 @@
 // cloud-provider-aws made are found as they are, and a rule is only ever removed when it carries
 // one of those descriptions for this load balancer (or the MTU one, once no client rule needs it).
 //
-// The groups are those of the cluster (tagged `kubernetes.io/cluster/<id>`) in the VPC; a node's
-// group is its one cluster-tagged group. Rules are compared as upstream compares them: protocol,
-// ports and range, whatever the description, so a rule someone else wrote that admits the same
-// traffic is left as it is and not doubled.
+// A node's group is chosen as upstream chooses it (./ingress.ts, nodeGroupOf); the groups looked at
+// are the cluster's (tagged `kubernetes.io/cluster/<id>`) in the VPC, the nodes', and any holding a
+// rule of this load balancer's. Rules are compared as upstream compares them: protocol, ports and
+// source, whatever the description, so a rule someone else wrote that admits the same traffic is
+// left as it is and not doubled.
 
-import {
-  AuthorizeSecurityGroupIngressCommand,
-  DescribeSecurityGroupsCommand,
-  DescribeSubnetsCommand,
-  RevokeSecurityGroupIngressCommand,
-  type Instance,
-  type IpPermission,
-  type SecurityGroup,
-} from '@aws-sdk/client-ec2';
-import { abortable, errorCode, ignoring, required, type AwsApi } from './api.ts';
-import type { AwsConfig } from './config.ts';
-import { SecurityGroupError } from './errors.ts';
-import type { AwsInstances } from './instances.ts';
+import { DescribeSecurityGroupsCommand, DescribeSubnetsCommand, type SecurityGroup } from '@aws-sdk/client-ec2';
 import type { LoadBalancer as Nlb } from '@aws-sdk/client-elastic-load-balancing-v2';
 import type { V1Service } from '@kubernetes/client-node';
+import { abortable, required, type AwsApi } from './api.ts';
+import type { AwsConfig } from './config.ts';
 import type { ServiceWarnings } from './events.ts';
+import { changeIngress, instancesOf, nodeGroupOf, sameTraffic, ungroup, type Rule } from './ingress.ts';
+import type { AwsInstances } from './instances.ts';
 import type { NlbPlan, PortMapping } from './nlb-plan.ts';
 import { EVERYONE, SOURCE_RANGES_ANNOTATION } from './source-ranges.ts';
 import { clusterTagKey, hasClusterTag } from './tags.ts';
@@ -35,15 +28,6 @@ import { clusterTagKey, hasClusterTag } from './tags.ts';
 export const NLB_CLIENT_RULE = 'kubernetes.io/rule/nlb/client';
 export const NLB_HEALTH_RULE = 'kubernetes.io/rule/nlb/health';
 export const NLB_MTU_RULE = 'kubernetes.io/rule/nlb/mtu';
-
-/** One ingress rule, ungrouped as upstream ungroups them: one protocol, port range and IPv4 range. */
-interface Rule {
-  readonly protocol: string;
-  readonly from: number;
-  readonly to: number;
-  readonly cidr: string;
-  readonly description: string;
-}
 
 /** What a load balancer needs admitted. */
 export interface NlbIngress {
@@ -104,16 +88,19 @@ export class NodeSecurityGroups {
   /** Brings load balancer `name`'s rules to `ingress`; undefined removes them all. Nothing when DisableSecurityGroupIngress. */
   async sync(name: string, ingress: NlbIngress | undefined, signal: AbortSignal | undefined): Promise<void> {
     if (this.#config.disableSecurityGroupIngress) return;
-    const groups = await this.#clusterGroups(signal);
+    const groups = await this.#vpcGroups(signal);
     let nodeGroups = new Set<string>();
     let wanted = NONE;
     if (ingress !== undefined) {
       nodeGroups = await this.#nodeGroups(ingress.instanceIds, groups, signal);
       wanted = wantedRules(name, ingress, await this.#subnetCidrs(ingress.subnetIds, signal));
     }
-    for (const group of groups.values()) {
+    for (const group of groups) {
       const id = required(group.GroupId, 'a GroupId in DescribeSecurityGroups');
       const current = { id, rules: ungroup(group.IpPermissions ?? []) };
+      // The cluster's groups, a node's (untagged) group, and any group with a rule of this load balancer's.
+      if (!hasClusterTag(group.Tags, this.#config.clusterId) && !nodeGroups.has(id) && !hasRulesOf(name, current.rules))
+        continue;
       await this.#syncGroup(current, nodeGroups.has(id) ? wanted : NONE, name, signal);
     }
   }
@@ -146,85 +133,38 @@ export class NodeSecurityGroups {
       (c) => c.description === wanted.description && !wanted.rules.some((w) => sameTraffic(c, w)),
     );
     const grant = wanted.rules.filter((w) => !current.some((c) => sameTraffic(c, w)));
-    if (revoke.length > 0) {
-      await this.#change('revoke', groupId, revoke, signal);
-      for (const r of revoke) current.splice(current.indexOf(r), 1);
-    }
-    if (grant.length > 0) {
-      await this.#change('grant', groupId, grant, signal);
-      current.push(...grant);
-    }
+    await changeIngress(this.#api, { kind: 'revoke', groupId, rules: revoke }, signal);
+    for (const r of revoke) current.splice(current.indexOf(r), 1);
+    await changeIngress(this.#api, { kind: 'grant', groupId, rules: grant }, signal);
+    current.push(...grant);
     return revoke.length + grant.length > 0;
   }
 
-  /**
-   * One Authorize/RevokeSecurityGroupIngress for `rules`. AWS refuses the whole call when one rule
-   * is already there (or already gone) — another reconcile got there first (the MTU rules are
-   * shared by every load balancer) — and then each rule is sent alone, that one counting as done.
-   */
-  async #change(
-    kind: 'grant' | 'revoke',
-    groupId: string,
-    rules: readonly Rule[],
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    const done = kind === 'grant' ? 'InvalidPermission.Duplicate' : 'InvalidPermission.NotFound';
-    const send = (batch: readonly Rule[]): Promise<unknown> => {
-      const input = { GroupId: groupId, IpPermissions: batch.map(permissionOf) };
-      const command =
-        kind === 'grant'
-          ? new AuthorizeSecurityGroupIngressCommand(input)
-          : new RevokeSecurityGroupIngressCommand(input);
-      return this.#api.ec2.send(command, abortable(signal));
-    };
-    try {
-      await send(rules);
-    } catch (error) {
-      if (errorCode(error) !== done) throw error;
-      for (const rule of rules) await ignoring(done, () => send([rule]));
-    }
-  }
-
-  /** The cluster's security groups in the VPC, by ID. */
-  async #clusterGroups(signal: AbortSignal | undefined): Promise<Map<string, SecurityGroup>> {
+  /** The VPC's security groups. */
+  async #vpcGroups(signal: AbortSignal | undefined): Promise<SecurityGroup[]> {
     const out = await this.#api.ec2.send(
       new DescribeSecurityGroupsCommand({ Filters: [{ Name: 'vpc-id', Values: [this.#config.vpc] }] }),
       abortable(signal),
     );
-    const groups = (out.SecurityGroups ?? []).filter((g) => hasClusterTag(g.Tags, this.#config.clusterId));
-    return new Map(groups.map((g) => [g.GroupId ?? '', g]));
+    return out.SecurityGroups ?? [];
   }
 
-  /** The cluster group of each target instance (upstream's findSecurityGroupForInstance, without its untagged fallback). */
+  /** The node group of each target instance (./ingress.ts, nodeGroupOf). */
   async #nodeGroups(
     instanceIds: readonly string[],
-    groups: ReadonlyMap<string, SecurityGroup>,
+    groups: readonly SecurityGroup[],
     signal: AbortSignal | undefined,
   ): Promise<Set<string>> {
-    const instances = await Promise.all(
-      instanceIds.map((id) => this.#instances.find({ spec: { providerID: id } }, signal)),
+    const tagged = new Set(
+      groups.filter((g) => hasClusterTag(g.Tags, this.#config.clusterId)).map((g) => g.GroupId ?? ''),
     );
+    const key = clusterTagKey(this.#config.clusterId);
     const found = new Set<string>();
-    for (const instance of instances) {
-      const group = instance === undefined ? undefined : this.#groupOf(instance, groups);
+    for (const instance of await instancesOf(this.#instances, instanceIds, signal)) {
+      const group = nodeGroupOf(instance, tagged, key);
       if (group !== undefined) found.add(group);
     }
     return found;
-  }
-
-  #groupOf(instance: Instance, groups: ReadonlyMap<string, SecurityGroup>): string | undefined {
-    const ids = (instance.SecurityGroups ?? []).flatMap((g) => (g.GroupId === undefined ? [] : [g.GroupId]));
-    const tagged = ids.filter((id) => groups.has(id));
-    const key = clusterTagKey(this.#config.clusterId);
-    if (tagged.length > 1)
-      throw new SecurityGroupError(
-        `instance ${instance.InstanceId ?? ''} has ${tagged.length} security groups tagged ${key} (${tagged.join(', ')}): tag only the nodes' group`,
-      );
-    if (tagged.length === 0 && ids.length > 0)
-      throw new SecurityGroupError(
-        `instance ${instance.InstanceId ?? ''} has no security group tagged ${key} (${ids.join(', ')}): tag the nodes' group, or set DisableSecurityGroupIngress = true and admit the load balancers' traffic yourself`,
-      );
-    return tagged[0];
   }
 
   async #subnetCidrs(subnetIds: readonly string[], signal: AbortSignal | undefined): Promise<string[]> {
@@ -242,7 +182,9 @@ function wantedRules(name: string, ingress: NlbIngress, subnetCidrs: readonly st
   );
   const protocol = ingress.mappings.some((m) => m.protocol === 'UDP') ? 'udp' : 'tcp';
   const rules = (proto: string, ports: ReadonlySet<number>, cidrs: readonly string[], description: string): Rule[] =>
-    [...ports].flatMap((port) => cidrs.map((cidr) => ({ protocol: proto, from: port, to: port, cidr, description })));
+    [...ports].flatMap((port) =>
+      cidrs.map((source) => ({ protocol: proto, from: port, to: port, source, description })),
+    );
   const client = rules(protocol, clientPorts, ingress.clientCidrs, `${NLB_CLIENT_RULE}=${name}`);
   // When clients are everyone over TCP on the very ports health checks use, the client rules admit those too.
   const covered =
@@ -256,33 +198,14 @@ function wantedRules(name: string, ingress: NlbIngress, subnetCidrs: readonly st
 
 /** ICMP "fragmentation needed" (type 3, code 4) from every range a client rule of any load balancer admits. */
 function mtuRules(current: readonly Rule[]): Rule[] {
-  const cidrs = new Set(current.filter((r) => r.description.includes(NLB_CLIENT_RULE)).map((r) => r.cidr));
-  return [...cidrs].map((cidr) => ({ protocol: 'icmp', from: 3, to: 4, cidr, description: NLB_MTU_RULE }));
+  const cidrs = new Set(current.filter((r) => r.description.includes(NLB_CLIENT_RULE)).map((r) => r.source));
+  return [...cidrs].map((source) => ({ protocol: 'icmp', from: 3, to: 4, source, description: NLB_MTU_RULE }));
 }
 
-function ungroup(permissions: readonly IpPermission[]): Rule[] {
-  return permissions.flatMap((p) =>
-    (p.IpRanges ?? []).map((r) => ({
-      protocol: p.IpProtocol ?? '',
-      from: p.FromPort ?? -1,
-      to: p.ToPort ?? -1,
-      cidr: r.CidrIp ?? '',
-      description: r.Description ?? '',
-    })),
-  );
-}
-
-function permissionOf(rule: Rule): IpPermission {
-  return {
-    IpProtocol: rule.protocol,
-    FromPort: rule.from,
-    ToPort: rule.to,
-    IpRanges: [{ CidrIp: rule.cidr, Description: rule.description }],
-  };
-}
-
-function sameTraffic(a: Rule, b: Rule): boolean {
-  return a.protocol === b.protocol && a.from === b.from && a.to === b.to && a.cidr === b.cidr;
+/** Whether `rules` hold a client or health rule of load balancer `name`. */
+function hasRulesOf(name: string, rules: readonly Rule[]): boolean {
+  const mine = [`${NLB_CLIENT_RULE}=${name}`, `${NLB_HEALTH_RULE}=${name}`];
+  return rules.some((r) => mine.includes(r.description));
 }
 
 function sameSet(a: ReadonlySet<number>, b: ReadonlySet<number>): boolean {

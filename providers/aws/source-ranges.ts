@@ -26,11 +26,11 @@ function parseRanges(texts: readonly string[], setting: string): string[] {
     const cidr = parseCidr(text.trim());
     if (cidr === undefined)
       throw new ServiceSettingError(setting, `"${text.trim()}" is not a CIDR (for example 10.0.0.0/24)`);
-    // Node security group rules for an NLB are IPv4 ranges, as upstream writes them.
+    // Security group rules for either kind are written from IPv4 ranges, as upstream writes them.
     if (cidr.family !== 'IPv4')
       throw new UnsupportedSettingError(
         setting,
-        `"${text.trim()}": only IPv4 ranges are enforced for a Network Load Balancer`,
+        `"${text.trim()}": only IPv4 ranges are enforced by cirrus's security group rules`,
       );
     cidrs.add(formatCidr(cidr));
   }

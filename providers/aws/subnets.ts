@@ -8,17 +8,25 @@ import { DescribeRouteTablesCommand, DescribeSubnetsCommand, type Subnet } from 
 import { abortable, required, type AwsApi } from './api.ts';
 import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, SubnetError } from './errors.ts';
-import { ANNOTATION_PREFIX, type NlbPlan } from './nlb-plan.ts';
+import { ANNOTATION_PREFIX } from './annotations.ts';
 import { hasClusterTag, type Tag } from './tags.ts';
 
 const SUBNETS_ANNOTATION = `${ANNOTATION_PREFIX}subnets`;
 const CLUSTER_TAG_PREFIX = 'kubernetes.io/cluster/';
 
+/** What the choice depends on, for either kind of load balancer. */
+export interface SubnetChoice {
+  readonly name: string;
+  readonly internal: boolean;
+  /** The subnets annotation's IDs or Name tags; undefined: discover. */
+  readonly subnets: readonly string[] | undefined;
+}
+
 /** The subnet IDs for the load balancer `plan` describes. */
 export async function loadBalancerSubnets(
   api: AwsApi,
   config: AwsConfig,
-  plan: NlbPlan,
+  plan: SubnetChoice,
   signal: AbortSignal | undefined,
 ): Promise<string[]> {
   const subnets = await vpcSubnets(api, config, signal);
@@ -50,7 +58,7 @@ function isOtherClusters(tags: readonly Tag[] | undefined, clusterId: string): b
 async function candidateSubnets(
   api: AwsApi,
   config: AwsConfig,
-  given: { readonly plan: NlbPlan; readonly subnets: readonly Subnet[] },
+  given: { readonly plan: SubnetChoice; readonly subnets: readonly Subnet[] },
   signal: AbortSignal | undefined,
 ): Promise<Subnet[]> {
   const candidates = given.subnets.filter((s) => !isOtherClusters(s.Tags, config.clusterId));

@@ -99,6 +99,7 @@ describe('an AWS emulator world', { skip: awsEmulatorSkip }, () => {
         `SubnetID = ${world.publicSubnets[0]?.id ?? ''}`,
         `KubernetesClusterID = ${world.clusterId}`,
         `RouteTableID = ${world.routeTableId}`,
+        'DefaultLoadBalancerType = nlb',
         'NodeIPFamilies = ipv4',
         '',
       ].join('\n'),

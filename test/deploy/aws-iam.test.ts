@@ -17,10 +17,11 @@ import type { CloudProvider, Route } from '../../shared/cloud/provider.ts';
 import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld } from '../harness/aws.ts';
 
 const root = new URL('../../', import.meta.url);
+const A = 'service.beta.kubernetes.io/aws-load-balancer-';
 const functions = ['node-init', 'node-lifecycle', 'service-lb', 'routes'] as const;
 type FunctionName = (typeof functions)[number];
-/** Checked by AWS on a call whose command has another name. */
-const implicit = new Set(['elasticloadbalancing:AddTags', 'iam:CreateServiceLinkedRole']);
+/** Checked by AWS on a call whose command has another name (tags given to a create, the service-linked role). */
+const implicit = new Set(['elasticloadbalancing:AddTags', 'ec2:CreateTags', 'iam:CreateServiceLinkedRole']);
 
 interface Statement {
   readonly Effect: string;
@@ -34,17 +35,20 @@ function allowed(name: FunctionName): Set<string> {
   return new Set(policy.Statement.filter((s) => s.Effect === 'Allow').flatMap((s) => [s.Action].flat()));
 }
 
-/** The IAM actions of the commands the provider's source imports from the two SDK clients. */
+/** The IAM actions of the commands the provider's source (providers/aws/**) imports from the SDK clients. */
 function commandsInSource(): Set<string> {
   const actions = new Set<string>();
   const dir = new URL('providers/aws/', root);
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
+  const files = readdirSync(dir, { recursive: true }).filter((f): f is string => String(f).endsWith('.ts'));
+  for (const file of files) {
     const source = readFileSync(new URL(file, dir), 'utf8');
     for (const match of source.matchAll(
-      /import \{([^}]*)\} from '@aws-sdk\/client-(ec2|elastic-load-balancing-v2)'/g,
+      /import \{([^}]*)\} from '@aws-sdk\/client-(ec2|elastic-load-balancing-v2|elastic-load-balancing)'/g,
     )) {
       const prefix = match[2] === 'ec2' ? 'ec2' : 'elasticloadbalancing';
-      for (const name of (match[1] ?? '').matchAll(/\b([A-Z]\w+)Command\b/g)) actions.add(`${prefix}:${name[1] ?? ''}`);
+      // `X as Y` imports X: the alias is not a command.
+      for (const name of (match[1] ?? '').replace(/\s+as\s+\w+/g, '').matchAll(/\b([A-Z]\w+)Command\b/g))
+        actions.add(`${prefix}:${name[1] ?? ''}`);
     }
   }
   return actions;
@@ -69,14 +73,18 @@ describe('the aws provider’s IAM policies', () => {
     let current: Set<string>;
     const used = new Map<FunctionName, Set<string>>(functions.map((f) => [f, new Set()]));
     // Each function with a provider of its own, as in its own process (no answer remembered from another's calls).
-    const as = async (fn: FunctionName, work: (cloud: CloudProvider) => Promise<unknown>): Promise<void> => {
+    const as = async (
+      fn: FunctionName,
+      work: (cloud: CloudProvider) => Promise<unknown>,
+      config: Record<string, string> = {},
+    ): Promise<void> => {
       current = used.get(fn) ?? new Set();
-      await work(provider());
+      await work(provider(config));
     };
-    const provider = (): CloudProvider =>
+    const provider = (config: Record<string, string>): CloudProvider =>
       createAwsProvider(
         {
-          config: world.cloudConfig(),
+          config: world.cloudConfig(config),
           configPath: 'cloud.conf',
           signal: new AbortController().signal,
           log: pino({ level: 'silent' }),
@@ -138,6 +146,43 @@ describe('the aws provider’s IAM policies', () => {
         await lb.ensureLoadBalancer('kubernetes', service([[81, 30091]], crossZone), [node(b, true)]);
         await lb.ensureLoadBalancerDeleted('kubernetes', service([[81, 30091]], crossZone));
       });
+      // A Classic ELB through every kind of change, its security groups included.
+      const classic = { DisableSecurityGroupIngress: 'false', DefaultLoadBalancerType: 'classic' };
+      const tls = {
+        [`${A}ssl-cert`]: 'arn:aws:iam::123456789012:server-certificate/iam',
+        [`${A}ssl-negotiation-policy`]: 'ELBSecurityPolicy-2016-08',
+        [`${A}proxy-protocol`]: '*',
+        [`${A}connection-idle-timeout`]: '90',
+      };
+      const moved = {
+        [`${A}subnets`]: world.publicSubnets[0]?.id ?? '',
+        [`${A}additional-resource-tags`]: 'team=iam',
+        'service.beta.kubernetes.io/load-balancer-source-ranges': '10.0.0.0/8',
+      };
+      await as(
+        'service-lb',
+        async (cloud) => {
+          const lb = required(cloud.loadBalancer());
+          await lb.ensureLoadBalancer('kubernetes', classicService([[443, 30443]], tls), [node(a, true)]);
+          await lb.updateLoadBalancer('kubernetes', classicService([[443, 30443]], tls), [node(b, true)]);
+          await lb.ensureLoadBalancer('kubernetes', classicService([[80, 30080]], moved), [node(b, true)]);
+        },
+        classic,
+      );
+      await as(
+        'service-lb',
+        async (cloud) => {
+          const lb = required(cloud.loadBalancer());
+          const back = { ...moved, [`${A}subnets`]: world.publicSubnets.map((s) => s.id).join(',') };
+          await lb.ensureLoadBalancer('kubernetes', classicService([[80, 30080]], back), [node(b, true)]);
+          await lb.ensureLoadBalancerDeleted('kubernetes', classicService([[80, 30080]], back));
+        },
+        { ...classic, ElbSecurityGroup: world.securityGroupId },
+      );
+      function classicService(ports: [number, number][], annotations: Record<string, string>): V1Service {
+        const svc = service(ports, annotations);
+        return { ...svc, metadata: { ...svc.metadata, name: 'classic', uid: '0b8e1f2a-1111-2222-3333-c1a551c00001' } };
+      }
       const route: Route = {
         name: '',
         targetNode: a.privateDnsName,

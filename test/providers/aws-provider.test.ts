@@ -281,7 +281,7 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
       await assert.rejects(lb.ensureLoadBalancer('kubernetes', refused, [nodeOf(instance(0))]), {
         name: 'ServiceSettingError',
         message: new RegExp(
-          `aws-load-balancer-ssl-cert: not supported.*not applied to load balancer ${name}.*targets follow the 1 current target node`,
+          `aws-load-balancer-ssl-cert: TLS listeners.*not offered.*not applied to load balancer ${name}.*targets follow the 1 current target node`,
         ),
       });
       const s = await state(name);
@@ -298,7 +298,7 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
           service('never-made', [80], { 'service.beta.kubernetes.io/aws-load-balancer-ssl-ports': '443' }),
           [],
         ),
-        /aws-load-balancer-ssl-ports: not supported.*nothing was applied/,
+        /aws-load-balancer-ssl-ports: TLS listeners.*not offered.*nothing was applied/,
       );
     });
 

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
   AuthorizeSecurityGroupIngressCommand,
+  CreateSecurityGroupCommand,
   DescribeSecurityGroupsCommand,
+  ModifyInstanceAttributeCommand,
   type IpPermission,
 } from '@aws-sdk/client-ec2';
 import { CoreV1Api, type KubeConfig, type V1Node, type V1Service } from '@kubernetes/client-node';
@@ -171,6 +173,32 @@ describe('aws provider: node security group rules for NLBs', { skip: awsEmulator
     await lb.ensureLoadBalancerDeleted('kubernetes', other);
     assert.deepEqual(
       (await groupRules()).filter((r) => r.includes('kubernetes.io/rule/nlb/')),
+      [],
+    );
+  });
+
+  it('puts the rules on a node’s only group when it carries no cluster tag, as upstream, and removes them with the Service', async () => {
+    const created = await world.ec2.send(
+      new CreateSecurityGroupCommand({ GroupName: uniqueName('untagged'), Description: 'nodes', VpcId: world.vpcId }),
+    );
+    const groupId = created.GroupId ?? '';
+    const instance = await world.runInstance();
+    await world.ec2.send(new ModifyInstanceAttributeCommand({ InstanceId: instance.instanceId, Groups: [groupId] }));
+    const untagged = async (): Promise<Rule[]> => {
+      const out = await world.ec2.send(new DescribeSecurityGroupsCommand({ GroupIds: [groupId] }));
+      return rulesOf(out.SecurityGroups?.[0]?.IpPermissions ?? []);
+    };
+    const lb = provider();
+    const svc = service('untagged', 30104);
+    const node = { metadata: { name: instance.privateDnsName }, spec: { providerID: instance.providerId } };
+    await lb.ensureLoadBalancer('kubernetes', svc, [node]);
+    assert.ok(
+      (await untagged()).includes(`tcp 30104-30104 0.0.0.0/0 kubernetes.io/rule/nlb/client=${lbName(svc)}`),
+      (await untagged()).join(' | '),
+    );
+    await lb.ensureLoadBalancerDeleted('kubernetes', svc);
+    assert.deepEqual(
+      (await untagged()).filter((r) => r.includes(lbName(svc))),
       [],
     );
   });

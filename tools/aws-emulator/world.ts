@@ -252,6 +252,9 @@ class World implements AwsWorld {
       SubnetID: (this.publicSubnets[0] as WorldSubnet).id,
       KubernetesClusterID: this.clusterId,
       RouteTableID: this.routeTableId,
+      // The suites written for NLBs keep them; Classic ELB suites pass DefaultLoadBalancerType = classic.
+      // Security groups are managed, as upstream's default (DisableSecurityGroupIngress unset).
+      DefaultLoadBalancerType: 'nlb',
       ...extra,
     };
     for (const [key, value] of Object.entries(global)) {
