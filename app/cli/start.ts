@@ -200,10 +200,8 @@ async function serveAll(
     if (metric !== undefined) registry.registerMetric(metric);
   }
   stoppers.push({ what: 'relay', stop: () => relay.stop() });
-  log.info(
-    { address: server.address, functions: local, names: definitions.map((d) => d.name) },
-    'cirrus serving: the functions on loopback, probes and metrics at the address',
-  );
+  // address: probes and metrics; functions: the functions' own listener, on loopback only.
+  log.info({ address: server.address, functions: local, names: definitions.map((d) => d.name) }, 'cirrus serving');
   // Ctrl-C while waiting (for the Lease, say) must still stop.
   const aborted = new Promise<void>((resolve) => {
     io.signal.addEventListener(

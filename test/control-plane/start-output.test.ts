@@ -90,7 +90,7 @@ describe('cirrus start output', () => {
     const text = (await output('script', ['-qfec', quoted, '/dev/null'], /cirrus: cirrus serving/)).replace(ansi, '');
     assert.match(
       text,
-      /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: cirrus: cirrus serving: the functions on loopback, probes and metrics at the address \{"address":"http:\/\/127\.0\.0\.1:\d+"/m,
+      /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: cirrus: cirrus serving \{"address":"http:\/\/127\.0\.0\.1:\d+"/m,
     );
     assert.equal(
       text.split(/\r?\n/).some((line) => line.startsWith('{"level"')),
