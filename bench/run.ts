@@ -1,4 +1,4 @@
-// `npm run bench`: cirrus's figures against the goals of performance.md §7, on a local control
+// `npm run bench`: cirrus's figures against their goals (docs/figures.md), on a local control
 // plane of its own, with the benchmark cloud (test/harness/cloud.ts). Prints a table; writes JSON to
 // bench/results/<time>.json, the figures as a chart beside it, <time>.svg (also latest.svg), and as
 // the Markdown table of docs/figures.md, <time>.md (also latest.md; bench/markdown.ts).
@@ -44,7 +44,7 @@ const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burs
 
 const usage = `Usage: npm run bench -- [flags]
 
-cirrus's figures against the goals of performance.md §7, on a local control plane of its own.
+cirrus's figures against their goals (docs/figures.md), on a local control plane of its own.
 Prints a table; writes bench/results/<time>.json, the chart bench/results/<time>.svg and the table
 for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
 

@@ -7,12 +7,15 @@
 // And one AWS emulator (moto's server, tools/aws-emulator/server.ts; installed once per machine):
 //   CIRRUS_TEST_AWS_ENDPOINT                 its endpoint, http://127.0.0.1:<port> (see test/harness/aws.ts)
 //   CIRRUS_TEST_AWS_SKIP                     why there is none (the aws suites then skip)
+// And kubernetes/cloud-provider-aws, the incumbent the migration test runs (tools/cloud-provider-aws/;
+// built once per machine after the control plane, as it is: the test itself never builds it).
 // With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane or emulator fails the run.
 
 import { join } from 'node:path';
 import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from '../tools/control-plane/index.ts';
 import { EmulatorUnavailableError, motoVersion, startEmulator, type Emulator } from '../tools/aws-emulator/server.ts';
 import { warmEmulator } from '../tools/aws-emulator/world.ts';
+import { resolveCloudProviderAws } from '../tools/cloud-provider-aws/assets.ts';
 
 let controlPlane: ControlPlane | undefined;
 let emulator: Emulator | undefined;
@@ -25,9 +28,27 @@ function sayAws(line: string): void {
   process.stderr.write(`[aws emulator] ${line}\n`);
 }
 
-/** Starts the control plane and the AWS emulator side by side. */
+/** Starts the control plane and the AWS emulator side by side, then makes sure of the incumbent. */
 export async function globalSetup(): Promise<void> {
   await Promise.all([startControlPlane(), startAwsEmulator()]);
+  await buildIncumbent();
+}
+
+/**
+ * Builds cloud-provider-aws when the cache has none (minutes, once per machine). Where it cannot be
+ * built, the migration test says why: it skips, or with CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 fails.
+ */
+async function buildIncumbent(): Promise<void> {
+  const say = (line: string): void => {
+    process.stderr.write(`[cloud-provider-aws] ${line}\n`);
+  };
+  try {
+    const { version, source } = await resolveCloudProviderAws({ build: true, progress: say });
+    if (source === 'build') say(`built ${version}`);
+  } catch (error) {
+    // The migration test reads the cache again and says what is missing; the other suites need none of it.
+    say(`not available: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /** Starts the control plane, or records why the integration suites must skip. */

@@ -963,6 +963,7 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
       'DaemonSet',
       'Deployment',
       'Namespace',
+      'NetworkPolicy',
       'PodDisruptionBudget',
       'Role',
       'RoleBinding',

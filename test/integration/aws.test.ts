@@ -70,9 +70,14 @@ describe('the functions with the aws provider, against the emulator', { skip }, 
     const instance = await world.runInstance({ publicIp: true });
     await ready(instance);
     serving.push(instance.instanceId);
+    // As upstream's cloud node controller, node-init removes the taint with the Node's update, then
+    // writes the addresses to its status (ADR 0004): wait for both.
     await waitFor(
-      'the Node to be initialized',
-      async () => ownTaints(await node(instance.privateDnsName)).length === 0,
+      'the Node to be initialized and its addresses written',
+      async () => {
+        const current = await node(instance.privateDnsName);
+        return ownTaints(current).length === 0 && (current.status?.addresses ?? []).length > 0;
+      },
       20_000,
     );
     const n = await node(instance.privateDnsName);

@@ -1,4 +1,5 @@
-// The instance helpers node-init and node-lifecycle share (ccm-behaviour §2.3, §2.6, §3), against
+// The instance helpers node-init and node-lifecycle share (k8s.io/cloud-provider controllers/node/
+// node_controller.go, getInstanceMetadata, and controllers/nodelifecycle, ensureNodeExistsByProviderID), against
 // the recording fake cloud: call order, fallbacks, and contract errors found through wrapping.
 
 import assert from 'node:assert/strict';

@@ -19,6 +19,11 @@ takes the same arguments.
 4. A Classic ELB's additional attributes hold one entry per key. moto appends a second
    elb.http.desyncmitigationmode entry on every ModifyLoadBalancerAttributes without additional
    attributes, so a load balancer looked changed by each update that changed nothing.
+5. A new Classic ELB's attributes are AWS's defaults: connection draining off with its 300 s
+   timeout, and elb.http.desyncmitigationmode=defensive among the additional attributes. moto
+   leaves both out until the first ModifyLoadBalancerAttributes, so a load balancer made without
+   one (cirrus changes no attribute that is already as wanted) looked different from one that
+   cloud-provider-aws made and modified, and cloud-provider-aws modified it on taking it over.
 """
 
 import sys
@@ -82,6 +87,19 @@ def _with_one_entry_per_key(modify):
     return patched
 
 
+def _with_aws_default_attributes(defaults):
+    def patched(cls):
+        attributes = defaults.__func__(cls)
+        attributes["connection_draining"] = {"enabled": False, "timeout": 300}
+        attributes["additional_attributes"] = [("elb.http.desyncmitigationmode", "defensive")]
+        return attributes
+
+    return classmethod(patched)
+
+
+elb_models.LoadBalancer.get_default_attributes = _with_aws_default_attributes(
+    elb_models.LoadBalancer.get_default_attributes
+)
 elb_models.LoadBalancer.__init__ = _with_default_health_check(elb_models.LoadBalancer.__init__)
 elbv2_models.ELBv2Backend.create_load_balancer = _with_nlb_dns_name(elbv2_models.ELBv2Backend.create_load_balancer)
 elbv2_models.ELBv2Backend.modify_listener = _with_nlb_protocols(elbv2_models.ELBv2Backend.modify_listener)
