@@ -1027,10 +1027,10 @@ function assertLeaseRole(objects: readonly KubeObject[], account: string, leaseN
 async function dryRunCreate(kubeConfig: KubeConfig, object: KubeObject): Promise<{ status: number; text: string }> {
   const group = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
   const namespace = object.metadata.namespace === undefined ? '' : `/namespaces/${object.metadata.namespace}`;
-  // Every kind here pluralizes regularly (ConfigMap → configmaps, PodDisruptionBudget → poddisruptionbudgets).
-  const url = new URL(
-    `${kubeConfig.getCurrentCluster()?.server ?? ''}${group}${namespace}/${object.kind.toLowerCase()}s`,
-  );
+  // Every kind here pluralizes regularly (ConfigMap → configmaps, NetworkPolicy → networkpolicies).
+  const kind = object.kind.toLowerCase();
+  const resource = kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : `${kind}s`;
+  const url = new URL(`${kubeConfig.getCurrentCluster()?.server ?? ''}${group}${namespace}/${resource}`);
   url.searchParams.set('dryRun', 'All');
   url.searchParams.set('fieldValidation', 'Strict');
   const request = new RequestContext(url.toString(), HttpMethod.POST);
