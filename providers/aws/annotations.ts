@@ -31,8 +31,6 @@ const honoured: Treatment = { does: 'honoured' };
 const notApplicable: Treatment = { does: 'not-applicable' };
 const refused = (why: string): Treatment => ({ does: 'refused', why });
 
-const nlbTls = refused('TLS listeners on a Network Load Balancer are not offered by cirrus yet');
-
 export const ANNOTATIONS: readonly AnnotationRule[] = [
   { name: 'type', classic: honoured, nlb: honoured },
   { name: 'internal', classic: honoured, nlb: honoured },
@@ -47,11 +45,12 @@ export const ANNOTATIONS: readonly AnnotationRule[] = [
   { name: 'healthcheck-timeout', classic: honoured, nlb: honoured },
   { name: 'healthcheck-healthy-threshold', classic: honoured, nlb: honoured },
   { name: 'healthcheck-unhealthy-threshold', classic: honoured, nlb: honoured },
-  { name: 'ssl-cert', classic: honoured, nlb: nlbTls },
-  { name: 'ssl-ports', classic: honoured, nlb: nlbTls },
-  { name: 'ssl-negotiation-policy', classic: honoured, nlb: nlbTls },
+  // On an NLB, what of these has no effect gets a Warning of its own (./nlb-tls.ts, tlsUnapplied).
+  { name: 'ssl-cert', classic: honoured, nlb: honoured },
+  { name: 'ssl-ports', classic: honoured, nlb: honoured },
+  { name: 'ssl-negotiation-policy', classic: honoured, nlb: honoured },
   { name: 'proxy-protocol', classic: honoured, nlb: notApplicable },
-  { name: 'backend-protocol', classic: honoured, nlb: notApplicable },
+  { name: 'backend-protocol', classic: honoured, nlb: honoured },
   { name: 'connection-idle-timeout', classic: honoured, nlb: notApplicable },
   { name: 'connection-draining-enabled', classic: honoured, nlb: notApplicable },
   { name: 'connection-draining-timeout', classic: honoured, nlb: notApplicable },

@@ -23,6 +23,7 @@ import type { ServiceWarnings } from './events.ts';
 import type { AwsInstances } from './instances.ts';
 import { NetworkLoadBalancers } from './nlb.ts';
 import { implementedElsewhere } from './nlb-plan.ts';
+import { tlsUnapplied } from './nlb-tls.ts';
 
 const TYPE_ANNOTATION = `${ANNOTATION_PREFIX}type`;
 
@@ -128,7 +129,9 @@ export class AwsLoadBalancer implements LoadBalancer {
   /** A Warning per aws-load-balancer-* annotation that does nothing on `kind` (none for another controller's Service). */
   async #warnUnapplied(service: V1Service, kind: Kind): Promise<void> {
     if (implementedElsewhere(service)) return;
-    for (const { annotation, why } of unappliedAnnotations(service.metadata?.annotations ?? {}, kind))
+    const unapplied = unappliedAnnotations(service.metadata?.annotations ?? {}, kind);
+    if (kind === 'nlb') unapplied.push(...tlsUnapplied(service));
+    for (const { annotation, why } of unapplied)
       await this.#warnings.warn(service, 'AnnotationNotApplied', `${annotation}: ${why}`);
   }
 }

@@ -11,6 +11,7 @@ import { ANNOTATION_PREFIX, refuseAnnotations } from './annotations.ts';
 import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
+import { portProtocols, tlsSettingsOf, type ListenerProtocol, type ListenerTls } from './nlb-tls.ts';
 import { sourceRangesOf } from './source-ranges.ts';
 import { LEGACY_CLUSTER_TAG, SERVICE_NAME_TAG } from './tags.ts';
 
@@ -34,7 +35,13 @@ export interface HealthCheck {
 export interface PortMapping {
   readonly port: number;
   readonly nodePort: number;
+  /** The Service port's protocol (the nodes' security group rules follow it). */
   readonly protocol: Protocol;
+  /** TLS on the TLS ports (./nlb-tls.ts), else the Service port's protocol. */
+  readonly listenerProtocol: ListenerProtocol;
+  readonly targetProtocol: ListenerProtocol;
+  /** Set exactly when the listener is TLS. */
+  readonly tls: ListenerTls | undefined;
   readonly healthCheck: HealthCheck;
   /** The target group's name as upstream derives it, so groups cloud-provider-aws made are adopted. */
   readonly targetGroupName: string;
@@ -146,21 +153,24 @@ function mappingsFor(
   const ports = service.spec?.ports ?? [];
   const protocol = protocolOf(ports);
   const healthCheck = healthCheckFor(config, service);
+  const tls = tlsSettingsOf(service.metadata?.annotations ?? {});
   const mappings: PortMapping[] = [];
   for (const p of ports) {
     if (p.nodePort === undefined || p.nodePort === 0) continue;
     const { port, nodePort } = p;
+    const protocols = portProtocols(tls, p, protocol);
     mappings.push({
       port,
       nodePort,
       protocol,
+      ...protocols,
       healthCheck,
       targetGroupName: targetGroupName({
         clusterId: config.clusterId,
         ...id,
         port,
         nodePort,
-        protocol,
+        protocol: protocols.targetProtocol,
         health: healthCheck,
       }),
     });
@@ -274,7 +284,8 @@ export interface TargetGroupKey {
   readonly name: string;
   readonly port: number;
   readonly nodePort: number;
-  readonly protocol: Protocol;
+  /** The target group's protocol: TLS for a TLS backend, so upstream's name changes with it. */
+  readonly protocol: ListenerProtocol;
   readonly health: HealthCheck;
 }
 

@@ -32,6 +32,7 @@ import { Elbv2Reader, forwardedTo, loadBalancerArnOf, statusOf, targetGroupArnOf
 import { ForeignResourceError, LoadBalancerNotFoundError, ServiceSettingError } from './errors.ts';
 import type { ServiceWarnings } from './events.ts';
 import type { AwsInstances } from './instances.ts';
+import { groupFits, healthCheckChange, listenerDiffers, listenerSettings } from './nlb-listeners.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
 import { Refusals } from './refusal.ts';
 import { NodeSecurityGroups } from './security-groups.ts';
@@ -192,7 +193,7 @@ export class NetworkLoadBalancers {
       new CreateListenerCommand({
         LoadBalancerArn: nlb.LoadBalancerArn,
         Port: mapping.port,
-        Protocol: mapping.protocol,
+        ...listenerSettings(mapping),
         DefaultActions: [{ Type: 'forward', TargetGroupArn: group.TargetGroupArn }],
         Tags: ownedTags(this.#config, plan.tags),
       }),
@@ -211,7 +212,7 @@ export class NetworkLoadBalancers {
       const out = await this.#api.elbv2.send(
         new CreateTargetGroupCommand({
           Name: mapping.targetGroupName,
-          Protocol: mapping.protocol,
+          Protocol: mapping.targetProtocol,
           Port: mapping.nodePort,
           VpcId: nlb.VpcId,
           TargetType: 'instance',
@@ -275,7 +276,7 @@ export class NetworkLoadBalancers {
     await this.#syncCrossZone(arn, plan.crossZone, signal);
   }
 
-  /** An existing listener for `mapping`: its target group kept and synced if it fits, else replaced. */
+  /** An existing listener for `mapping`: its target group kept and synced if it fits, else replaced; its TLS settings modified when they differ. */
   async #reconcileListener(
     nlb: Nlb,
     plan: NlbPlan,
@@ -283,23 +284,35 @@ export class NetworkLoadBalancers {
     signal: AbortSignal | undefined,
   ): Promise<void> {
     const { mapping, listener, group } = current;
-    if (group !== undefined && fits(group, mapping) && listener.Protocol === mapping.protocol) {
-      await this.#syncHealthCheck(group, mapping, signal);
+    if (group !== undefined && groupFits(group, mapping)) {
+      const change = healthCheckChange(group, mapping);
+      if (change !== undefined) await this.#api.elbv2.send(new ModifyTargetGroupCommand(change), abortable(signal));
       await this.#targets.sync(targetsOf(group, mapping, plan, false), signal);
+      if (listenerDiffers(listener, mapping)) await this.#modifyListener(listener, mapping, group, signal);
       return;
     }
     // Port, protocol or health check kind changed: a target group cannot change those, so a new one.
     const { group: fresh, created } = await this.#createTargetGroup(nlb, plan, mapping, signal);
     await this.#targets.sync(targetsOf(fresh, mapping, plan, created), signal);
+    await this.#modifyListener(listener, mapping, fresh, signal);
+    if (group !== undefined) await this.#deleteGroupIfOwned(group, plan, signal);
+  }
+
+  /** Without a policy in `mapping`, none is sent: AWS keeps the listener's. */
+  async #modifyListener(
+    listener: Listener,
+    mapping: PortMapping,
+    group: TargetGroup,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     await this.#api.elbv2.send(
       new ModifyListenerCommand({
         ListenerArn: listener.ListenerArn,
-        Protocol: mapping.protocol,
-        DefaultActions: [{ Type: 'forward', TargetGroupArn: fresh.TargetGroupArn }],
+        ...listenerSettings(mapping),
+        DefaultActions: [{ Type: 'forward', TargetGroupArn: group.TargetGroupArn }],
       }),
       abortable(signal),
     );
-    if (group !== undefined) await this.#deleteGroupIfOwned(group, plan, signal);
   }
 
   async #deleteGroupIfOwned(group: TargetGroup, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
@@ -307,26 +320,6 @@ export class NetworkLoadBalancers {
     if (!this.#read.ownedBy(tags, plan.serviceName)) return;
     await ignoring('TargetGroupNotFound', () =>
       this.#api.elbv2.send(new DeleteTargetGroupCommand({ TargetGroupArn: group.TargetGroupArn }), abortable(signal)),
-    );
-  }
-
-  async #syncHealthCheck(group: TargetGroup, mapping: PortMapping, signal: AbortSignal | undefined): Promise<void> {
-    const hc = mapping.healthCheck;
-    const same =
-      group.HealthCheckPort === hc.port &&
-      group.HealthyThresholdCount === hc.healthyThreshold &&
-      group.UnhealthyThresholdCount === hc.unhealthyThreshold &&
-      (hc.path === undefined || group.HealthCheckPath === hc.path);
-    if (same) return;
-    await this.#api.elbv2.send(
-      new ModifyTargetGroupCommand({
-        TargetGroupArn: group.TargetGroupArn,
-        HealthCheckPort: hc.port,
-        ...(hc.path === undefined ? {} : { HealthCheckPath: hc.path }),
-        HealthyThresholdCount: hc.healthyThreshold,
-        UnhealthyThresholdCount: hc.unhealthyThreshold,
-      }),
-      abortable(signal),
     );
   }
 
@@ -357,16 +350,6 @@ function serviceNameOf(service: V1Service): string {
 function targetsOf(group: TargetGroup, mapping: PortMapping, plan: NlbPlan, created: boolean): TargetSync {
   const sync = { groupArn: targetGroupArnOf(group), port: mapping.nodePort, wanted: plan.targets };
   return created ? { ...sync, current: new Set() } : sync;
-}
-
-/** Whether a target group serves a mapping: what cannot be modified in place matches. */
-function fits(group: TargetGroup, mapping: PortMapping): boolean {
-  return (
-    group.Port === mapping.nodePort &&
-    group.Protocol === mapping.protocol &&
-    group.HealthCheckProtocol === mapping.healthCheck.protocol &&
-    group.HealthCheckIntervalSeconds === mapping.healthCheck.intervalSeconds
-  );
 }
 
 /**

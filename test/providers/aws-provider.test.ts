@@ -275,13 +275,13 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
 
     it('still brings a refused Service’s load balancer to the node set, and says what was not applied', async () => {
       const refused = service('web', [80, 443, 8443], {
-        'service.beta.kubernetes.io/aws-load-balancer-ssl-cert': 'arn:aws:acm:us-east-1:123456789012:certificate/x',
+        'service.beta.kubernetes.io/aws-load-balancer-extra-security-groups': 'sg-0123456789abcdef0',
       });
       const name = lb.getLoadBalancerName('kubernetes', refused);
       await assert.rejects(lb.ensureLoadBalancer('kubernetes', refused, [nodeOf(instance(0))]), {
         name: 'ServiceSettingError',
         message: new RegExp(
-          `aws-load-balancer-ssl-cert: TLS listeners.*not offered.*not applied to load balancer ${name}.*targets follow the 1 current target node`,
+          `aws-load-balancer-extra-security-groups: extra security groups are not supported.*not applied to load balancer ${name}.*targets follow the 1 current target node`,
         ),
       });
       const s = await state(name);
@@ -295,10 +295,12 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
       await assert.rejects(
         lb.ensureLoadBalancer(
           'kubernetes',
-          service('never-made', [80], { 'service.beta.kubernetes.io/aws-load-balancer-ssl-ports': '443' }),
+          service('never-made', [80], {
+            'service.beta.kubernetes.io/aws-load-balancer-extra-security-groups': 'sg-0123456789abcdef0',
+          }),
           [],
         ),
-        /aws-load-balancer-ssl-ports: TLS listeners.*not offered.*nothing was applied/,
+        /aws-load-balancer-extra-security-groups: extra security groups are not supported.*nothing was applied/,
       );
     });
 
