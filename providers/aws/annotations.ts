@@ -55,22 +55,9 @@ export const ANNOTATIONS: readonly AnnotationRule[] = [
   { name: 'connection-draining-enabled', classic: honoured, nlb: notApplicable },
   { name: 'connection-draining-timeout', classic: honoured, nlb: notApplicable },
   { name: 'access-log-emit-interval', classic: honoured, nlb: notApplicable },
-  {
-    name: 'access-log-enabled',
-    classic: honoured,
-    nlb: refused('access logs on a Network Load Balancer are not offered by cirrus yet'),
-    refusedValues: ['true'],
-  },
-  {
-    name: 'access-log-s3-bucket-name',
-    classic: honoured,
-    nlb: refused('access logs on a Network Load Balancer are not offered by cirrus yet'),
-  },
-  {
-    name: 'access-log-s3-bucket-prefix',
-    classic: honoured,
-    nlb: refused('access logs on a Network Load Balancer are not offered by cirrus yet'),
-  },
+  { name: 'access-log-enabled', classic: honoured, nlb: honoured },
+  { name: 'access-log-s3-bucket-name', classic: honoured, nlb: honoured },
+  { name: 'access-log-s3-bucket-prefix', classic: honoured, nlb: honoured },
   {
     name: 'security-groups',
     classic: refused('replacing the load balancer’s own security group is not offered by cirrus'),
@@ -86,18 +73,10 @@ export const ANNOTATIONS: readonly AnnotationRule[] = [
     classic: refused(
       'target group attributes are for Network Load Balancers (upstream refuses them on a Classic ELB too)',
     ),
-    nlb: refused('target group attributes are not offered by cirrus yet'),
+    nlb: honoured,
   },
-  {
-    name: 'eip-allocations',
-    classic: notApplicable,
-    nlb: refused('Elastic IPs on a Network Load Balancer are not offered by cirrus yet'),
-  },
-  {
-    name: 'private-ipv4-addresses',
-    classic: notApplicable,
-    nlb: refused('private IPv4 addresses on a Network Load Balancer are not offered by cirrus yet'),
-  },
+  { name: 'eip-allocations', classic: notApplicable, nlb: honoured },
+  { name: 'private-ipv4-addresses', classic: notApplicable, nlb: honoured },
 ];
 
 const byName = new Map(ANNOTATIONS.map((r) => [`${ANNOTATION_PREFIX}${r.name}`, r]));

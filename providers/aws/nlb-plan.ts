@@ -11,6 +11,7 @@ import { ANNOTATION_PREFIX, refuseAnnotations } from './annotations.ts';
 import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, UnsupportedSettingError } from './errors.ts';
 import { instanceIdFromProviderId } from './instances.ts';
+import { extrasFor, type NlbExtras } from './nlb-extras.ts';
 import { portProtocols, tlsSettingsOf, type ListenerProtocol, type ListenerTls } from './nlb-tls.ts';
 import { sourceRangesOf } from './source-ranges.ts';
 import { LEGACY_CLUSTER_TAG, SERVICE_NAME_TAG } from './tags.ts';
@@ -60,6 +61,8 @@ export interface NlbPlan {
   readonly targets: readonly string[];
   /** The client ranges the nodes' security group admits; `given`: by the Service (else everyone, by default). */
   readonly sourceRanges: { readonly cidrs: readonly string[]; readonly given: boolean };
+  /** Target group attributes, access logs, addresses (./nlb-extras.ts). */
+  readonly extras: NlbExtras;
 }
 
 /** Throws ImplementedElsewhereError when another controller owns this Service's load balancer. */
@@ -87,10 +90,11 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
   const mappings = mappingsFor(config, service, { namespace, name: serviceName });
   const crossZone = crossZoneOf(annotations);
   const subnets = annotations[a('subnets')];
+  const internal = isInternal(annotations[a('internal')]);
   return {
     name,
     serviceName: `${namespace}/${serviceName}`,
-    internal: isInternal(annotations[a('internal')]),
+    internal,
     crossZone,
     subnets: subnets === undefined ? undefined : list(subnets, a('subnets')),
     mappings,
@@ -100,6 +104,7 @@ export function planFor(config: AwsConfig, name: string, service: V1Service, nod
     },
     targets: targetsOf(nodes, annotations[a('target-node-labels')]),
     sourceRanges: sourceRangesOf(service),
+    extras: extrasFor(annotations, spec.ports ?? [], internal),
   };
 }
 

@@ -15,9 +15,7 @@ import {
   DeleteListenerCommand,
   DeleteLoadBalancerCommand,
   DeleteTargetGroupCommand,
-  DescribeLoadBalancerAttributesCommand,
   ModifyListenerCommand,
-  ModifyLoadBalancerAttributesCommand,
   ModifyTargetGroupCommand,
   type Listener,
   type LoadBalancer as Nlb,
@@ -32,6 +30,8 @@ import { Elbv2Reader, forwardedTo, loadBalancerArnOf, statusOf, targetGroupArnOf
 import { ForeignResourceError, LoadBalancerNotFoundError, ServiceSettingError } from './errors.ts';
 import type { ServiceWarnings } from './events.ts';
 import type { AwsInstances } from './instances.ts';
+import { NlbAttributes } from './nlb-attributes.ts';
+import { addressChange, subnetMappings } from './nlb-extras.ts';
 import { groupFits, healthCheckChange, listenerDiffers, listenerSettings } from './nlb-listeners.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
 import { Refusals } from './refusal.ts';
@@ -40,8 +40,6 @@ import { loadBalancerSubnets } from './subnets.ts';
 import { clusterTagKey, ownedTags, SERVICE_NAME_TAG } from './tags.ts';
 import { TargetSyncer, type TargetSync } from './targets.ts';
 
-const CROSS_ZONE = 'load_balancing.cross_zone.enabled';
-
 export class NetworkLoadBalancers {
   readonly #api: AwsApi;
   readonly #config: AwsConfig;
@@ -49,6 +47,7 @@ export class NetworkLoadBalancers {
   readonly #targets: TargetSyncer;
   readonly #groups: NodeSecurityGroups;
   readonly #refusals: Refusals;
+  readonly #attributes: NlbAttributes;
 
   constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
     this.#api = api;
@@ -57,6 +56,7 @@ export class NetworkLoadBalancers {
     this.#targets = new TargetSyncer(api, instances);
     this.#groups = new NodeSecurityGroups(api, config, instances, warnings);
     this.#refusals = new Refusals(this.#read, this.#targets);
+    this.#attributes = new NlbAttributes(api, this.#read, warnings);
   }
 
   async get(service: V1Service, signal: AbortSignal | undefined): Promise<V1LoadBalancerStatus | undefined> {
@@ -75,9 +75,11 @@ export class NetworkLoadBalancers {
     if (nlb === undefined) nlb = await this.#create(plan, signal);
     else {
       await this.#checkOwned(nlb, plan, signal);
+      await this.#checkAddresses({ service, nodes, nlb }, plan, signal);
       await this.#reconcile(nlb, plan, signal);
     }
     await this.#groups.ensureFor(service, nlb, plan, signal);
+    await this.#attributes.warnUnapplied(service, plan.extras);
     return statusOf(nlb);
   }
 
@@ -87,6 +89,7 @@ export class NetworkLoadBalancers {
     const found = await this.#read.find(plan.name, signal);
     if (found === undefined) throw new LoadBalancerNotFoundError(plan.name);
     await this.#checkOwned(found, plan, signal);
+    await this.#checkAddresses({ service, nodes, nlb: found }, plan, signal);
     await this.#reconcile(found, plan, signal);
     await this.#groups.ensureFor(service, found, plan, signal);
   }
@@ -100,6 +103,16 @@ export class NetworkLoadBalancers {
       if (refused === undefined) throw error;
       throw await this.#refusals.nodesOnly(service, nodes, refused, signal);
     }
+  }
+
+  /** An NLB's addresses are fixed at creation: a Service that asks for others is refused (its targets still follow the nodes). */
+  async #checkAddresses(
+    current: { readonly service: V1Service; readonly nodes: readonly V1Node[]; readonly nlb: Nlb },
+    plan: NlbPlan,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const refused = addressChange(current.nlb, plan.extras);
+    if (refused !== undefined) throw await this.#refusals.nodesOnly(current.service, current.nodes, refused, signal);
   }
 
   async delete(service: V1Service, signal: AbortSignal | undefined): Promise<void> {
@@ -173,16 +186,15 @@ export class NetworkLoadBalancers {
         Name: plan.name,
         Type: 'network',
         Scheme: plan.internal ? 'internal' : 'internet-facing',
-        SubnetMappings: subnets.map((SubnetId) => ({ SubnetId })),
+        SubnetMappings: subnetMappings(subnets, plan.extras),
         Tags: ownedTags(this.#config, plan.tags),
       }),
       abortable(signal),
     );
     const nlb = required(out.LoadBalancers?.[0], `the load balancer in CreateLoadBalancer ${plan.name}'s answer`);
-    const arn = loadBalancerArnOf(nlb);
     for (const mapping of plan.mappings) await this.#createListener(nlb, plan, mapping, signal);
-    // A new NLB has cross-zone load balancing off: only a Service that wants it on costs a call.
-    if (plan.crossZone) await this.#setCrossZone(arn, true, signal);
+    // A new NLB's attributes are AWS's defaults: only a Service that wants others costs a call.
+    await this.#attributes.sync(loadBalancerArnOf(nlb), plan, true, signal);
     return nlb;
   }
 
@@ -273,7 +285,7 @@ export class NetworkLoadBalancers {
       const group = forwardedTo(listener, groupByArn);
       if (group !== undefined) await this.#deleteGroupIfOwned(group, plan, signal);
     }
-    await this.#syncCrossZone(arn, plan.crossZone, signal);
+    await this.#attributes.sync(arn, plan, false, signal);
   }
 
   /** An existing listener for `mapping`: its target group kept and synced if it fits, else replaced; its TLS settings modified when they differ. */
@@ -320,25 +332,6 @@ export class NetworkLoadBalancers {
     if (!this.#read.ownedBy(tags, plan.serviceName)) return;
     await ignoring('TargetGroupNotFound', () =>
       this.#api.elbv2.send(new DeleteTargetGroupCommand({ TargetGroupArn: group.TargetGroupArn }), abortable(signal)),
-    );
-  }
-
-  async #syncCrossZone(arn: string, wanted: boolean, signal: AbortSignal | undefined): Promise<void> {
-    const out = await this.#api.elbv2.send(
-      new DescribeLoadBalancerAttributesCommand({ LoadBalancerArn: arn }),
-      abortable(signal),
-    );
-    const current = out.Attributes?.find((x) => x.Key === CROSS_ZONE)?.Value === 'true';
-    if (current !== wanted) await this.#setCrossZone(arn, wanted, signal);
-  }
-
-  async #setCrossZone(arn: string, enabled: boolean, signal: AbortSignal | undefined): Promise<void> {
-    await this.#api.elbv2.send(
-      new ModifyLoadBalancerAttributesCommand({
-        LoadBalancerArn: arn,
-        Attributes: [{ Key: CROSS_ZONE, Value: String(enabled) }],
-      }),
-      abortable(signal),
     );
   }
 }

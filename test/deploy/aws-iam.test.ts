@@ -142,7 +142,10 @@ describe('the aws provider’s IAM policies', () => {
           ]),
           [node(b, true)],
         );
-        const crossZone = { 'service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled': 'true' };
+        const crossZone = {
+          'service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled': 'true',
+          'service.beta.kubernetes.io/aws-load-balancer-target-group-attributes': 'proxy_protocol_v2.enabled=true',
+        };
         await lb.ensureLoadBalancer('kubernetes', service([[81, 30091]], crossZone), [node(b, true)]);
         await lb.ensureLoadBalancerDeleted('kubernetes', service([[81, 30091]], crossZone));
       });

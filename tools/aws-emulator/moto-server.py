@@ -24,6 +24,14 @@ takes the same arguments.
    leaves both out until the first ModifyLoadBalancerAttributes, so a load balancer made without
    one (cirrus changes no attribute that is already as wanted) looked different from one that
    cloud-provider-aws made and modified, and cloud-provider-aws modified it on taking it over.
+6. A network load balancer's subnet mappings keep their Elastic IP (AllocationId, which must exist)
+   and private IPv4 address, and DescribeLoadBalancers reports them in each zone's
+   LoadBalancerAddresses, as AWS does. moto takes the subnet and drops the rest, so an NLB made
+   with the eip-allocations or private-ipv4-addresses annotation could not be told from one without.
+7. A target group of an NLB protocol (TCP, UDP, TCP_UDP, TLS) reports AWS's
+   preserve_client_ip.enabled (true for instance targets) and proxy_protocol_v2.enabled (false)
+   among its attributes. moto leaves both out until someone sets them, so the target group
+   attributes annotation asking for the default looked like a change on every ensure.
 """
 
 import sys
@@ -97,11 +105,57 @@ def _with_aws_default_attributes(defaults):
     return classmethod(patched)
 
 
+def _subnet_address(ec2_backend, mapping):
+    address = {}
+    if mapping.get("AllocationId"):
+        eip = ec2_backend.address_by_allocation([mapping["AllocationId"]])[0]
+        address.update(IpAddress=eip.public_ip, AllocationId=eip.allocation_id)
+    if mapping.get("PrivateIPv4Address"):
+        address["PrivateIPv4Address"] = mapping["PrivateIPv4Address"]
+    return address
+
+
+def _with_subnet_addresses(create):
+    def patched(self, *args, **kwargs):
+        # Looked up before the load balancer is made: an unknown allocation makes nothing.
+        addresses = {m["SubnetId"]: _subnet_address(self.ec2_backend, m) for m in kwargs.get("subnet_mappings") or []}
+        balancer = create(self, *args, **kwargs)
+        balancer.subnet_addresses = {subnet: a for subnet, a in addresses.items() if a}
+        return balancer
+
+    return patched
+
+
+def _zones_with_addresses(self):
+    zones = [elbv2_models.AvailabilityZone(subnet) for subnet in self.subnets]
+    for zone in zones:
+        address = getattr(self, "subnet_addresses", {}).get(zone.subnet_id)
+        if address:
+            zone.load_balancer_addresses = [address]
+    return zones
+
+
+NLB_TARGET_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")
+
+
+def _with_nlb_target_group_attributes(init):
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.protocol in NLB_TARGET_PROTOCOLS:
+            self.attributes.setdefault("preserve_client_ip.enabled", "true" if self.target_type == "instance" else "false")
+            self.attributes.setdefault("proxy_protocol_v2.enabled", "false")
+
+    return patched
+
+
 elb_models.LoadBalancer.get_default_attributes = _with_aws_default_attributes(
     elb_models.LoadBalancer.get_default_attributes
 )
 elb_models.LoadBalancer.__init__ = _with_default_health_check(elb_models.LoadBalancer.__init__)
 elbv2_models.ELBv2Backend.create_load_balancer = _with_nlb_dns_name(elbv2_models.ELBv2Backend.create_load_balancer)
+elbv2_models.ELBv2Backend.create_load_balancer = _with_subnet_addresses(elbv2_models.ELBv2Backend.create_load_balancer)
+elbv2_models.FakeLoadBalancer.availability_zones = property(_zones_with_addresses)
+elbv2_models.FakeTargetGroup.__init__ = _with_nlb_target_group_attributes(elbv2_models.FakeTargetGroup.__init__)
 elbv2_models.ELBv2Backend.modify_listener = _with_nlb_protocols(elbv2_models.ELBv2Backend.modify_listener)
 elb_models.ELBBackend.modify_load_balancer_attributes = _with_one_entry_per_key(
     elb_models.ELBBackend.modify_load_balancer_attributes
