@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Service } from '@kubernetes/client-node';
+import { readable } from '../../app/cli/reconcile.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { finalizer, syncedAnnotation } from '../../functions/service-lb/predicates.ts';
 import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/cloud/errors.ts';
@@ -361,6 +362,24 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
       reason: 'an annotation the cloud does not offer',
     });
     assert.deepEqual(cloud.loadBalancers.get(`${namespace}/${name}`)?.nodes.at(-1), 'gone-node', 'nothing applied');
+  });
+
+  it("prints a dry run's plan readably, as `cirrus reconcile --dry-run` does", async () => {
+    const name = uniqueName('print');
+    await createService(name);
+    const lbName = `fake-${namespace}-${name}`;
+    const text = readable(JSON.stringify(await sync(name, { ...run, dryRun: true })));
+    const lines = text.split('\n');
+    assert.equal(lines[0], 'service-lb dry run: nothing was changed');
+    assert.equal(lines[1], `Service/${namespace}/${name}: create (load balancer ${lbName})`);
+    assert.equal(lines[2], `  load balancer  create ${lbName}`);
+    assert.match(lines[3] ?? '', new RegExp(`^  targets {8}add .*${lbNode}`));
+    assert.equal(lines[4], '  would record event Normal/EnsuringLoadBalancer: Ensuring load balancer');
+    assert.ok(text.includes('  would call the cloud: ensureLoadBalancer\n'), text);
+
+    cloud.errors.set('ensureLoadBalancer', new Error('not offered'));
+    const refused = readable(JSON.stringify(await sync(name, { ...run, dryRun: true })));
+    assert.equal(refused.split('\n')[1], `Service/${namespace}/${name}: refuse (load balancer ${lbName}): not offered`);
   });
 
   it('keeps the dry run as it was, marked, for a provider that offers no plan', async () => {
