@@ -182,6 +182,27 @@ describe('aws provider: planLoadBalancer against the emulator', { skip: awsEmula
     assert.deepEqual(made.changes, [], 'no load balancer to bring to the nodes');
   });
 
+  it('plans a refusal that still brings the load balancer the Service has to the nodes, with no mutating call', async () => {
+    const svc = service('refused-grown', { [`${A}type`]: 'nlb' });
+    const status = await provider().ensureLoadBalancer('kubernetes', svc, nodes(0, 1));
+    const refused = withStatus(
+      {
+        ...svc,
+        metadata: { ...svc.metadata, annotations: { [`${A}type`]: 'nlb', [`${A}eip-allocations`]: 'eipalloc-1' } },
+      },
+      status,
+    );
+    const { plan: made, mutations } = await plan(refused, nodes(0, 1, 2));
+    assert.deepEqual(mutations, []);
+    assert.equal(made.action, 'refuse');
+    assert.match(made.reason ?? '', /eip-allocations.*its targets follow the 3 current target node/);
+    assert.deepEqual(settings(made), ['targets']);
+    assert.ok(
+      made.changes.every((c) => c.change.includes(instanceId(2))),
+      JSON.stringify(made.changes),
+    );
+  });
+
   it('plans an update naming the node added, then unchanged once applied, for Classic and NLB, with no mutating call', async () => {
     for (const svc of [service('grown-classic'), service('grown-nlb', { [`${A}type`]: 'nlb' })]) {
       const status = await provider().ensureLoadBalancer('kubernetes', svc, nodes(0, 1));
