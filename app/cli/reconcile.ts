@@ -1,9 +1,13 @@
 // `cirrus reconcile <function> <name>|--all [--dry-run] [--url]`: a manual reconcile through a
-// served function's POST /reconcile, printing its report.
+// served function's POST /reconcile, printing its report: as JSON, or on a dry run readably, one
+// block per object with the provider's plan first (a load balancer's create, adopt, update,
+// unchanged or refuse) and then each write the reconcile would make.
 
 import { ConfigError, type CommandLine } from '../config.ts';
 import { findFunction, type FunctionEntry } from '../../shared/catalogue.ts';
 import { signatureHeader, signRequest } from '../../shared/wire/signing.ts';
+import type { Change, ObjectReport, Report } from '../../shared/host/function.ts';
+import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
 import { readSecret } from './secret.ts';
@@ -32,7 +36,7 @@ export async function runReconcile(
   }
   const text = await response.text();
   if (response.ok) {
-    io.stdout.write(`${text}\n`);
+    io.stdout.write(line.config.dryRun ? readable(text) : `${text}\n`);
     return 0;
   }
   io.stderr.write(`cirrus reconcile: ${canonical} answered ${response.status}: ${text}\n`);
@@ -60,4 +64,61 @@ function objectName(entry: FunctionEntry, name: string): { name: string; namespa
   if (!namespace || !local || rest.length > 0)
     throw new ConfigError(`name a ${entry.target.kind} as <namespace>/<name>, not '${name}'`);
   return { namespace, name: local };
+}
+
+/** A dry run's report, readably; the text as it came when it is not a report. */
+export function readable(text: string): string {
+  let report: Report;
+  try {
+    report = JSON.parse(text) as Report;
+  } catch {
+    return `${text}\n`;
+  }
+  if (!Array.isArray(report.objects)) return `${text}\n`;
+  const blocks = report.objects.map(objectText);
+  return `${report.function} dry run: nothing was changed\n${blocks.join('')}`;
+}
+
+function objectText(object: ObjectReport): string {
+  const plan = object.changes.find((c) => c.action === 'plan')?.detail;
+  const lines = [`${object.key}: ${object.result}${planHeading(plan)}`];
+  if (typeof plan === 'object' && plan !== null) lines.push(...planLines(plan as LoadBalancerPlan));
+  for (const change of object.changes) if (change.action !== 'plan') lines.push(`  would ${changeText(change)}`);
+  if (object.error !== undefined) lines.push(`  error: ${object.error}`);
+  if (object.note !== undefined) lines.push(`  note: ${object.note}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** ` (load balancer <name>)`, ` — refused: <why>`, or the mark of a provider without a plan. */
+function planHeading(plan: unknown): string {
+  if (typeof plan === 'string') return ` (${plan})`;
+  if (typeof plan !== 'object' || plan === null) return '';
+  const { name, reason } = plan as LoadBalancerPlan;
+  return reason === undefined ? ` (load balancer ${name})` : ` (load balancer ${name}): ${reason}`;
+}
+
+function planLines(plan: LoadBalancerPlan): string[] {
+  const width = Math.max(0, ...plan.changes.map((c) => c.setting.length));
+  return [
+    ...plan.changes.map((c) => `  ${c.setting.padEnd(width)}  ${c.change}`),
+    ...(plan.warnings ?? []).map((w) => `  warning: ${w}`),
+  ];
+}
+
+/** `record event Warning/Reason: message`, `call the cloud: ensureLoadBalancer`, `patch Node/x {…}`. */
+function changeText(change: Change): string {
+  if (change.action === 'event') return `record event ${eventText(change.detail as EventDetail | undefined)}`;
+  if (change.action === 'cloud')
+    return `call the cloud: ${(change.detail as { method?: string } | undefined)?.method ?? ''}`;
+  return `${change.action} ${change.target} ${JSON.stringify(change.detail)}`;
+}
+
+interface EventDetail {
+  readonly type?: string;
+  readonly reason?: string;
+  readonly message?: string;
+}
+
+function eventText(detail: EventDetail | undefined): string {
+  return `${detail?.type ?? ''}/${detail?.reason ?? ''}: ${detail?.message ?? ''}`;
 }

@@ -12,6 +12,7 @@ import { mapLimit } from '../../shared/concurrency.ts';
 import type { ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage } from '../../shared/kube/api.ts';
 import { releaseOrphans, vanished } from './orphans.ts';
+import { dryRunResult } from './plan.ts';
 import {
   hasFinalizer,
   needsCleanup,
@@ -168,7 +169,7 @@ async function ensureBranch(run: Run, nodes: readonly V1Node[]): Promise<string>
     if (record.nodes === nodeSet) return 'unchanged';
     if (await updateHosts(run, nodes)) {
       await patchStatus(run, run.service.status?.loadBalancer ?? {}, { spec, nodes: nodeSet });
-      return 'hosts-updated';
+      return run.options.dryRun ? dryRunResult(run, nodes, 'hosts-updated') : 'hosts-updated';
     }
   }
   return ensure(run, nodes, { spec, nodes: nodeSet });
@@ -223,6 +224,8 @@ async function ensure(run: Run, nodes: readonly V1Node[], record: { spec: string
     status = await cloud(run, 'ensureLoadBalancer', () =>
       deps.loadBalancer.ensureLoadBalancer(deps.clusterName, service, nodes, run.options.signal),
     );
+    // A dry run made no ensure: what it would do is the provider's plan (./plan.ts).
+    if (run.options.dryRun) return await dryRunResult(run, nodes, 'ensured');
   } catch (error) {
     if (findCause(error, ImplementedElsewhereError)) {
       await patchStatus(run, service.status?.loadBalancer ?? {}, record);
@@ -230,7 +233,6 @@ async function ensure(run: Run, nodes: readonly V1Node[], record: { spec: string
     }
     throw new Error(`failed to ensure load balancer: ${(error as Error).message}`, { cause: error });
   }
-  if (run.options.dryRun) return 'ensured';
   if (status === undefined) throw new Error('service status returned by EnsureLoadBalancer is nil');
   await event(run, { type: 'Normal', reason: 'EnsuredLoadBalancer', message: 'Ensured load balancer' });
   await patchStatus(run, status, record);

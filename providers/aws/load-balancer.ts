@@ -12,7 +12,7 @@
 
 import type { LoadBalancerDescription } from '@aws-sdk/client-elastic-load-balancing';
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
-import { defaultLoadBalancerName, type LoadBalancer } from '../../shared/cloud/provider.ts';
+import { defaultLoadBalancerName, type LoadBalancer, type LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import { ANNOTATION_PREFIX, unappliedAnnotations, type Kind } from './annotations.ts';
 import type { AwsApi } from './api.ts';
 import { ClassicLoadBalancers } from './classic/load-balancer.ts';
@@ -24,6 +24,7 @@ import type { AwsInstances } from './instances.ts';
 import { NetworkLoadBalancers } from './nlb.ts';
 import { implementedElsewhere } from './nlb-plan.ts';
 import { tlsUnapplied } from './nlb-tls.ts';
+import { planEnsure } from './plan.ts';
 
 const TYPE_ANNOTATION = `${ANNOTATION_PREFIX}type`;
 
@@ -32,6 +33,8 @@ type Route =
   { readonly kind: 'nlb' } | { readonly kind: 'classic'; readonly found: LoadBalancerDescription | undefined };
 
 export class AwsLoadBalancer implements LoadBalancer {
+  readonly #api: AwsApi;
+  readonly #instances: AwsInstances;
   readonly #config: AwsConfig;
   readonly #warnings: ServiceWarnings;
   readonly #nlb: NetworkLoadBalancers;
@@ -39,6 +42,8 @@ export class AwsLoadBalancer implements LoadBalancer {
   readonly #nlbs: Elbv2Reader;
 
   constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
+    this.#api = api;
+    this.#instances = instances;
     this.#config = config;
     this.#warnings = warnings;
     this.#nlb = new NetworkLoadBalancers(api, config, instances, warnings);
@@ -70,6 +75,23 @@ export class AwsLoadBalancer implements LoadBalancer {
     await this.#warnUnapplied(service, route.kind);
     if (route.kind === 'nlb') return this.#nlb.ensure(service, nodes, signal);
     return this.#classic.ensure(service, nodes, route.found, signal);
+  }
+
+  /** The ensure itself, against clients that only read (./plan.ts). */
+  planLoadBalancer(
+    clusterName: string,
+    service: V1Service,
+    nodes: readonly V1Node[],
+    signal?: AbortSignal,
+  ): Promise<LoadBalancerPlan> {
+    return planEnsure(this.#api, service, (api, warnings) =>
+      new AwsLoadBalancer(api, this.#config, this.#instances, warnings).ensureLoadBalancer(
+        clusterName,
+        service,
+        nodes,
+        signal,
+      ),
+    );
   }
 
   async updateLoadBalancer(

@@ -21,6 +21,7 @@ import type {
   Zone,
   Zones,
 } from '../../shared/cloud/provider.ts';
+import { fakePlan } from './plan.ts';
 import type { FakeCall, FakeCapability, FakeInstance, FakeLoadBalancer, FakeThrottle } from './types.ts';
 
 /** A recording fake of the whole provider contract. */
@@ -98,10 +99,19 @@ export class FakeCloud implements CloudProvider {
     return true;
   }
 
+  /** The same object for the same optional methods, as a provider's accessor answers (tests replace its methods). */
   loadBalancer(): LoadBalancer | undefined {
     const listing = !this.disabled.has('listLoadBalancers');
-    return this.#capability('loadBalancer', listing ? this.#loadBalancer : this.#unlistedLoadBalancer);
+    const planning = !this.disabled.has('planLoadBalancer');
+    const key = `${String(listing)}/${String(planning)}`;
+    let lb = this.#loadBalancers.get(key);
+    if (lb === undefined) {
+      lb = { ...this.#unlistedLoadBalancer, ...(listing ? this.#listing : {}), ...(planning ? this.#planning : {}) };
+      this.#loadBalancers.set(key, lb);
+    }
+    return this.#capability('loadBalancer', lb);
   }
+  readonly #loadBalancers = new Map<string, LoadBalancer>();
 
   instances(): Instances | undefined {
     return this.#capability('instances', this.#instances);
@@ -296,7 +306,7 @@ export class FakeCloud implements CloudProvider {
     return this.loadBalancers.get(name)?.status ?? { ingress: [this.ingressFor(this.loadBalancers.size + 1)] };
   }
 
-  // Every method of the contract's LoadBalancer but the optional listLoadBalancers.
+  // Every method of the contract's LoadBalancer but the optional ones.
   readonly #unlistedLoadBalancer: LoadBalancer = {
     getLoadBalancer: async (clusterName, service) => {
       await this.#call('getLoadBalancer', clusterName, serviceKey(service));
@@ -325,11 +335,24 @@ export class FakeCloud implements CloudProvider {
     },
   };
 
-  readonly #loadBalancer: LoadBalancer = {
-    ...this.#unlistedLoadBalancer,
+  readonly #listing: Pick<LoadBalancer, 'listLoadBalancers'> = {
     listLoadBalancers: async (clusterName) => {
       await this.#call('listLoadBalancers', clusterName);
       return [...this.loadBalancers].map(([name, lb]) => ({ name, service: { ...lb.service } }));
+    },
+  };
+
+  readonly #planning: Pick<LoadBalancer, 'planLoadBalancer'> = {
+    planLoadBalancer: async (clusterName, service, nodes) => {
+      const names = nodes.map((n) => String(n.metadata?.name));
+      await this.#call('planLoadBalancer', clusterName, serviceKey(service), names);
+      return fakePlan({
+        name: this.#unlistedLoadBalancer.getLoadBalancerName(clusterName, service),
+        service,
+        nodes: names,
+        existing: this.loadBalancers.get(this.#lbName(service)),
+        refusal: this.errors.get('ensureLoadBalancer'),
+      });
     },
   };
 }

@@ -29,11 +29,19 @@ export interface FakeLoadBalancer {
 }
 
 /**
- * The capabilities a FakeCloud can switch off, and `listLoadBalancers`, the load balancers' one
- * optional method (off: a provider that cannot list the load balancers it owns).
+ * The capabilities a FakeCloud can switch off, and the load balancers' optional methods:
+ * `listLoadBalancers` (off: a provider that cannot list the load balancers it owns) and
+ * `planLoadBalancer` (off: a provider whose dry run has no plan).
  */
 export type FakeCapability =
-  'loadBalancer' | 'instances' | 'instancesV2' | 'zones' | 'clusters' | 'routes' | 'listLoadBalancers';
+  | 'loadBalancer'
+  | 'instances'
+  | 'instancesV2'
+  | 'zones'
+  | 'clusters'
+  | 'routes'
+  | 'listLoadBalancers'
+  | 'planLoadBalancer';
 
 /** One recorded call: the method and its arguments (Nodes and Services by name). */
 export interface FakeCall {

@@ -148,6 +148,43 @@ export interface LoadBalancer {
    * that cannot be tied to a Service must be left out, never guessed.
    */
   listLoadBalancers?(clusterName: string, signal?: AbortSignal): Promise<OwnedLoadBalancer[]>;
+  /**
+   * Optional: what ensureLoadBalancer would do for `service` and `nodes` now, found with read calls
+   * only (never a call that changes the cloud). The dry run of service-lb asks for it, so that an
+   * operator sees, per Service, whether a load balancer would be created, adopted, changed (and
+   * how) or refused before letting cirrus act. Throws what ensureLoadBalancer would throw for
+   * anything other than a refusal (ImplementedElsewhereError included).
+   */
+  planLoadBalancer?(
+    clusterName: string,
+    service: V1Service,
+    nodes: readonly V1Node[],
+    signal?: AbortSignal,
+  ): Promise<LoadBalancerPlan>;
+}
+
+/**
+ * What ensureLoadBalancer would do: `create` a load balancer; `adopt` one that exists and is the
+ * Service's (by the provider's ownership marks) though the Service's status does not name it yet;
+ * `update` the one the Service has; leave it `unchanged`; or `refuse` the Service (`reason` says
+ * why; `changes` then lists what would still be applied, e.g. the node set).
+ */
+export interface LoadBalancerPlan {
+  readonly action: 'create' | 'adopt' | 'update' | 'unchanged' | 'refuse';
+  /** The load balancer's name in the cloud. */
+  readonly name: string;
+  /** The writes the ensure would make, in order: empty for `unchanged`. */
+  readonly changes: readonly PlanChange[];
+  /** For `refuse`: the error the ensure would end with. */
+  readonly reason?: string;
+  /** Warnings the ensure would record on the Service (settings it would not apply). */
+  readonly warnings?: readonly string[];
+}
+
+/** One write of a plan: the setting it changes (`targets`, `listeners`, `security group rules`, …) and how, readably. */
+export interface PlanChange {
+  readonly setting: string;
+  readonly change: string;
 }
 
 /** The upstream default load balancer name: "a" + the Service UID without dashes, cut to 32 characters. */

@@ -4,11 +4,12 @@
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Service } from '@kubernetes/client-node';
+import { readable } from '../../app/cli/reconcile.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { finalizer, syncedAnnotation } from '../../functions/service-lb/predicates.ts';
 import { findCause, ImplementedElsewhereError, RetryError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
-import type { LoadBalancer } from '../../shared/cloud/provider.ts';
+import type { LoadBalancer, LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { mergePatch } from '../../shared/kube/api.ts';
 import { createNode, eventsAbout, firstResult, newNode, plain, silentLogger, withLabels } from '../harness/builders.ts';
@@ -29,11 +30,12 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
   let cloud: FakeCloud;
   let fn: FunctionDefinition;
   const namespace = uniqueName('lb');
+  const lbNode = uniqueName('lb-node');
   before(async () => {
     core = (await testCluster()).admin.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     // At least one node for the load balancers (with none, every sync warns UnAvailableLoadBalancer).
-    await createNode(core, newNode(uniqueName('lb-node')));
+    await createNode(core, newNode(lbNode));
   });
   beforeEach(() => {
     cloud = new FakeCloud();
@@ -299,12 +301,100 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     const report = await sync(name, { ...run, dryRun: true });
     assert.deepEqual(
       report.objects[0]?.changes.map((c) => c.action),
-      ['event', 'patch-status', 'cloud'],
+      ['event', 'patch-status', 'cloud', 'plan'],
     );
-    assert.deepEqual(cloud.calls, []);
+    assert.deepEqual(cloud.methods(), ['planLoadBalancer'], 'the plan, and no ensure');
     const after = await read(name);
     assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
     assert.deepEqual(await events(name), []);
+  });
+
+  it("reports the provider's plan per Service on a dry run: create, then unchanged, update, refuse", async () => {
+    const name = uniqueName('plan');
+    await createService(name);
+    const planOf = (report: Report): unknown => report.objects[0]?.changes.find((c) => c.action === 'plan')?.detail;
+    const lbName = `fake-${namespace}-${name}`;
+    const created = await sync(name, { ...run, dryRun: true });
+    assert.equal(result(created), 'create');
+    const plan = planOf(created) as LoadBalancerPlan;
+    assert.deepEqual(
+      { ...plan, changes: plan.changes.slice(0, 1) },
+      {
+        action: 'create',
+        name: lbName,
+        changes: [{ setting: 'load balancer', change: `create ${lbName}` }],
+      },
+    );
+    const [, targets] = plan.changes;
+    assert.equal(targets?.setting, 'targets');
+    assert.match(targets.change, new RegExp(`^add .*${lbNode}`));
+    assert.equal(cloud.loadBalancers.size, 0, 'the dry run made nothing');
+
+    assert.equal(result(await sync(name)), 'ensured');
+    // With its record written, the reconcile would not call the cloud: nor does the dry run.
+    assert.equal(result(await sync(name, { ...run, dryRun: true })), 'unchanged');
+    // A load balancer whose nodes are as they should be, and a Service without the record (as before a take-over).
+    await core.patchNamespacedService(
+      { namespace, name, body: { metadata: { annotations: { [syncedAnnotation]: null } } } },
+      mergePatch,
+    );
+    const same = await sync(name, { ...run, dryRun: true });
+    assert.equal(result(same), 'unchanged');
+    assert.deepEqual(planOf(same), { action: 'unchanged', name: lbName, changes: [] });
+
+    const [first] = cloud.loadBalancers.values();
+    first?.nodes.push('gone-node');
+    const updated = await sync(name, { ...run, dryRun: true });
+    assert.equal(result(updated), 'update');
+    assert.deepEqual(planOf(updated), {
+      action: 'update',
+      name: lbName,
+      changes: [{ setting: 'targets', change: 'remove gone-node' }],
+    });
+
+    cloud.errors.set('ensureLoadBalancer', new Error('an annotation the cloud does not offer'));
+    const refused = await sync(name, { ...run, dryRun: true });
+    assert.equal(result(refused), 'refuse');
+    assert.deepEqual(planOf(refused), {
+      action: 'refuse',
+      name: lbName,
+      changes: [],
+      reason: 'an annotation the cloud does not offer',
+    });
+    assert.deepEqual(cloud.loadBalancers.get(`${namespace}/${name}`)?.nodes.at(-1), 'gone-node', 'nothing applied');
+  });
+
+  it("prints a dry run's plan readably, as `cirrus reconcile --dry-run` does", async () => {
+    const name = uniqueName('print');
+    await createService(name);
+    const lbName = `fake-${namespace}-${name}`;
+    const text = readable(JSON.stringify(await sync(name, { ...run, dryRun: true })));
+    const lines = text.split('\n');
+    assert.equal(lines[0], 'service-lb dry run: nothing was changed');
+    assert.equal(lines[1], `Service/${namespace}/${name}: create (load balancer ${lbName})`);
+    assert.equal(lines[2], `  load balancer  create ${lbName}`);
+    assert.match(lines[3] ?? '', new RegExp(`^  targets {8}add .*${lbNode}`));
+    assert.equal(lines[4], '  would record event Normal/EnsuringLoadBalancer: Ensuring load balancer');
+    assert.ok(text.includes('  would call the cloud: ensureLoadBalancer\n'), text);
+
+    cloud.errors.set('ensureLoadBalancer', new Error('not offered'));
+    const refused = readable(JSON.stringify(await sync(name, { ...run, dryRun: true })));
+    assert.equal(refused.split('\n')[1], `Service/${namespace}/${name}: refuse (load balancer ${lbName}): not offered`);
+  });
+
+  it('keeps the dry run as it was, marked, for a provider that offers no plan', async () => {
+    const name = uniqueName('noplan');
+    await createService(name);
+    cloud.disabled.add('planLoadBalancer');
+    const unplanned = serviceLbFunction({ core, loadBalancer: loadBalancerOf(cloud), clusterName: 'kubernetes' });
+    const report = await unplanned.reconcileOne({ kind: 'Service', namespace, name }, { ...run, dryRun: true });
+    assert.equal(result(report), 'ensured');
+    assert.deepEqual(report.objects[0]?.changes.at(-1), {
+      action: 'plan',
+      target: `Service/${namespace}/${name}`,
+      detail: 'no plan from the provider',
+    });
+    assert.deepEqual(cloud.calls, []);
   });
 
   it('converges when requests for one Service race', async () => {

@@ -1,0 +1,211 @@
+// service-lb's dry run with the aws provider, against the real API server and the AWS emulator
+// (moto): the report says per Service what the ensure would do — create, adopt a Classic ELB made
+// as cloud-provider-aws makes it, refuse (why), update (the node added) — and the dry run makes no
+// mutating AWS call (counted by tools/aws-emulator/counter.ts) and writes nothing to the cluster.
+// The Services' target nodes are chosen by a label of this file's own, so that Nodes other test
+// files create meanwhile are no targets.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { AuthorizeSecurityGroupIngressCommand, CreateSecurityGroupCommand } from '@aws-sdk/client-ec2';
+import {
+  ConfigureHealthCheckCommand,
+  CreateLoadBalancerCommand,
+  ElasticLoadBalancingClient,
+  RegisterInstancesWithLoadBalancerCommand,
+} from '@aws-sdk/client-elastic-load-balancing';
+import { CoreV1Api, type V1Service } from '@kubernetes/client-node';
+import { serviceLbFunction } from '../../functions/service-lb/index.ts';
+import { createAwsProvider } from '../../providers/aws/index.ts';
+import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
+import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
+import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
+import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
+import { awsEmulatorSkip, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import { createNode, firstResult, newNode, silentLogger, withLabels } from '../harness/builders.ts';
+import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
+
+const A = 'service.beta.kubernetes.io/aws-load-balancer-';
+const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
+const dry = { ...run, dryRun: true };
+
+describe('service-lb dry run with the aws provider', { skip: controlPlaneSkip || awsEmulatorSkip }, () => {
+  let world: AwsWorld;
+  let counter: CallCounter;
+  let elb: ElasticLoadBalancingClient;
+  let core: CoreV1Api;
+  let fn: FunctionDefinition;
+  const namespace = uniqueName('lbplan');
+  const label = 'cirrus.test/plan-target';
+  const nodeNames: string[] = [];
+  const instances: WorldInstance[] = [];
+
+  before(async () => {
+    world = await awsWorld('lb-plan');
+    counter = await startCallCounter(world.endpoint);
+    // The provider's clients go through the counter; this file runs in a process of its own.
+    Object.assign(process.env, awsEnv(counter.endpoint, world.region));
+    elb = new ElasticLoadBalancingClient({
+      endpoint: world.endpoint,
+      region: world.region,
+      credentials: emulatorCredentials,
+      maxAttempts: 1,
+    });
+    core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    // The third instance's Node joins in a test.
+    for (let i = 0; i < 3; i += 1)
+      instances.push(await world.runInstance({ az: world.publicSubnets[i % 2]?.az ?? '' }));
+    for (const instance of instances.slice(0, 2)) await join(instance);
+    const loadBalancer = createAwsProvider({
+      config: world.cloudConfig({ DisableSecurityGroupIngress: 'false', DefaultLoadBalancerType: 'classic' }),
+      configPath: 'cloud.conf',
+      signal: new AbortController().signal,
+      log: silentLogger(),
+      kubeConfig: undefined,
+    }).loadBalancer();
+    assert.ok(loadBalancer);
+    fn = serviceLbFunction({ core, loadBalancer, clusterName: 'kubernetes' });
+  });
+  after(async () => {
+    for (const name of nodeNames) await core.deleteNode({ name }).catch(() => undefined);
+    (elb as ElasticLoadBalancingClient | undefined)?.destroy();
+    await (counter as CallCounter | undefined)?.close();
+    (world as AwsWorld | undefined)?.close();
+  });
+
+  /** A Node for `instance`, a target of this file's Services. */
+  async function join(instance: WorldInstance): Promise<void> {
+    const name = uniqueName('plan-node');
+    nodeNames.push(name);
+    const node = newNode(name, withLabels({ [label]: namespace }));
+    await createNode(core, { ...node, spec: { providerID: instance.providerId } });
+  }
+
+  const targetsOurs = { [`${A}target-node-labels`]: `${label}=${namespace}` };
+  const createService = (name: string, annotations: Record<string, string> = {}): Promise<V1Service> =>
+    core.createNamespacedService({
+      namespace,
+      body: {
+        metadata: { name, annotations: { ...targetsOurs, ...annotations } },
+        spec: { type: 'LoadBalancer', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
+      },
+    });
+  const lbName = (svc: V1Service): string => `a${(svc.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
+  const planOf = (report: Report): LoadBalancerPlan | undefined =>
+    report.objects[0]?.changes.find((c) => c.action === 'plan')?.detail as LoadBalancerPlan | undefined;
+
+  /** The dry run's report for Service `name`, and the mutating AWS calls made meanwhile. */
+  async function dryRun(name: string): Promise<{ report: Report; mutations: string[] }> {
+    const before = counter.counts();
+    const report = await fn.reconcileOne({ kind: 'Service', namespace, name }, dry);
+    const delta = callsBetween(counter.counts(), before);
+    return { report, mutations: Object.keys(delta).filter((key) => isMutating(key.split(':')[1] ?? '')) };
+  }
+
+  it('reports create for a new Service, and writes nothing', async () => {
+    const svc = await createService(uniqueName('new'));
+    const name = svc.metadata?.name ?? '';
+    const { report, mutations } = await dryRun(name);
+    assert.deepEqual(mutations, []);
+    assert.equal(firstResult(report), 'create');
+    const plan = planOf(report);
+    assert.equal(plan?.name, lbName(svc));
+    assert.ok(plan.changes.some((c) => c.setting === 'load balancer' && c.change.startsWith('CreateLoadBalancer')));
+    const after = await core.readNamespacedService({ namespace, name });
+    assert.equal(after.metadata?.resourceVersion, svc.metadata?.resourceVersion, 'nothing written to the Service');
+  });
+
+  it('reports adopt for a Classic ELB made as cloud-provider-aws makes it', async () => {
+    const svc = await createService(uniqueName('adopt'));
+    const name = lbName(svc);
+    const nodePort = svc.spec?.ports?.[0]?.nodePort ?? 0;
+    const sg = await world.ec2.send(
+      new CreateSecurityGroupCommand({
+        GroupName: `k8s-elb-${name}`,
+        Description: `Security group for Kubernetes ELB ${name}`,
+        VpcId: world.vpcId,
+        TagSpecifications: [{ ResourceType: 'security-group', Tags: [{ Key: world.clusterTagKey, Value: 'owned' }] }],
+      }),
+    );
+    const groupId = sg.GroupId ?? '';
+    await world.ec2.send(
+      new AuthorizeSecurityGroupIngressCommand({
+        GroupId: groupId,
+        IpPermissions: [
+          { IpProtocol: 'tcp', FromPort: 80, ToPort: 80, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
+          { IpProtocol: 'icmp', FromPort: 3, ToPort: 4, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
+        ],
+      }),
+    );
+    await elb.send(
+      new CreateLoadBalancerCommand({
+        LoadBalancerName: name,
+        Listeners: [{ Protocol: 'tcp', LoadBalancerPort: 80, InstanceProtocol: 'tcp', InstancePort: nodePort }],
+        Subnets: world.publicSubnets.map((s) => s.id),
+        SecurityGroups: [groupId],
+        Tags: [
+          { Key: 'kubernetes.io/service-name', Value: `${namespace}/${svc.metadata?.name ?? ''}` },
+          { Key: world.clusterTagKey, Value: 'owned' },
+          // Upstream adds the additional-resource-tags; none here, but target-node-labels is honoured.
+        ],
+      }),
+    );
+    await elb.send(
+      new ConfigureHealthCheckCommand({
+        LoadBalancerName: name,
+        HealthCheck: {
+          Target: `TCP:${nodePort}`,
+          Interval: 10,
+          Timeout: 5,
+          HealthyThreshold: 2,
+          UnhealthyThreshold: 6,
+        },
+      }),
+    );
+    await world.ec2.send(
+      new AuthorizeSecurityGroupIngressCommand({
+        GroupId: world.securityGroupId,
+        IpPermissions: [{ IpProtocol: '-1', UserIdGroupPairs: [{ GroupId: groupId }] }],
+      }),
+    );
+    await elb.send(
+      new RegisterInstancesWithLoadBalancerCommand({
+        LoadBalancerName: name,
+        Instances: instances.slice(0, 2).map((i) => ({ InstanceId: i.instanceId })),
+      }),
+    );
+    const { report, mutations } = await dryRun(svc.metadata?.name ?? '');
+    assert.deepEqual(mutations, []);
+    assert.equal(firstResult(report), 'adopt');
+    assert.deepEqual(planOf(report), { action: 'adopt', name, changes: [] });
+  });
+
+  it('reports refuse, saying why, for an annotation cirrus does not offer', async () => {
+    const svc = await createService(uniqueName('refuse'), {
+      [`${A}type`]: 'nlb',
+      [`${A}eip-allocations`]: 'eipalloc-1',
+    });
+    const { report, mutations } = await dryRun(svc.metadata?.name ?? '');
+    assert.deepEqual(mutations, []);
+    assert.equal(firstResult(report), 'refuse');
+    assert.match(planOf(report)?.reason ?? '', /eip-allocations/);
+  });
+
+  it('reports update naming the node added to a load balancer cirrus made', async () => {
+    const svc = await createService(uniqueName('grow'), { [`${A}type`]: 'nlb' });
+    const name = svc.metadata?.name ?? '';
+    assert.equal(firstResult(await fn.reconcileOne({ kind: 'Service', namespace, name }, run)), 'ensured');
+    await join(instances[2] as WorldInstance);
+    const { report, mutations } = await dryRun(name);
+    assert.deepEqual(mutations, []);
+    assert.equal(firstResult(report), 'update');
+    const added = instances[2]?.instanceId ?? '';
+    assert.deepEqual(
+      planOf(report)?.changes.map((c) => c.setting),
+      ['targets'],
+      JSON.stringify(planOf(report)),
+    );
+    assert.match(planOf(report)?.changes[0]?.change ?? '', new RegExp(`^RegisterTargets .*\\[${added}:`));
+  });
+});
