@@ -39,24 +39,35 @@ export class NlbSecurityGroup {
     this.#warnings = warnings;
   }
 
-  /** The groups a new NLB is created with: its own (found by upstream's name or created) with the mode, else none. */
+  /**
+   * The group a new NLB is created with: its own (found by upstream's name, or created empty) with
+   * the mode, else none. A created group is answered as it is, never read back (a plan's create is
+   * not in AWS: ./plan.ts).
+   */
   async forNew(
     clusterName: string,
     service: V1Service,
     plan: NlbPlan,
     signal: AbortSignal | undefined,
-  ): Promise<string[]> {
-    if (this.#config.nlbSecurityGroupManaged !== true) return [];
+  ): Promise<SecurityGroup | undefined> {
+    if (this.#config.nlbSecurityGroupManaged !== true) return undefined;
     const name = nlbSecurityGroupName(clusterName, service);
     const [found] = await this.#groups.describeNamed(name, signal);
-    if (found === undefined)
-      return [await this.#groups.create({ name, description: NLB_GROUP_DESCRIPTION, tags: plan.tags }, signal)];
+    if (found === undefined) {
+      const id = await this.#groups.create({ name, description: NLB_GROUP_DESCRIPTION, tags: plan.tags }, signal);
+      return { GroupId: id, GroupName: name, IpPermissions: [] };
+    }
     if (!isOwned(found.Tags, this.#config.clusterId))
       throw new ForeignResourceError(
         `security group ${name} (${groupIdOf(found)})`,
         `exists but is not tagged ${clusterTagKey(this.#config.clusterId)}=owned`,
       );
-    return [groupIdOf(found)];
+    return found;
+  }
+
+  /** Makes `group`'s ingress exactly the plan's traffic. */
+  async syncRules(group: SecurityGroup, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
+    await this.#groups.syncRules(group, wantedNlbIngress(plan), signal);
   }
 
   /** Makes the NLB's own group admit exactly the plan's traffic; an NLB without groups under the mode: a Warning. */
@@ -72,7 +83,7 @@ export class NlbSecurityGroup {
       return;
     }
     const own = await this.own(nlb, signal);
-    if (own !== undefined) await this.#groups.syncRules(own, wantedNlbIngress(plan), signal);
+    if (own !== undefined) await this.syncRules(own, plan, signal);
   }
 
   /** The NLB's group that is this cluster's own (upstream's isOwnedSecurityGroup), if any. */

@@ -35,6 +35,7 @@ import { addressChange, subnetMappings } from './nlb-extras.ts';
 import { groupFits, healthCheckChange, listenerDiffers, listenerSettings } from './nlb-listeners.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
 import { Refusals } from './refusal.ts';
+import { groupIdOf } from './classic/security-groups.ts';
 import { NlbSecurityGroup } from './nlb-security-group.ts';
 import { NodeSecurityGroups } from './security-groups.ts';
 import { loadBalancerSubnets } from './subnets.ts';
@@ -77,15 +78,16 @@ export class NetworkLoadBalancers {
     const plan = await this.#plan(service, nodes, signal);
     let nlb = await this.#read.find(plan.name, signal);
     if (nlb === undefined) {
-      const groups = await this.#securityGroup.forNew(clusterName, service, plan, signal);
-      nlb = await this.#create(plan, groups, signal);
+      const group = await this.#securityGroup.forNew(clusterName, service, plan, signal);
+      nlb = await this.#create(plan, group === undefined ? [] : [groupIdOf(group)], signal);
+      // As upstream: the group's rules once the load balancer is made.
+      if (group !== undefined) await this.#securityGroup.syncRules(group, plan, signal);
     } else {
       await this.#checkOwned(nlb, plan, signal);
       await this.#checkAddresses({ service, nodes, nlb }, plan, signal);
       await this.#reconcile(nlb, plan, signal);
+      await this.#securityGroup.sync(service, nlb, plan, signal);
     }
-    // As upstream: the load balancer's own group's rules once the load balancer is reconciled.
-    await this.#securityGroup.sync(service, nlb, plan, signal);
     await this.#groups.ensureFor(service, nlb, plan, signal);
     await this.#attributes.warnUnapplied(service, plan.extras);
     return statusOf(nlb);

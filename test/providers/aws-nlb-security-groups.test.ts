@@ -120,6 +120,17 @@ describe(
 
     const svc = service('guarded', 30201, ['203.0.113.0/24']);
 
+    it('plans a new NLB under the mode without sending a write (the group is created, then the load balancer with it)', async () => {
+      const lb = provider(MANAGED);
+      let plan: Awaited<ReturnType<NonNullable<LoadBalancer['planLoadBalancer']>>> | undefined;
+      const writes = await mutations(async () => {
+        plan = await lb.planLoadBalancer?.('kubernetes', svc, nodes);
+      });
+      assert.equal(writes, 0);
+      assert.equal(plan?.action, 'create', JSON.stringify(plan));
+      assert.equal(await groupNamed(upstreamName('kubernetes', svc)), undefined);
+    });
+
     it('gives a new NLB a group of its own, by upstream’s name, admitting the source range on the listener port', async () => {
       await provider(MANAGED).ensureLoadBalancer('kubernetes', svc, nodes);
       const group = await groupNamed(upstreamName('kubernetes', svc));
