@@ -61,7 +61,9 @@ export const ANNOTATIONS: readonly AnnotationRule[] = [
   {
     name: 'security-groups',
     classic: refused('replacing the load balancer’s own security group is not offered by cirrus'),
-    nlb: refused('NLB security groups (NLBSecurityGroupMode = Managed) are not offered by cirrus'),
+    nlb: refused(
+      'not applied to a Network Load Balancer: upstream does not read it for an NLB either (NLBSecurityGroupMode = Managed gives a new NLB a group of its own)',
+    ),
   },
   {
     name: 'extra-security-groups',

@@ -2,7 +2,7 @@
 // reads it, so a cluster moving from cloud-provider-aws keeps its file. cirrus does not run on an
 // instance, so there is no instance-metadata self-lookup: region, VPC and cluster ID must be in
 // the file. A key cirrus does not know is a start-up error that names it; a key upstream knows but
-// cirrus does not act on is refused when acting on it matters (RoleARN, NLBSecurityGroupMode) and
+// cirrus does not act on is refused when acting on it matters (RoleARN, SourceARN) and
 // reported as ignored when it does not. One key is cirrus's own: DefaultLoadBalancerType (upstream's
 // gcfg reader skips keys it does not know, so the file stays readable by cloud-provider-aws).
 
@@ -29,6 +29,8 @@ export interface AwsConfig {
   readonly serviceOverrides: readonly ServiceOverride[];
   /** Upstream's ElbSecurityGroup: the one group every Classic ELB gets instead of a group of its own. */
   readonly elbSecurityGroup: string | undefined;
+  /** Upstream's NLBSecurityGroupMode = Managed: a new NLB gets a security group of its own (./nlb-security-group.ts). */
+  readonly nlbSecurityGroupManaged?: boolean;
   /** What a Service without the aws-load-balancer-type annotation gets when it has no load balancer yet. */
   readonly defaultLoadBalancerType: 'classic' | 'nlb';
   /** Keys read but without effect in cirrus, with why: logged once at start. */
@@ -95,6 +97,7 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
     healthProbe: readHealthProbe(one, file),
     serviceOverrides,
     elbSecurityGroup: readId(one, 'ElbSecurityGroup', 'sg', file),
+    nlbSecurityGroupManaged: readNlbSecurityGroupMode(one, file),
     defaultLoadBalancerType: readDefaultType(one, file),
     ignored,
   };
@@ -209,14 +212,15 @@ function refuseUnsupported(one: Reader, file: string | undefined): void {
       "not supported by cirrus: give cirrus the role's credentials through the SDK's chain (IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, a profile with role_arn, or the execution role)",
     );
   }
-  const sgMode = one('NLBSecurityGroupMode');
-  if (sgMode !== undefined) {
-    throw new CloudConfigError(
-      file,
-      'Global.NLBSecurityGroupMode',
-      `"${sgMode}": managed NLB security groups are not supported by cirrus`,
-    );
-  }
+}
+
+/** NLBSecurityGroupMode: absent, or `Managed` (case-sensitive, as upstream's IsNLBSecurityGroupModeManaged). */
+function readNlbSecurityGroupMode(one: Reader, file: string | undefined): boolean {
+  const mode = one('NLBSecurityGroupMode');
+  if (mode === undefined) return false;
+  if (mode !== 'Managed')
+    throw new CloudConfigError(file, 'Global.NLBSecurityGroupMode', `"${mode}" is not the one mode, Managed`);
+  return true;
 }
 
 /** DisableSecurityGroupIngress: false (upstream's default) lets the provider manage the node ingress rules. */

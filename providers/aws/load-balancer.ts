@@ -66,14 +66,14 @@ export class AwsLoadBalancer implements LoadBalancer {
   }
 
   async ensureLoadBalancer(
-    _clusterName: string,
+    clusterName: string,
     service: V1Service,
     nodes: readonly V1Node[],
     signal?: AbortSignal,
   ): Promise<V1LoadBalancerStatus> {
     const route = await this.#route(service, nodes, signal);
     await this.#warnUnapplied(service, route.kind);
-    if (route.kind === 'nlb') return this.#nlb.ensure(service, nodes, signal);
+    if (route.kind === 'nlb') return this.#nlb.ensure(clusterName, service, nodes, signal);
     return this.#classic.ensure(service, nodes, route.found, signal);
   }
 
@@ -106,10 +106,10 @@ export class AwsLoadBalancer implements LoadBalancer {
   }
 
   /** Whatever kind the Service had: each module removes only what is this Service's. */
-  async ensureLoadBalancerDeleted(_clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void> {
+  async ensureLoadBalancerDeleted(clusterName: string, service: V1Service, signal?: AbortSignal): Promise<void> {
     if (implementedElsewhere(service)) return;
     await this.#classic.delete(service, signal);
-    await this.#nlb.delete(service, signal);
+    await this.#nlb.delete(clusterName, service, signal);
   }
 
   /** The kind that serves `service`; with `nodes` (ensure, update), a change of kind is refused. */

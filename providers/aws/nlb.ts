@@ -35,6 +35,8 @@ import { addressChange, subnetMappings } from './nlb-extras.ts';
 import { groupFits, healthCheckChange, listenerDiffers, listenerSettings } from './nlb-listeners.ts';
 import { implementedElsewhere, planFor, type NlbPlan, type PortMapping } from './nlb-plan.ts';
 import { Refusals } from './refusal.ts';
+import { groupIdOf } from './classic/security-groups.ts';
+import { NlbSecurityGroup } from './nlb-security-group.ts';
 import { NodeSecurityGroups } from './security-groups.ts';
 import { loadBalancerSubnets } from './subnets.ts';
 import { clusterTagKey, ownedTags, SERVICE_NAME_TAG } from './tags.ts';
@@ -48,6 +50,7 @@ export class NetworkLoadBalancers {
   readonly #groups: NodeSecurityGroups;
   readonly #refusals: Refusals;
   readonly #attributes: NlbAttributes;
+  readonly #securityGroup: NlbSecurityGroup;
 
   constructor(api: AwsApi, config: AwsConfig, instances: AwsInstances, warnings: ServiceWarnings) {
     this.#api = api;
@@ -57,6 +60,7 @@ export class NetworkLoadBalancers {
     this.#groups = new NodeSecurityGroups(api, config, instances, warnings);
     this.#refusals = new Refusals(this.#read, this.#targets);
     this.#attributes = new NlbAttributes(api, this.#read, warnings);
+    this.#securityGroup = new NlbSecurityGroup(api, config, warnings);
   }
 
   async get(service: V1Service, signal: AbortSignal | undefined): Promise<V1LoadBalancerStatus | undefined> {
@@ -66,17 +70,23 @@ export class NetworkLoadBalancers {
   }
 
   async ensure(
+    clusterName: string,
     service: V1Service,
     nodes: readonly V1Node[],
     signal: AbortSignal | undefined,
   ): Promise<V1LoadBalancerStatus> {
     const plan = await this.#plan(service, nodes, signal);
     let nlb = await this.#read.find(plan.name, signal);
-    if (nlb === undefined) nlb = await this.#create(plan, signal);
-    else {
+    if (nlb === undefined) {
+      const group = await this.#securityGroup.forNew(clusterName, service, plan, signal);
+      nlb = await this.#create(plan, group === undefined ? [] : [groupIdOf(group)], signal);
+      // As upstream: the group's rules once the load balancer is made.
+      if (group !== undefined) await this.#securityGroup.syncRules(group, plan, signal);
+    } else {
       await this.#checkOwned(nlb, plan, signal);
       await this.#checkAddresses({ service, nodes, nlb }, plan, signal);
       await this.#reconcile(nlb, plan, signal);
+      await this.#securityGroup.sync(service, nlb, plan, signal);
     }
     await this.#groups.ensureFor(service, nlb, plan, signal);
     await this.#attributes.warnUnapplied(service, plan.extras);
@@ -91,6 +101,7 @@ export class NetworkLoadBalancers {
     await this.#checkOwned(found, plan, signal);
     await this.#checkAddresses({ service, nodes, nlb: found }, plan, signal);
     await this.#reconcile(found, plan, signal);
+    await this.#securityGroup.sync(service, found, plan, signal);
     await this.#groups.ensureFor(service, found, plan, signal);
   }
 
@@ -115,10 +126,21 @@ export class NetworkLoadBalancers {
     if (refused !== undefined) throw await this.#refusals.nodesOnly(current.service, current.nodes, refused, signal);
   }
 
-  async delete(service: V1Service, signal: AbortSignal | undefined): Promise<void> {
+  /** The load balancer if it is the Service's, then its own security group (also when an earlier delete stopped after the load balancer). */
+  async delete(clusterName: string, service: V1Service, signal: AbortSignal | undefined): Promise<void> {
     if (implementedElsewhere(service)) return;
-    const nlb = await this.#ours(service, signal);
-    if (nlb === undefined) return;
+    const name = defaultLoadBalancerName(service);
+    const found = await this.#read.find(name, signal);
+    if (found !== undefined && !(await this.#isServices(found, service, signal))) return;
+    const group =
+      found === undefined
+        ? await this.#securityGroup.leftBehind(clusterName, service, signal)
+        : await this.#securityGroup.own(found, signal);
+    if (found !== undefined) await this.#deleteNlb(found, service, signal);
+    if (group !== undefined) await this.#securityGroup.delete(name, group, signal);
+  }
+
+  async #deleteNlb(nlb: Nlb, service: V1Service, signal: AbortSignal | undefined): Promise<void> {
     // As upstream: the rules first, so a load balancer that is still there is found again to finish.
     await this.#groups.sync(defaultLoadBalancerName(service), undefined, signal);
     const arn = loadBalancerArnOf(nlb);
@@ -162,9 +184,11 @@ export class NetworkLoadBalancers {
   /** The Service's load balancer if it carries this cluster's and this Service's tags. */
   async #ours(service: V1Service, signal: AbortSignal | undefined): Promise<Nlb | undefined> {
     const nlb = await this.#read.find(defaultLoadBalancerName(service), signal);
-    if (nlb === undefined) return undefined;
-    const tags = await this.#read.tagsOf(loadBalancerArnOf(nlb), signal);
-    return this.#read.ownedBy(tags, serviceNameOf(service)) ? nlb : undefined;
+    return nlb !== undefined && (await this.#isServices(nlb, service, signal)) ? nlb : undefined;
+  }
+
+  async #isServices(nlb: Nlb, service: V1Service, signal: AbortSignal | undefined): Promise<boolean> {
+    return this.#read.ownedBy(await this.#read.tagsOf(loadBalancerArnOf(nlb), signal), serviceNameOf(service));
   }
 
   async #checkOwned(nlb: Nlb, plan: NlbPlan, signal: AbortSignal | undefined): Promise<void> {
@@ -179,7 +203,7 @@ export class NetworkLoadBalancers {
 
   // ---- creating
 
-  async #create(plan: NlbPlan, signal: AbortSignal | undefined): Promise<Nlb> {
+  async #create(plan: NlbPlan, securityGroups: readonly string[], signal: AbortSignal | undefined): Promise<Nlb> {
     const subnets = await loadBalancerSubnets(this.#api, this.#config, plan, signal);
     const out = await this.#api.elbv2.send(
       new CreateLoadBalancerCommand({
@@ -187,11 +211,13 @@ export class NetworkLoadBalancers {
         Type: 'network',
         Scheme: plan.internal ? 'internal' : 'internet-facing',
         SubnetMappings: subnetMappings(subnets, plan.extras),
+        ...(securityGroups.length === 0 ? {} : { SecurityGroups: [...securityGroups] }),
         Tags: ownedTags(this.#config, plan.tags),
       }),
       abortable(signal),
     );
-    const nlb = required(out.LoadBalancers?.[0], `the load balancer in CreateLoadBalancer ${plan.name}'s answer`);
+    const made = required(out.LoadBalancers?.[0], `the load balancer in CreateLoadBalancer ${plan.name}'s answer`);
+    const nlb = { ...made, SecurityGroups: made.SecurityGroups ?? [...securityGroups] };
     for (const mapping of plan.mappings) await this.#createListener(nlb, plan, mapping, signal);
     // A new NLB's attributes are AWS's defaults: only a Service that wants others costs a call.
     await this.#attributes.sync(loadBalancerArnOf(nlb), plan, true, signal);

@@ -20,7 +20,7 @@ import {
 } from '@aws-sdk/client-elastic-load-balancing';
 import type { Instance } from '@aws-sdk/client-ec2';
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
-import { findCause, RetryError } from '../../../shared/cloud/errors.ts';
+import { findCause } from '../../../shared/cloud/errors.ts';
 import { defaultLoadBalancerName } from '../../../shared/cloud/provider.ts';
 import { ANNOTATION_PREFIX } from '../annotations.ts';
 import { abortable, errorCode, required, type AwsApi } from '../api.ts';
@@ -36,9 +36,6 @@ import { clusterTagKey, isOwned, ownedTags, SERVICE_NAME_TAG, tagValue } from '.
 import { classicPlanFor, type ClassicPlan } from './plan.ts';
 import * as sync from './reconcile.ts';
 import { ClassicSecurityGroups, groupIdOf } from './security-groups.ts';
-
-/** How long a delete waits when AWS still holds the load balancer's group (its interfaces go a little after it). */
-const GROUP_IN_USE_RETRY_MS = 10_000;
 
 export class ClassicLoadBalancers {
   readonly #api: AwsApi;
@@ -124,16 +121,7 @@ export class ClassicLoadBalancers {
     const [group] = await this.#groups.describeNamed(plan.securityGroupName, signal);
     if (group === undefined || !this.#groups.isOwn(group, plan)) return;
     await this.#groups.removeNodeRules(groupIdOf(group), signal);
-    try {
-      await this.#groups.deleteOwn(groupIdOf(group), signal);
-    } catch (error) {
-      if (errorCode(error) !== 'DependencyViolation') throw error;
-      throw new RetryError(
-        `security group ${plan.securityGroupName} is still in use by the deleted load balancer ${name}; trying again`,
-        GROUP_IN_USE_RETRY_MS,
-        { cause: error },
-      );
-    }
+    await this.#groups.deleteAfter(name, group, signal);
   }
 
   // ---- planning and checking

@@ -19,12 +19,16 @@ import {
   type Instance,
   type SecurityGroup,
 } from '@aws-sdk/client-ec2';
-import { abortable, ignoring, required, type AwsApi } from '../api.ts';
+import { RetryError } from '../../../shared/cloud/errors.ts';
+import { abortable, errorCode, ignoring, required, type AwsApi } from '../api.ts';
 import type { AwsConfig } from '../config.ts';
 import { ForeignResourceError } from '../errors.ts';
 import { changeIngress, nodeGroupOf, sameTraffic, ungroup, type Rule } from '../ingress.ts';
 import { clusterTagKey, hasClusterTag, isOwned, ownedTags } from '../tags.ts';
 import type { ClassicPlan } from './plan.ts';
+
+/** How long a delete waits when AWS still holds the load balancer's group (its interfaces go a little after it). */
+const GROUP_IN_USE_RETRY_MS = 10_000;
 
 export class ClassicSecurityGroups {
   readonly #api: AwsApi;
@@ -48,18 +52,33 @@ export class ClassicSecurityGroups {
       await this.syncIngress(found, plan, signal);
       return groupIdOf(found);
     }
+    const groupId = await this.create(
+      {
+        name: plan.securityGroupName,
+        description: `Security group for Kubernetes ELB ${plan.name} (${plan.serviceName})`,
+        tags: plan.tags,
+      },
+      signal,
+    );
+    await changeIngress(this.#api, { kind: 'grant', groupId, rules: wantedIngress(plan) }, signal);
+    return groupId;
+  }
+
+  /** Creates a group in the VPC tagged as this cluster's own (also used for an NLB's group, ../nlb-security-group.ts). */
+  async create(
+    group: { readonly name: string; readonly description: string; readonly tags: Record<string, string> },
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
     const out = await this.#api.ec2.send(
       new CreateSecurityGroupCommand({
-        GroupName: plan.securityGroupName,
-        Description: `Security group for Kubernetes ELB ${plan.name} (${plan.serviceName})`,
+        GroupName: group.name,
+        Description: group.description,
         VpcId: this.#config.vpc,
-        TagSpecifications: [{ ResourceType: 'security-group', Tags: ownedTags(this.#config, plan.tags) }],
+        TagSpecifications: [{ ResourceType: 'security-group', Tags: ownedTags(this.#config, group.tags) }],
       }),
       abortable(signal),
     );
-    const groupId = required(out.GroupId, `the GroupId of security group ${plan.securityGroupName}`);
-    await changeIngress(this.#api, { kind: 'grant', groupId, rules: wantedIngress(plan) }, signal);
-    return groupId;
+    return required(out.GroupId, `the GroupId of security group ${group.name}`);
   }
 
   /** The groups `ids` (one DescribeSecurityGroups). */
@@ -76,9 +95,13 @@ export class ClassicSecurityGroups {
 
   /** Makes the own group's ingress exactly the plan's (whatever the source): nothing when it already is. */
   async syncIngress(group: SecurityGroup, plan: ClassicPlan, signal: AbortSignal | undefined): Promise<void> {
+    await this.syncRules(group, wantedIngress(plan), signal);
+  }
+
+  /** Makes the group's ingress exactly `wanted`: nothing when it already is. */
+  async syncRules(group: SecurityGroup, wanted: readonly Rule[], signal: AbortSignal | undefined): Promise<void> {
     const groupId = groupIdOf(group);
     const actual = ungroup(group.IpPermissions ?? []);
-    const wanted = wantedIngress(plan);
     const revoke = actual.filter((r) => !wanted.some((w) => sameTraffic(r, w)));
     const grant = wanted.filter((w) => !actual.some((r) => sameTraffic(r, w)));
     await changeIngress(this.#api, { kind: 'grant', groupId, rules: grant }, signal);
@@ -114,6 +137,23 @@ export class ClassicSecurityGroups {
     await ignoring('InvalidGroup.NotFound', () =>
       this.#api.ec2.send(new DeleteSecurityGroupCommand({ GroupId: id }), abortable(signal)),
     );
+  }
+
+  /**
+   * Deletes `group` after its load balancer `lbName`: while AWS still holds it for the deleted
+   * load balancer, a RetryError (as upstream's deleteSecurityGroupsWithBackoff keeps trying).
+   */
+  async deleteAfter(lbName: string, group: SecurityGroup, signal: AbortSignal | undefined): Promise<void> {
+    try {
+      await this.deleteOwn(groupIdOf(group), signal);
+    } catch (error) {
+      if (errorCode(error) !== 'DependencyViolation') throw error;
+      throw new RetryError(
+        `security group ${group.GroupName ?? groupIdOf(group)} is still in use by the deleted load balancer ${lbName}; trying again`,
+        GROUP_IN_USE_RETRY_MS,
+        { cause: error },
+      );
+    }
   }
 
   /** The groups of the VPC named `name` (upstream's primary key for a group: name and VPC). */
