@@ -7,13 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { AuthorizeSecurityGroupIngressCommand, CreateSecurityGroupCommand } from '@aws-sdk/client-ec2';
-import {
-  ConfigureHealthCheckCommand,
-  CreateLoadBalancerCommand,
-  ElasticLoadBalancingClient,
-  RegisterInstancesWithLoadBalancerCommand,
-} from '@aws-sdk/client-elastic-load-balancing';
+import { ElasticLoadBalancingClient } from '@aws-sdk/client-elastic-load-balancing';
 import { CoreV1Api, type V1Service } from '@kubernetes/client-node';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { createAwsProvider } from '../../providers/aws/index.ts';
@@ -21,7 +15,13 @@ import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
-import { awsEmulatorSkip, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import {
+  awsEmulatorSkip,
+  awsWorld,
+  makeUpstreamClassicElb,
+  type AwsWorld,
+  type WorldInstance,
+} from '../harness/aws.ts';
 import { createNode, firstResult, newNode, silentLogger, withLabels } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
@@ -120,61 +120,13 @@ describe('service-lb dry run with the aws provider', { skip: controlPlaneSkip ||
     const svc = await createService(uniqueName('adopt'));
     const name = lbName(svc);
     const nodePort = svc.spec?.ports?.[0]?.nodePort ?? 0;
-    const sg = await world.ec2.send(
-      new CreateSecurityGroupCommand({
-        GroupName: `k8s-elb-${name}`,
-        Description: `Security group for Kubernetes ELB ${name}`,
-        VpcId: world.vpcId,
-        TagSpecifications: [{ ResourceType: 'security-group', Tags: [{ Key: world.clusterTagKey, Value: 'owned' }] }],
-      }),
-    );
-    const groupId = sg.GroupId ?? '';
-    await world.ec2.send(
-      new AuthorizeSecurityGroupIngressCommand({
-        GroupId: groupId,
-        IpPermissions: [
-          { IpProtocol: 'tcp', FromPort: 80, ToPort: 80, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-          { IpProtocol: 'icmp', FromPort: 3, ToPort: 4, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-        ],
-      }),
-    );
-    await elb.send(
-      new CreateLoadBalancerCommand({
-        LoadBalancerName: name,
-        Listeners: [{ Protocol: 'tcp', LoadBalancerPort: 80, InstanceProtocol: 'tcp', InstancePort: nodePort }],
-        Subnets: world.publicSubnets.map((s) => s.id),
-        SecurityGroups: [groupId],
-        Tags: [
-          { Key: 'kubernetes.io/service-name', Value: `${namespace}/${svc.metadata?.name ?? ''}` },
-          { Key: world.clusterTagKey, Value: 'owned' },
-          // Upstream adds the additional-resource-tags; none here, but target-node-labels is honoured.
-        ],
-      }),
-    );
-    await elb.send(
-      new ConfigureHealthCheckCommand({
-        LoadBalancerName: name,
-        HealthCheck: {
-          Target: `TCP:${nodePort}`,
-          Interval: 10,
-          Timeout: 5,
-          HealthyThreshold: 2,
-          UnhealthyThreshold: 6,
-        },
-      }),
-    );
-    await world.ec2.send(
-      new AuthorizeSecurityGroupIngressCommand({
-        GroupId: world.securityGroupId,
-        IpPermissions: [{ IpProtocol: '-1', UserIdGroupPairs: [{ GroupId: groupId }] }],
-      }),
-    );
-    await elb.send(
-      new RegisterInstancesWithLoadBalancerCommand({
-        LoadBalancerName: name,
-        Instances: instances.slice(0, 2).map((i) => ({ InstanceId: i.instanceId })),
-      }),
-    );
+    await makeUpstreamClassicElb(world, elb, {
+      name,
+      serviceName: `${namespace}/${svc.metadata?.name ?? ''}`,
+      groupDescription: `Security group for Kubernetes ELB ${name}`,
+      ports: [{ port: 80, nodePort }],
+      instanceIds: instances.slice(0, 2).map((i) => i.instanceId),
+    });
     const { report, mutations } = await dryRun(svc.metadata?.name ?? '');
     assert.deepEqual(mutations, []);
     assert.equal(firstResult(report), 'adopt');

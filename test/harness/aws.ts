@@ -4,6 +4,13 @@
 
 import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
+import { AuthorizeSecurityGroupIngressCommand, CreateSecurityGroupCommand } from '@aws-sdk/client-ec2';
+import {
+  ConfigureHealthCheckCommand,
+  CreateLoadBalancerCommand,
+  RegisterInstancesWithLoadBalancerCommand,
+  type ElasticLoadBalancingClient,
+} from '@aws-sdk/client-elastic-load-balancing';
 import { awsEnv, awsProcessEnv, createWorld, defaultRegion, type AwsWorld } from '../../tools/aws-emulator/world.ts';
 
 export type { AwsWorld, WorldInstance } from '../../tools/aws-emulator/world.ts';
@@ -83,4 +90,92 @@ export function useAwsEnv(t: Pick<TestContext, 'after'>, world: Pick<AwsWorld, '
     for (const key of Object.keys(process.env)) if (!(key in saved)) Reflect.deleteProperty(process.env, key);
     Object.assign(process.env, saved);
   });
+}
+
+/** What a Classic ELB made the way kubernetes/cloud-provider-aws makes one is made of. */
+export interface UpstreamClassicElb {
+  /** The load balancer's name (`a` + the Service's UID without dashes, 32 characters). */
+  readonly name: string;
+  /** `<namespace>/<name>`, the `kubernetes.io/service-name` tag. */
+  readonly serviceName: string;
+  /** Its group's description (upstream's names the Service; the tests have used both forms). */
+  readonly groupDescription: string;
+  /** The listeners, TCP to TCP: the Service port and its NodePort. */
+  readonly ports: readonly { readonly port: number; readonly nodePort: number }[];
+  /** The instances registered. */
+  readonly instanceIds: readonly string[];
+}
+
+/**
+ * Makes a Classic ELB as cloud-provider-aws makes one for a Service without annotations
+ * (pkg/providers/v1/aws_loadbalancer.go, ensureLoadBalancer, and aws.go, EnsureLoadBalancer): a
+ * group of its own `k8s-elb-<name>` admitting 0.0.0.0/0 on the ports and ICMP 3-4, the load
+ * balancer with the cluster's `owned` and the Service's name tags, its health check (TCP to the
+ * first NodePort, 10 s, 5 s, 2, 6), a rule on the nodes' group from its group, the instances
+ * registered. For the tests of adoption. Returns the load balancer's DNS name.
+ */
+export async function makeUpstreamClassicElb(
+  world: AwsWorld,
+  elb: ElasticLoadBalancingClient,
+  spec: UpstreamClassicElb,
+): Promise<string | undefined> {
+  const { name, ports } = spec;
+  const sg = await world.ec2.send(
+    new CreateSecurityGroupCommand({
+      GroupName: `k8s-elb-${name}`,
+      Description: spec.groupDescription,
+      VpcId: world.vpcId,
+      TagSpecifications: [{ ResourceType: 'security-group', Tags: [{ Key: world.clusterTagKey, Value: 'owned' }] }],
+    }),
+  );
+  const groupId = sg.GroupId ?? '';
+  const open = (from: number, to: number, protocol = 'tcp') => ({
+    IpProtocol: protocol,
+    FromPort: from,
+    ToPort: to,
+    IpRanges: [{ CidrIp: '0.0.0.0/0' }],
+  });
+  await world.ec2.send(
+    new AuthorizeSecurityGroupIngressCommand({
+      GroupId: groupId,
+      IpPermissions: [...ports.map((p) => open(p.port, p.port)), open(3, 4, 'icmp')],
+    }),
+  );
+  const created = await elb.send(
+    new CreateLoadBalancerCommand({
+      LoadBalancerName: name,
+      Listeners: ports.map((p) => ({
+        Protocol: 'tcp',
+        LoadBalancerPort: p.port,
+        InstanceProtocol: 'tcp',
+        InstancePort: p.nodePort,
+      })),
+      Subnets: world.publicSubnets.map((s) => s.id),
+      SecurityGroups: [groupId],
+      Tags: [
+        { Key: 'kubernetes.io/service-name', Value: spec.serviceName },
+        { Key: world.clusterTagKey, Value: 'owned' },
+      ],
+    }),
+  );
+  const target = `TCP:${ports[0]?.nodePort ?? 0}`;
+  await elb.send(
+    new ConfigureHealthCheckCommand({
+      LoadBalancerName: name,
+      HealthCheck: { Target: target, Interval: 10, Timeout: 5, HealthyThreshold: 2, UnhealthyThreshold: 6 },
+    }),
+  );
+  await world.ec2.send(
+    new AuthorizeSecurityGroupIngressCommand({
+      GroupId: world.securityGroupId,
+      IpPermissions: [{ IpProtocol: '-1', UserIdGroupPairs: [{ GroupId: groupId }] }],
+    }),
+  );
+  await elb.send(
+    new RegisterInstancesWithLoadBalancerCommand({
+      LoadBalancerName: name,
+      Instances: spec.instanceIds.map((InstanceId) => ({ InstanceId })),
+    }),
+  );
+  return created.DNSName;
 }

@@ -8,19 +8,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
   AuthorizeSecurityGroupIngressCommand,
-  CreateSecurityGroupCommand,
   DescribeSecurityGroupsCommand,
   type IpPermission,
   type SecurityGroup,
 } from '@aws-sdk/client-ec2';
 import {
-  ConfigureHealthCheckCommand,
   CreateLoadBalancerCommand,
   DescribeLoadBalancerAttributesCommand,
   DescribeLoadBalancersCommand,
   DescribeTagsCommand,
   ElasticLoadBalancingClient,
-  RegisterInstancesWithLoadBalancerCommand,
   type LoadBalancerAttributes,
   type LoadBalancerDescription,
 } from '@aws-sdk/client-elastic-load-balancing';
@@ -31,7 +28,13 @@ import { createAwsProvider } from '../../providers/aws/index.ts';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
-import { awsEmulatorSkip, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import {
+  awsEmulatorSkip,
+  awsWorld,
+  makeUpstreamClassicElb,
+  type AwsWorld,
+  type WorldInstance,
+} from '../harness/aws.ts';
 
 const A = 'service.beta.kubernetes.io/aws-load-balancer-';
 let uidCounter = 0;
@@ -310,65 +313,23 @@ describe('aws provider: Classic ELBs against the emulator', { skip: awsEmulatorS
   it('adopts a Classic ELB that cloud-provider-aws made: same DNS name, no mutating call', async () => {
     const svc = service('adopted');
     const name = nameOf(svc);
-    const sg = await world.ec2.send(
-      new CreateSecurityGroupCommand({
-        GroupName: `k8s-elb-${name}`,
-        Description: `Security group for Kubernetes ELB ${name} (default/adopted)`,
-        VpcId: world.vpcId,
-        TagSpecifications: [{ ResourceType: 'security-group', Tags: [{ Key: world.clusterTagKey, Value: 'owned' }] }],
-      }),
-    );
-    const groupId = sg.GroupId ?? '';
-    await world.ec2.send(
-      new AuthorizeSecurityGroupIngressCommand({
-        GroupId: groupId,
-        IpPermissions: [
-          { IpProtocol: 'tcp', FromPort: 80, ToPort: 80, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-          { IpProtocol: 'tcp', FromPort: 443, ToPort: 443, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-          { IpProtocol: 'icmp', FromPort: 3, ToPort: 4, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-        ],
-      }),
-    );
-    const created = await elb.send(
-      new CreateLoadBalancerCommand({
-        LoadBalancerName: name,
-        Listeners: [
-          { Protocol: 'tcp', LoadBalancerPort: 80, InstanceProtocol: 'tcp', InstancePort: 30080 },
-          { Protocol: 'tcp', LoadBalancerPort: 443, InstanceProtocol: 'tcp', InstancePort: 30443 },
-        ],
-        Subnets: world.publicSubnets.map((s) => s.id),
-        SecurityGroups: [groupId],
-        Tags: [
-          { Key: 'kubernetes.io/service-name', Value: 'default/adopted' },
-          { Key: world.clusterTagKey, Value: 'owned' },
-        ],
-      }),
-    );
-    await elb.send(
-      new ConfigureHealthCheckCommand({
-        LoadBalancerName: name,
-        HealthCheck: { Target: 'TCP:30080', Interval: 10, Timeout: 5, HealthyThreshold: 2, UnhealthyThreshold: 6 },
-      }),
-    );
-    await world.ec2.send(
-      new AuthorizeSecurityGroupIngressCommand({
-        GroupId: world.securityGroupId,
-        IpPermissions: [{ IpProtocol: '-1', UserIdGroupPairs: [{ GroupId: groupId }] }],
-      }),
-    );
-    await elb.send(
-      new RegisterInstancesWithLoadBalancerCommand({
-        LoadBalancerName: name,
-        Instances: [{ InstanceId: instanceId(0) }, { InstanceId: instanceId(1) }],
-      }),
-    );
+    const dnsName = await makeUpstreamClassicElb(world, elb, {
+      name,
+      serviceName: 'default/adopted',
+      groupDescription: `Security group for Kubernetes ELB ${name} (default/adopted)`,
+      ports: [
+        { port: 80, nodePort: 30080 },
+        { port: 443, nodePort: 30443 },
+      ],
+      instanceIds: [instanceId(0), instanceId(1)],
+    });
     const lb = provider();
     let status: V1LoadBalancerStatus | undefined;
     const made = await mutations(async () => {
       status = await lb.ensureLoadBalancer('kubernetes', svc, nodes(0, 1));
     });
     assert.deepEqual(made, {}, 'adopted as it is');
-    assert.equal(status?.ingress?.[0]?.hostname, created.DNSName);
+    assert.equal(status?.ingress?.[0]?.hostname, dnsName);
     assert.deepEqual(await mutations(() => lb.updateLoadBalancer('kubernetes', svc, nodes(0, 1))), {});
   });
 

@@ -5,20 +5,20 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { AuthorizeSecurityGroupIngressCommand, CreateSecurityGroupCommand } from '@aws-sdk/client-ec2';
-import {
-  ConfigureHealthCheckCommand,
-  CreateLoadBalancerCommand,
-  ElasticLoadBalancingClient,
-  RegisterInstancesWithLoadBalancerCommand,
-} from '@aws-sdk/client-elastic-load-balancing';
+import { ElasticLoadBalancingClient } from '@aws-sdk/client-elastic-load-balancing';
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { createAwsProvider } from '../../providers/aws/index.ts';
 import type { LoadBalancer, LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
-import { awsEmulatorSkip, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import {
+  awsEmulatorSkip,
+  awsWorld,
+  makeUpstreamClassicElb,
+  type AwsWorld,
+  type WorldInstance,
+} from '../harness/aws.ts';
 
 const A = 'service.beta.kubernetes.io/aws-load-balancer-';
 let uidCounter = 0;
@@ -120,54 +120,13 @@ describe('aws provider: planLoadBalancer against the emulator', { skip: awsEmula
   it('plans adopt for a Classic ELB made as cloud-provider-aws makes it, with no mutating call', async () => {
     const svc = service('adopted');
     const name = nameOf(svc);
-    const sg = await world.ec2.send(
-      new CreateSecurityGroupCommand({
-        GroupName: `k8s-elb-${name}`,
-        Description: `Security group for Kubernetes ELB ${name} (default/adopted)`,
-        VpcId: world.vpcId,
-        TagSpecifications: [{ ResourceType: 'security-group', Tags: [{ Key: world.clusterTagKey, Value: 'owned' }] }],
-      }),
-    );
-    const groupId = sg.GroupId ?? '';
-    await world.ec2.send(
-      new AuthorizeSecurityGroupIngressCommand({
-        GroupId: groupId,
-        IpPermissions: [
-          { IpProtocol: 'tcp', FromPort: 80, ToPort: 80, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-          { IpProtocol: 'icmp', FromPort: 3, ToPort: 4, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
-        ],
-      }),
-    );
-    await elb.send(
-      new CreateLoadBalancerCommand({
-        LoadBalancerName: name,
-        Listeners: [{ Protocol: 'tcp', LoadBalancerPort: 80, InstanceProtocol: 'tcp', InstancePort: 30080 }],
-        Subnets: world.publicSubnets.map((s) => s.id),
-        SecurityGroups: [groupId],
-        Tags: [
-          { Key: 'kubernetes.io/service-name', Value: 'default/adopted' },
-          { Key: world.clusterTagKey, Value: 'owned' },
-        ],
-      }),
-    );
-    await elb.send(
-      new ConfigureHealthCheckCommand({
-        LoadBalancerName: name,
-        HealthCheck: { Target: 'TCP:30080', Interval: 10, Timeout: 5, HealthyThreshold: 2, UnhealthyThreshold: 6 },
-      }),
-    );
-    await world.ec2.send(
-      new AuthorizeSecurityGroupIngressCommand({
-        GroupId: world.securityGroupId,
-        IpPermissions: [{ IpProtocol: '-1', UserIdGroupPairs: [{ GroupId: groupId }] }],
-      }),
-    );
-    await elb.send(
-      new RegisterInstancesWithLoadBalancerCommand({
-        LoadBalancerName: name,
-        Instances: [{ InstanceId: instanceId(0) }, { InstanceId: instanceId(1) }],
-      }),
-    );
+    await makeUpstreamClassicElb(world, elb, {
+      name,
+      serviceName: 'default/adopted',
+      groupDescription: `Security group for Kubernetes ELB ${name} (default/adopted)`,
+      ports: [{ port: 80, nodePort: 30080 }],
+      instanceIds: [instanceId(0), instanceId(1)],
+    });
     const { plan: made, mutations } = await plan(svc, nodes(0, 1));
     assert.deepEqual(mutations, []);
     assert.deepEqual(made, { action: 'adopt', name, changes: [] });
