@@ -13,14 +13,14 @@ import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { createAwsProvider } from '../../providers/aws/index.ts';
 import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
-import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
-import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
+import { callsBetween, isMutating, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import {
   awsEmulatorSkip,
-  awsWorld,
   makeUpstreamClassicElb,
   type AwsWorld,
   type WorldInstance,
+  countedWorld,
+  upstreamLoadBalancerName,
 } from '../harness/aws.ts';
 import { createNode, firstResult, newNode, silentLogger, withLabels } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
@@ -30,6 +30,8 @@ const run = { dryRun: false, log: silentLogger(), signal: new AbortController().
 const dry = { ...run, dryRun: true };
 
 describe('service-lb dry run with the aws provider', { skip: controlPlaneSkip || awsEmulatorSkip }, () => {
+  const counted = countedWorld('lb-plan');
+  const { instances } = counted;
   let world: AwsWorld;
   let counter: CallCounter;
   let elb: ElasticLoadBalancingClient;
@@ -38,24 +40,12 @@ describe('service-lb dry run with the aws provider', { skip: controlPlaneSkip ||
   const namespace = uniqueName('lbplan');
   const label = 'cirrus.test/plan-target';
   const nodeNames: string[] = [];
-  const instances: WorldInstance[] = [];
 
   before(async () => {
-    world = await awsWorld('lb-plan');
-    counter = await startCallCounter(world.endpoint);
-    // The provider's clients go through the counter; this file runs in a process of its own.
-    Object.assign(process.env, awsEnv(counter.endpoint, world.region));
-    elb = new ElasticLoadBalancingClient({
-      endpoint: world.endpoint,
-      region: world.region,
-      credentials: emulatorCredentials,
-      maxAttempts: 1,
-    });
+    ({ world, counter, elb } = counted);
     core = (await testCluster()).admin.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     // The third instance's Node joins in a test.
-    for (let i = 0; i < 3; i += 1)
-      instances.push(await world.runInstance({ az: world.publicSubnets[i % 2]?.az ?? '' }));
     for (const instance of instances.slice(0, 2)) await join(instance);
     const loadBalancer = createAwsProvider({
       config: world.cloudConfig({ DisableSecurityGroupIngress: 'false', DefaultLoadBalancerType: 'classic' }),
@@ -69,9 +59,6 @@ describe('service-lb dry run with the aws provider', { skip: controlPlaneSkip ||
   });
   after(async () => {
     for (const name of nodeNames) await core.deleteNode({ name }).catch(() => undefined);
-    (elb as ElasticLoadBalancingClient | undefined)?.destroy();
-    await (counter as CallCounter | undefined)?.close();
-    (world as AwsWorld | undefined)?.close();
   });
 
   /** A Node for `instance`, a target of this file's Services. */
@@ -91,7 +78,7 @@ describe('service-lb dry run with the aws provider', { skip: controlPlaneSkip ||
         spec: { type: 'LoadBalancer', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
       },
     });
-  const lbName = (svc: V1Service): string => `a${(svc.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
+  const lbName = upstreamLoadBalancerName;
   const planOf = (report: Report): LoadBalancerPlan | undefined =>
     report.objects[0]?.changes.find((c) => c.action === 'plan')?.detail as LoadBalancerPlan | undefined;
 

@@ -3,15 +3,25 @@
 // the emulator, and worlds keep them apart (a VPC, subnets, route table and cluster ID each).
 
 import { randomBytes } from 'node:crypto';
-import type { TestContext } from 'node:test';
+import { after, before, type TestContext } from 'node:test';
 import { AuthorizeSecurityGroupIngressCommand, CreateSecurityGroupCommand } from '@aws-sdk/client-ec2';
 import {
   ConfigureHealthCheckCommand,
   CreateLoadBalancerCommand,
+  ElasticLoadBalancingClient,
   RegisterInstancesWithLoadBalancerCommand,
-  type ElasticLoadBalancingClient,
 } from '@aws-sdk/client-elastic-load-balancing';
-import { awsEnv, awsProcessEnv, createWorld, defaultRegion, type AwsWorld } from '../../tools/aws-emulator/world.ts';
+import type { V1Node, V1Service } from '@kubernetes/client-node';
+import { startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
+import {
+  awsEnv,
+  awsProcessEnv,
+  createWorld,
+  defaultRegion,
+  emulatorCredentials,
+  type AwsWorld,
+  type WorldInstance,
+} from '../../tools/aws-emulator/world.ts';
 
 export type { AwsWorld, WorldInstance } from '../../tools/aws-emulator/world.ts';
 
@@ -179,3 +189,54 @@ export async function makeUpstreamClassicElb(
   );
   return created.DNSName;
 }
+
+/** A world whose provider clients go through the emulator's call counter, and what tests use beside it. */
+export interface CountedWorld {
+  world: AwsWorld;
+  /** Counts every call the provider sends (tools/aws-emulator/counter.ts). */
+  counter: CallCounter;
+  /** A Classic ELB client straight to the emulator, for making load balancers as another CCM would. */
+  elb: ElasticLoadBalancingClient;
+  /** Running instances, spread over the public subnets' zones. */
+  readonly instances: WorldInstance[];
+}
+
+/**
+ * A world of the test file's own, made in `before` and closed in `after` (as ownControlPlane in
+ * ./cluster.ts): `count` running instances, and the environment set so that the provider's
+ * clients go through a call counter — the file runs in a process of its own, so the environment
+ * is the file's.
+ */
+export function countedWorld(name: string, count = 3): CountedWorld {
+  const counted = { instances: [] as WorldInstance[] } as CountedWorld;
+  before(async () => {
+    counted.world = await awsWorld(name);
+    const { world } = counted;
+    counted.counter = await startCallCounter(world.endpoint);
+    Object.assign(process.env, awsEnv(counted.counter.endpoint, world.region));
+    counted.elb = new ElasticLoadBalancingClient({
+      endpoint: world.endpoint,
+      region: world.region,
+      credentials: emulatorCredentials,
+      maxAttempts: 1,
+    });
+    for (let i = 0; i < count; i += 1)
+      counted.instances.push(await world.runInstance({ az: world.publicSubnets[i % 2]?.az ?? '' }));
+  });
+  after(async () => {
+    (counted.elb as ElasticLoadBalancingClient | undefined)?.destroy();
+    await (counted.counter as CallCounter | undefined)?.close();
+    (counted.world as AwsWorld | undefined)?.close();
+  });
+  return counted;
+}
+
+/** The load balancer name upstream gives a Service (`a` + its UID without dashes, 32 characters). */
+export const upstreamLoadBalancerName = (svc: V1Service): string =>
+  `a${(svc.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
+
+/** A Node for an instance, named by its private DNS name. */
+export const nodeOfInstance = (i: WorldInstance): V1Node => ({
+  metadata: { name: i.privateDnsName, labels: {} },
+  spec: { providerID: i.providerId },
+});

@@ -5,7 +5,7 @@
 // unchanged Service to no mutating call.
 
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import {
   AuthorizeSecurityGroupIngressCommand,
   DescribeSecurityGroupsCommand,
@@ -26,14 +26,15 @@ import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client
 import pino from 'pino';
 import { createAwsProvider } from '../../providers/aws/index.ts';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
-import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
-import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
+import { callsBetween, isMutating, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import {
   awsEmulatorSkip,
-  awsWorld,
   makeUpstreamClassicElb,
   type AwsWorld,
   type WorldInstance,
+  countedWorld,
+  nodeOfInstance,
+  upstreamLoadBalancerName,
 } from '../harness/aws.ts';
 
 const A = 'service.beta.kubernetes.io/aws-load-balancer-';
@@ -64,36 +65,17 @@ function serviceWithUid(uid: string, name: string, annotations: Record<string, s
   };
 }
 
-const nameOf = (svc: V1Service): string => `a${(svc.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
-const nodeOf = (i: WorldInstance): V1Node => ({
-  metadata: { name: i.privateDnsName, labels: {} },
-  spec: { providerID: i.providerId },
-});
+const nameOf = upstreamLoadBalancerName;
+const nodeOf = nodeOfInstance;
 
 describe('aws provider: Classic ELBs against the emulator', { skip: awsEmulatorSkip }, () => {
+  const counted = countedWorld('aws-classic');
+  const { instances } = counted;
   let world: AwsWorld;
   let counter: CallCounter;
   let elb: ElasticLoadBalancingClient;
-  const instances: WorldInstance[] = [];
-
-  before(async () => {
-    world = await awsWorld('aws-classic');
-    counter = await startCallCounter(world.endpoint);
-    // The provider's clients go through the counter; this file runs in a process of its own.
-    Object.assign(process.env, awsEnv(counter.endpoint, world.region));
-    elb = new ElasticLoadBalancingClient({
-      endpoint: world.endpoint,
-      region: world.region,
-      credentials: emulatorCredentials,
-      maxAttempts: 1,
-    });
-    for (let i = 0; i < 3; i += 1)
-      instances.push(await world.runInstance({ az: world.publicSubnets[i % 2]?.az ?? '' }));
-  });
-  after(async () => {
-    (elb as ElasticLoadBalancingClient | undefined)?.destroy();
-    await (counter as CallCounter | undefined)?.close();
-    (world as AwsWorld | undefined)?.close();
+  before(() => {
+    ({ world, counter, elb } = counted);
   });
 
   const provider = (extra: Record<string, string> = {}): LoadBalancer => {

@@ -4,20 +4,21 @@
 // counter (tools/aws-emulator/counter.ts), which is what holds the plan to reads.
 
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { ElasticLoadBalancingClient } from '@aws-sdk/client-elastic-load-balancing';
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { createAwsProvider } from '../../providers/aws/index.ts';
 import type { LoadBalancer, LoadBalancerPlan } from '../../shared/cloud/provider.ts';
-import { callsBetween, isMutating, startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
-import { awsEnv, emulatorCredentials } from '../../tools/aws-emulator/world.ts';
+import { callsBetween, isMutating, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import {
   awsEmulatorSkip,
-  awsWorld,
   makeUpstreamClassicElb,
   type AwsWorld,
   type WorldInstance,
+  countedWorld,
+  nodeOfInstance,
+  upstreamLoadBalancerName,
 } from '../harness/aws.ts';
 
 const A = 'service.beta.kubernetes.io/aws-load-balancer-';
@@ -43,36 +44,17 @@ function withStatus(svc: V1Service, status: V1LoadBalancerStatus | undefined): V
   return status === undefined ? svc : { ...svc, status: { loadBalancer: status } };
 }
 
-const nameOf = (svc: V1Service): string => `a${(svc.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
-const nodeOf = (i: WorldInstance): V1Node => ({
-  metadata: { name: i.privateDnsName, labels: {} },
-  spec: { providerID: i.providerId },
-});
+const nameOf = upstreamLoadBalancerName;
+const nodeOf = nodeOfInstance;
 
 describe('aws provider: planLoadBalancer against the emulator', { skip: awsEmulatorSkip }, () => {
+  const counted = countedWorld('aws-plan');
+  const { instances } = counted;
   let world: AwsWorld;
   let counter: CallCounter;
   let elb: ElasticLoadBalancingClient;
-  const instances: WorldInstance[] = [];
-
-  before(async () => {
-    world = await awsWorld('aws-plan');
-    counter = await startCallCounter(world.endpoint);
-    // The provider's clients go through the counter; this file runs in a process of its own.
-    Object.assign(process.env, awsEnv(counter.endpoint, world.region));
-    elb = new ElasticLoadBalancingClient({
-      endpoint: world.endpoint,
-      region: world.region,
-      credentials: emulatorCredentials,
-      maxAttempts: 1,
-    });
-    for (let i = 0; i < 3; i += 1)
-      instances.push(await world.runInstance({ az: world.publicSubnets[i % 2]?.az ?? '' }));
-  });
-  after(async () => {
-    (elb as ElasticLoadBalancingClient | undefined)?.destroy();
-    await (counter as CallCounter | undefined)?.close();
-    (world as AwsWorld | undefined)?.close();
+  before(() => {
+    ({ world, counter, elb } = counted);
   });
 
   const provider = (): LoadBalancer => {
