@@ -4,9 +4,9 @@
 // functions. This module holds the entry's shape and the lookups over a catalogue (names, the Go
 // CCM's --controllers), so that shared/ needs no function by name.
 
-import type { CoreV1Api } from '@kubernetes/client-node';
 import type { CloudProvider } from './cloud/provider.ts';
 import type { FunctionDefinition } from './host/function.ts';
+import type { Core } from './kube/core.ts';
 import type { KubeObject } from './kube/object.ts';
 
 /** What happened to a watched object. */
@@ -55,7 +55,8 @@ export type PeriodOption =
 
 /** What a function's implementation is built from. */
 export interface FunctionDeps {
-  readonly core: CoreV1Api;
+  /** core/v1: LeanCore in cirrus (shared/kube/core.ts); any CoreV1Api also serves. */
+  readonly core: Core;
   readonly cloud: CloudProvider;
   readonly config: FunctionSettings;
 }

@@ -1,7 +1,6 @@
 // `cirrus serve <function>`: one function over HTTP, as a container or Knative Service runs it; and
 // the building of a function's app that it shares with the AWS Lambda entry (app/lambda).
 
-import { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findFunction, knownNames, type FunctionEntry } from '../../shared/catalogue.ts';
 import { Registry } from 'prom-client';
@@ -12,6 +11,7 @@ export { importProviderModule } from './provider-module.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { AppOptions, FunctionApp, PressureOptions } from '../../shared/host/app.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
+import { LeanCore } from '../../shared/kube/core.ts';
 import { createLogger } from '../log.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
@@ -95,7 +95,7 @@ export async function buildFunctionApp(
     kubeConfig,
     metrics: registry,
   });
-  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const core = new LeanCore(kubeConfig);
   const definition = await entry.load({ core, cloud, config });
   const { buildApp } = await import('../../shared/host/index.ts');
   const secret = await readSecret(config.signingSecretFile);

@@ -5,7 +5,7 @@
 // that demo runs only against a control plane it starts itself (start-cluster.ts).
 
 import { randomBytes } from 'node:crypto';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { DestinationStream, Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { selectControllers, type FunctionEntry } from '../../shared/catalogue.ts';
@@ -21,6 +21,7 @@ import { catalogue, loadRelay } from '../root.ts';
 import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
 import { connectCluster, exampleInventory, planCluster, planSummary } from './start-cluster.ts';
+import { LeanCore } from '../../shared/kube/core.ts';
 
 /** The options `cirrus start` takes. */
 export type StartOptions =
@@ -124,7 +125,7 @@ async function buildFunctions(
   selected: readonly FunctionEntry[],
   context: Context,
 ): Promise<{ definitions: FunctionDefinition[]; skipped: string[] }> {
-  const core = context.kubeConfig.makeApiClient(CoreV1Api);
+  const core = new LeanCore(context.kubeConfig);
   const { cloud, config } = context;
   const definitions: FunctionDefinition[] = [];
   const skipped: string[] = [];

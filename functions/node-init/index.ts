@@ -2,7 +2,7 @@
 // manual reconcile) initializes that node or reconciles its labels; the periodic trigger
 // (upstream every 5 minutes) goes over every node and refreshes addresses.
 
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import { Histogram, type Registry } from 'prom-client';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
@@ -13,7 +13,7 @@ import { KeyedSerializer } from '../../shared/concurrency.ts';
 
 /** What node-init needs. */
 export interface NodeInitOptions {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass (default 10). */
   readonly concurrency?: number;

@@ -6,7 +6,8 @@
 // Writes are conditional where they replace a list: the initialization patch carries the node's
 // resourceVersion, so a concurrent writer makes it fail with 409 and the node is read again.
 
-import type { CoreV1Api, V1Node, V1NodeAddress } from '@kubernetes/client-node';
+import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
 import { instanceMetadata, nodeAddresses } from '../../shared/cloud/instances.ts';
@@ -21,7 +22,7 @@ import { applyPatch, initializationPatch, isUninitialized, labelReconcile, type 
 
 /** What the node-init reconcile works with. */
 export interface NodeInitDeps {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
@@ -134,7 +135,7 @@ async function afterInitialization(
   return problems.join('; ');
 }
 
-async function patchAddresses(core: CoreV1Api, name: string, addresses: V1NodeAddress[]): Promise<void> {
+async function patchAddresses(core: Core, name: string, addresses: V1NodeAddress[]): Promise<void> {
   // A merge patch replaces the list whole, as Kubernetes recommends for status.addresses.
   await core.patchNodeStatus({ name, body: { status: { addresses } } }, mergePatch);
 }

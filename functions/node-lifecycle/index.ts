@@ -2,7 +2,7 @@
 // event (or a manual reconcile) checks that node; the periodic trigger (upstream every 5 s) checks
 // every node.
 
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
@@ -12,7 +12,7 @@ import { KeyedSerializer } from '../../shared/concurrency.ts';
 
 /** What node-lifecycle needs. */
 export interface NodeLifecycleOptions {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass (default 10). */
   readonly concurrency?: number;

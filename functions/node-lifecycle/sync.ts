@@ -3,7 +3,8 @@
 // shutdown taint; a node that is not Ready is deleted when its instance is gone, or gets the
 // shutdown taint while its instance is shut down.
 
-import type { CoreV1Api, V1Node, V1Taint } from '@kubernetes/client-node';
+import type { V1Node, V1Taint } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import { instanceExists, instanceShutdown } from '../../shared/cloud/instances.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
@@ -17,7 +18,7 @@ import { hasShutdownTaint, readyStatus } from './feed.ts';
 
 /** What the node-lifecycle reconcile works with. */
 export interface NodeLifecycleDeps {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
@@ -100,7 +101,7 @@ async function untaintReady(deps: NodeLifecycleDeps, node: V1Node, options: Moni
 }
 
 // The taint list is replaced whole; the resourceVersion makes a concurrent change a 409.
-async function patchTaints(core: CoreV1Api, node: V1Node, taints: V1Taint[], options: MonitorOptions): Promise<Change> {
+async function patchTaints(core: Core, node: V1Node, taints: V1Taint[], options: MonitorOptions): Promise<Change> {
   const name = node.metadata?.name ?? '';
   const body = { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints } };
   await core.patchNode(options.dryRun ? { name, body, dryRun: 'All' } : { name, body }, mergePatch);

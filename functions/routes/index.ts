@@ -3,7 +3,7 @@
 // run the same whole-cluster pass; requests that arrive while one runs share the next pass
 // (shared/coalesce.ts) instead of piling up, and passes are at least a second apart.
 
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import { Counter, type Registry } from 'prom-client';
 import type { Routes } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
@@ -21,7 +21,7 @@ import { reconcileRoutes, type RoutesDeps, type SyncOptions } from './sync.ts';
 
 /** What routes needs. */
 export interface RoutesOptions {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   /** The provider's routes (the catalogue refuses a provider without them, or with routes disabled). */
   readonly routes: Routes;
   /** `--cluster-name`, handed to every route call. */

@@ -6,7 +6,8 @@
 // Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.
 
-import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
+import type { V1Node } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import type { Cidr } from '../../shared/net/ip.ts';
@@ -31,7 +32,7 @@ import {
 
 /** What the routes reconcile works with. */
 export interface RoutesDeps {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   readonly routes: Routes;
   readonly clusterName: string;
   readonly clusterCidrs: readonly Cidr[];
@@ -187,7 +188,7 @@ async function createRoute(deps: RoutesDeps, { node, cidr }: Creation, options: 
   }
 }
 
-async function failedToCreate(core: CoreV1Api, node: V1Node, text: string, log: Logger): Promise<Change | undefined> {
+async function failedToCreate(core: Core, node: V1Node, text: string, log: Logger): Promise<Change | undefined> {
   const reference = { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
   const event = eventFor(reference, { type: 'Warning', reason: 'FailedToCreateRoute', message: text, component });
   try {

@@ -4,7 +4,7 @@
 // cloud only for those whose spec or node set changed; with a provider that can list the load
 // balancers it owns, it also deletes those whose Service is gone (./orphans.ts releaseOrphans).
 
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
@@ -16,7 +16,7 @@ import { NodeLister } from './nodes.ts';
 
 /** What service-lb needs. */
 export interface ServiceLbOptions {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   /** The provider's load balancers (the catalogue refuses a provider without them). */
   readonly loadBalancer: LoadBalancer;
   /** --cluster-name, handed to every load balancer call. */

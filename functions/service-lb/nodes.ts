@@ -12,7 +12,8 @@
 //
 // Out-of-order events are harmless: an older digest misses the cache and gets a fresh list.
 
-import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
+import type { V1Node } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import { Coalescer } from '../../shared/coalesce.ts';
 import { inLoadBalancers, nodeListDigest } from './predicates.ts';
 
@@ -27,7 +28,7 @@ export class NodeLister {
   readonly #lists: Coalescer<NodeList, undefined>;
   #last: NodeList | undefined;
 
-  constructor(core: CoreV1Api) {
+  constructor(core: Core) {
     this.#lists = new Coalescer<NodeList, undefined>(async () => {
       const { items } = await core.listNode();
       const list = { nodes: items.filter(inLoadBalancers), digest: nodeListDigest(items) };

@@ -2,7 +2,8 @@
 // provider lists that no Service has any more (releaseOrphans). A delete event's object and the
 // provider's list are claims: the API server's answer decides what is deleted.
 
-import type { CoreV1Api, V1Service } from '@kubernetes/client-node';
+import type { V1Service } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { OwnedLoadBalancer } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { ObjectReport } from '../../shared/host/function.ts';
@@ -104,7 +105,7 @@ export async function vanished(deps: ServiceLbDeps, key: string, options: Servic
 // name its load balancer by the uid alone (upstream's default name is "a" + the uid), so before
 // deleting on such a claim, the API server is asked. One LIST, served from its watch cache, only on
 // this rare path (a Service deleted without cirrus's finalizer).
-async function liveServiceWithUid(core: CoreV1Api, uid: string | undefined): Promise<string | undefined> {
+async function liveServiceWithUid(core: Core, uid: string | undefined): Promise<string | undefined> {
   if (uid === undefined || uid === '') return 'Service (the event has no uid)';
   const { items } = await core.listServiceForAllNamespaces({ resourceVersion: '0' });
   const owner = items.find((service) => service.metadata?.uid === uid);

@@ -3,7 +3,8 @@
 // service controller's helpers of the same names (k8s.io/cloud-provider controllers/service/
 // controller.go: processLoadBalancerDelete, addFinalizer, removeFinalizer, patchStatus).
 
-import type { CoreV1Api, V1LoadBalancerStatus, V1Service } from '@kubernetes/client-node';
+import type { V1LoadBalancerStatus, V1Service } from '@kubernetes/client-node';
+import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import type { KeyedSerializer } from '../../shared/concurrency.ts';
@@ -15,7 +16,7 @@ import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation } fr
 
 /** What the service-lb reconcile works with. */
 export interface ServiceLbDeps {
-  readonly core: CoreV1Api;
+  readonly core: Core;
   readonly loadBalancer: LoadBalancer;
   readonly clusterName: string;
   /** Services handled at once by a pass over all of them. */
@@ -54,7 +55,7 @@ export function serviceKey(service: V1Service): string {
 }
 
 /** The Service as the API server has it now; undefined when it is gone. */
-export async function readService(core: CoreV1Api, namespace: string, name: string): Promise<V1Service | undefined> {
+export async function readService(core: Core, namespace: string, name: string): Promise<V1Service | undefined> {
   try {
     return await core.readNamespacedService({ namespace, name });
   } catch (error) {

@@ -1,6 +1,6 @@
 // Small helpers around @kubernetes/client-node's API errors and patch content types.
 
-import { ApiException, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { ApiException, PatchStrategy, setHeaderOptions, type ConfigurationOptions } from '@kubernetes/client-node';
 
 /** The HTTP status of a failed API call, or undefined for errors that are not API responses. */
 export function apiStatus(error: unknown): number | undefined {
@@ -26,14 +26,36 @@ function safeJson(text: string): unknown {
   }
 }
 
+/**
+ * Request options that send a patch with content type `type`: to a CoreV1Api as a header
+ * middleware, to LeanCore (shared/kube/core.ts) as `patchType`, which it reads instead.
+ */
+export interface PatchOptions extends ConfigurationOptions {
+  readonly patchType: PatchStrategy;
+}
+
+// The options made here: a copy changed by a caller (another middleware added) is not one of them.
+const made = new WeakSet<object>();
+
+function patchOptions(type: PatchStrategy): PatchOptions {
+  const options = Object.freeze({ ...setHeaderOptions('Content-Type', type), patchType: type });
+  made.add(options);
+  return options;
+}
+
+/** The patch content type of mergePatch or strategicMergePatch; undefined for any other options. */
+export function patchTypeOf(options: ConfigurationOptions | undefined): PatchStrategy | undefined {
+  return options !== undefined && made.has(options) ? (options as PatchOptions).patchType : undefined;
+}
+
 /** Request options that send a body as a JSON merge patch (client-node defaults to JSON patch). */
-export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+export const mergePatch: PatchOptions = patchOptions(PatchStrategy.MergePatch);
 
 /**
  * Request options that send a body as a strategic merge patch: lists merge by their key (a
  * finalizer, a condition's `type`) instead of being replaced, so other writers' entries stay.
  */
-export const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+export const strategicMergePatch: PatchOptions = patchOptions(PatchStrategy.StrategicMergePatch);
 
 /** Retries `attempt` while it fails with 409 Conflict, at most `tries` times, waiting a jittered `baseMs` between. */
 export async function retryOnConflict<T>(attempt: () => Promise<T>, tries = 20, baseMs = 50): Promise<T> {

@@ -1,7 +1,8 @@
 // Kubernetes Events, as the Go controllers' event recorders write them (core/v1; Events about
 // cluster-scoped objects such as Nodes live in the `default` namespace).
 
-import type { CoreV1Api, CoreV1Event, V1ObjectReference } from '@kubernetes/client-node';
+import type { CoreV1Event, V1ObjectReference } from '@kubernetes/client-node';
+import type { Core } from './core.ts';
 
 /** An Event to record about one object. */
 export interface EventSpec {
@@ -30,6 +31,6 @@ export function eventFor(object: V1ObjectReference, spec: EventSpec, now = new D
 }
 
 /** Records `event`. */
-export async function recordEvent(core: CoreV1Api, event: CoreV1Event): Promise<void> {
+export async function recordEvent(core: Core, event: CoreV1Event): Promise<void> {
   await core.createNamespacedEvent({ namespace: event.metadata.namespace ?? 'default', body: event });
 }

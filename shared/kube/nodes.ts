@@ -1,10 +1,11 @@
 // Reads of Nodes shared by the node functions.
 
-import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
+import type { V1Node } from '@kubernetes/client-node';
 import { apiStatus } from './api.ts';
+import type { Core } from './core.ts';
 
 /** The Node called `name`, or undefined when there is none. Other failures throw. */
-export async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
+export async function readNode(core: Core, name: string): Promise<V1Node | undefined> {
   try {
     return await core.readNode({ name });
   } catch (error) {

@@ -2,13 +2,14 @@
 // behind one port (buildMultiApp), and the relay, without leader election, delivering to it.
 
 import { randomBytes } from 'node:crypto';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { catalogue } from '../../functions/catalogue.ts';
 import { buildRoutingTable, startRelay, type Relay } from '../../relay/index.ts';
 import { findFunction, type FunctionSettings } from '../../shared/catalogue.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { buildMultiApp, serve } from '../../shared/host/index.ts';
+import { LeanCore, type Core } from '../../shared/kube/core.ts';
 import type { LevelWithSilent } from 'pino';
 import { createLogger } from '../../app/log.ts';
 
@@ -39,7 +40,7 @@ export function functionSettings(extra: Partial<FunctionSettings> = {}): Functio
  */
 export async function loadFunction(
   name: string,
-  deps: { readonly core: CoreV1Api; readonly cloud: CloudProvider },
+  deps: { readonly core: Core; readonly cloud: CloudProvider },
   extra: Partial<FunctionSettings> = {},
 ): Promise<FunctionDefinition> {
   const entry = findFunction(catalogue, name);
@@ -52,7 +53,7 @@ export async function startCirrus(
   cloud: CloudProvider,
   logLevel: LevelWithSilent,
 ): Promise<Cirrus> {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const core = new LeanCore(kubeConfig);
   const config = functionSettings();
   const definitions = await Promise.all(catalogue.map((entry) => entry.load({ core, cloud, config })));
   const secret = randomBytes(32).toString('hex');
