@@ -5,7 +5,7 @@
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
-//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws, api-client
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 //
@@ -35,12 +35,13 @@ import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
 import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
+import { apiClient } from './scenarios/api-client.ts';
 import { drawChart } from './chart.ts';
 import { comparisonSection, runSection } from './markdown.ts';
 import { compareWithGo } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
-const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws'] as const;
+const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws', 'api-client'] as const;
 
 const usage = `Usage: npm run bench -- [flags]
 
@@ -176,6 +177,10 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
     progress(`aws: the aws provider against moto, ${sizes.nodes} nodes and ${sizes.services} NLB Services`);
     const aws = await awsIfAvailable(bench, { ...sizes, logLevel: values['log-level'] as LevelWithSilent });
     if (aws !== undefined) results['aws'] = aws;
+  }
+  if (only.has('api-client')) {
+    progress('api-client: CPU per core/v1 call, client-node CoreV1Api and LeanCore');
+    results['api-client'] = await apiClient(bench);
   }
 }
 
