@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { LeanCore } from '../../shared/kube/core.ts';
 import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
 import type { InstancesV2 } from '../../shared/cloud/provider.ts';
@@ -36,14 +37,17 @@ const result = firstResult;
 
 describe('node-init', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
+  // The functions get LeanCore, as cirrus gives it; the tests' own setup and checks use CoreV1Api.
+  let lean: LeanCore;
   let cloud: FakeCloud;
   let fn: FunctionDefinition;
   before(async () => {
     core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+    lean = new LeanCore((await testCluster()).admin);
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = nodeInitFunction({ core, cloud });
+    fn = nodeInitFunction({ core: lean, cloud });
   });
 
   function machine(nodeName: string, extra: Partial<FakeCloud['machines'][number]> = {}): void {
@@ -300,7 +304,7 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
       })();
       machine(name);
       await createNode(core, newNode(name, uninitialized));
-      fn = nodeInitFunction({ core, cloud });
+      fn = nodeInitFunction({ core: lean, cloud });
 
       const report = path === 'event' ? await fn.reconcileOne({ kind: 'Node', name }, run) : await fn.reconcileAll(run);
 
@@ -361,7 +365,7 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     const bare = new FakeCloud();
     bare.disabled.add('instancesV2');
     bare.disabled.add('instances');
-    await assert.rejects(loadFunction('node-init', { core, cloud: bare }), {
+    await assert.rejects(loadFunction('node-init', { core: lean, cloud: bare }), {
       message: 'node-init: cloud provider "fake" does not support instances',
     });
   });

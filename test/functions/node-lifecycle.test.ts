@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { LeanCore } from '../../shared/kube/core.ts';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { InstanceNotFoundError, NotImplementedError } from '../../shared/cloud/errors.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
@@ -30,14 +31,17 @@ const result = firstResult;
 
 describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
+  // The functions get LeanCore, as cirrus gives it; the tests' own setup and checks use CoreV1Api.
+  let lean: LeanCore;
   let cloud: FakeCloud;
   let fn: FunctionDefinition;
   before(async () => {
     core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+    lean = new LeanCore((await testCluster()).admin);
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = nodeLifecycleFunction({ core, cloud });
+    fn = nodeLifecycleFunction({ core: lean, cloud });
   });
 
   async function exists(name: string): Promise<boolean> {
@@ -222,7 +226,7 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     const bare = new FakeCloud();
     bare.disabled.add('instancesV2');
     bare.disabled.add('instances');
-    await assert.rejects(loadFunction('node-lifecycle', { core, cloud: bare }), {
+    await assert.rejects(loadFunction('node-lifecycle', { core: lean, cloud: bare }), {
       message: 'node-lifecycle: cloud provider "fake" does not support instances',
     });
   });

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Service } from '@kubernetes/client-node';
+import { LeanCore } from '../../shared/kube/core.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { finalizer } from '../../functions/service-lb/predicates.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
@@ -18,18 +19,21 @@ const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergeP
 
 describe('service-lb: load balancers without a Service', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
+  // The function gets LeanCore, as cirrus gives it; the tests' own setup and checks use CoreV1Api.
+  let lean: LeanCore;
   let cloud: FakeCloud;
   let fn: FunctionDefinition;
   const namespace = uniqueName('orphan');
   before(async () => {
     core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+    lean = new LeanCore((await testCluster()).admin);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     await createNode(core, newNode(uniqueName('orphan-node')));
   });
   beforeEach(() => {
     cloud = new FakeCloud();
     fn = serviceLbFunction({
-      core,
+      core: lean,
       loadBalancer: cloud.loadBalancer() ?? assert.fail('the fake cloud has no load balancers'),
       clusterName: 'kubernetes',
     });

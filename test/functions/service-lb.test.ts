@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { before, beforeEach, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Service } from '@kubernetes/client-node';
+import { LeanCore } from '../../shared/kube/core.ts';
 import { readable } from '../../app/cli/reconcile.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { finalizer, syncedAnnotation } from '../../functions/service-lb/predicates.ts';
@@ -27,19 +28,22 @@ const loadBalancerOf = (cloud: FakeCloud): LoadBalancer =>
 
 describe('service-lb', { skip: controlPlaneSkip }, () => {
   let core: CoreV1Api;
+  // The functions get LeanCore, as cirrus gives it; the tests' own setup and checks use CoreV1Api.
+  let lean: LeanCore;
   let cloud: FakeCloud;
   let fn: FunctionDefinition;
   const namespace = uniqueName('lb');
   const lbNode = uniqueName('lb-node');
   before(async () => {
     core = (await testCluster()).admin.makeApiClient(CoreV1Api);
+    lean = new LeanCore((await testCluster()).admin);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     // At least one node for the load balancers (with none, every sync warns UnAvailableLoadBalancer).
     await createNode(core, newNode(lbNode));
   });
   beforeEach(() => {
     cloud = new FakeCloud();
-    fn = serviceLbFunction({ core, loadBalancer: loadBalancerOf(cloud), clusterName: 'kubernetes' });
+    fn = serviceLbFunction({ core: lean, loadBalancer: loadBalancerOf(cloud), clusterName: 'kubernetes' });
   });
 
   async function createService(
@@ -386,7 +390,7 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     const name = uniqueName('noplan');
     await createService(name);
     cloud.disabled.add('planLoadBalancer');
-    const unplanned = serviceLbFunction({ core, loadBalancer: loadBalancerOf(cloud), clusterName: 'kubernetes' });
+    const unplanned = serviceLbFunction({ core: lean, loadBalancer: loadBalancerOf(cloud), clusterName: 'kubernetes' });
     const report = await unplanned.reconcileOne({ kind: 'Service', namespace, name }, { ...run, dryRun: true });
     assert.equal(result(report), 'ensured');
     assert.deepEqual(report.objects[0]?.changes.at(-1), {
@@ -419,7 +423,7 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     });
     const bare = new FakeCloud();
     bare.disabled.add('loadBalancer');
-    await assert.rejects(loadFunction('service-lb', { core, cloud: bare }), {
+    await assert.rejects(loadFunction('service-lb', { core: lean, cloud: bare }), {
       message: 'service-lb: cloud provider "fake" does not support load balancers',
     });
   });
