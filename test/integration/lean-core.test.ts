@@ -3,8 +3,10 @@
 // (plain JSON: timestamps as the server's strings, fields client-node's models lack kept).
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import {
   ApiException,
   CoreV1Api,
@@ -302,6 +304,31 @@ describe('LeanCore', { skip: controlPlaneSkip }, () => {
       unsubscribe('net.client.socket', onSocket);
     }
     assert.equal(opened, 0, 'every request on the connection client-node opened');
+  });
+
+  it('without a TLS setting of the KubeConfig (no dispatcher of its own), uses the fetch of Node', async () => {
+    // A token and no CA in the kubeconfig: client-node has no dispatcher for it, so the request
+    // goes through Node's global pool, which trusts the cluster's CA here by NODE_EXTRA_CA_CERTS
+    // (read at start-up: a process of its own). An authenticated refusal proves the token went.
+    const cluster = await testCluster();
+    const account = uniqueName('lean-sa');
+    const token =
+      (await cluster.asServiceAccount(namespace, account)).getCurrentUser()?.token ?? assert.fail('no token');
+    const script = `
+      import { KubeConfig } from '@kubernetes/client-node';
+      import { LeanCore } from ${JSON.stringify(new URL('../../shared/kube/core.ts', import.meta.url).href)};
+      const config = new KubeConfig();
+      config.loadFromClusterAndUser({ name: 'c', server: process.env.SERVER }, { name: 'u', token: process.env.TOKEN });
+      const dispatcher = config.createDispatcher(config.getCurrentCluster(), {});
+      const error = await new LeanCore(config).listNode().then(() => undefined, (e) => e);
+      console.log(JSON.stringify({ dispatcher: dispatcher !== undefined, code: error?.code, body: error?.body }));`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: cluster.info.ca.cert, SERVER: cluster.info.server, TOKEN: token },
+    });
+    const seen = JSON.parse(stdout) as { dispatcher: boolean; code?: number; body?: string };
+    assert.equal(seen.dispatcher, false);
+    assert.equal(seen.code, 403);
+    assert.match(seen.body ?? '', new RegExp(`system:serviceaccount:${namespace}:${account}`));
   });
 
   it('is a Core that functions take in place of CoreV1Api (same answers on the fields they read)', async () => {
