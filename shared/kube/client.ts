@@ -22,33 +22,45 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
 
 type CreateDispatcher = (cluster: unknown, agentOptions: Record<string, unknown>) => unknown;
 
+// The agent options a dispatcher is built from (KubeConfig.createDispatcherOptions).
+const tlsSettings = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const;
+
+interface CachedDispatcher {
+  readonly cluster: string;
+  readonly settings: readonly unknown[];
+  readonly dispatcher: unknown;
+}
+
 /**
  * Makes `config` reuse one connection pool per set of TLS settings. @kubernetes/client-node 2.0.1
  * builds a new undici agent for every request (KubeConfig.createDispatcher, called from
  * applySecurityAuthentication), so no connection is ever reused and every API call pays a TLS
  * handshake: 28 % of cirrus's CPU in the node benchmark. The agent is cached on the instance,
  * keyed by the settings it is built from, so rotated client certificates still get a new one.
+ * The settings are compared as they are (certificates byte for byte), not encoded into a key:
+ * this runs on every API call.
  */
 export function reuseConnections(config: KubeConfig): KubeConfig {
   const target = config as unknown as { createDispatcher?: CreateDispatcher };
   const original = target.createDispatcher;
   if (typeof original !== 'function') return config;
-  const cache = new Map<string, unknown>();
+  const cache: CachedDispatcher[] = [];
   target.createDispatcher = function cachedDispatcher(cluster, agentOptions) {
-    const key = JSON.stringify([
-      cluster,
-      ...['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'].map((k) =>
-        settingText(agentOptions[k]),
-      ),
-    ]);
-    if (!cache.has(key)) cache.set(key, original.call(this, cluster, agentOptions));
-    return cache.get(key);
+    const clusterText = JSON.stringify(cluster);
+    const settings = tlsSettings.map((k) => agentOptions[k]);
+    const found = cache.find(
+      (c) => c.cluster === clusterText && c.settings.every((v, i) => sameSetting(v, settings[i])),
+    );
+    if (found !== undefined) return found.dispatcher;
+    const dispatcher = original.call(this, cluster, agentOptions);
+    cache.push({ cluster: clusterText, settings, dispatcher });
+    return dispatcher;
   };
   return config;
 }
 
-function settingText(value: unknown): string {
-  if (Buffer.isBuffer(value)) return value.toString('base64');
-  if (value === undefined) return '';
-  return typeof value === 'string' ? value : JSON.stringify(value);
+function sameSetting(a: unknown, b: unknown): boolean {
+  if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b);
+  if (Buffer.isBuffer(a) || Buffer.isBuffer(b)) return false;
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
 }
