@@ -138,6 +138,19 @@ export const options = {
     integer(1, 1000).default(10),
     'n',
   ),
+  loadBalancerClass: option(
+    'string',
+    '(service-lb) Serve only LoadBalancer Services whose spec.loadBalancerClass is this name, so that cirrus runs beside ' +
+      "another load balancer controller (a cloud's CCM serving Services without a class). Default: only Services without a class.",
+    z
+      .string()
+      .regex(
+        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
+        'must be a label-style name, e.g. example.com/internal-vip (the API server takes no other)',
+      )
+      .optional(),
+    'name',
+  ),
   configureCloudRoutes: option(
     'boolean',
     'Whether the routes function programs pod routes in the cloud (--configure-cloud-routes=false turns it off).',

@@ -37,6 +37,7 @@ const providerOptions = ['cloudProvider', 'cloudConfig', 'providerModule', 'clus
 const functionOptions = [
   'concurrentNodeSyncs',
   'concurrentServiceSyncs',
+  'loadBalancerClass',
   'configureCloudRoutes',
   'clusterCidr',
   'concurrentRouteOperations',

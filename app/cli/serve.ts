@@ -29,6 +29,7 @@ export type ServeCommandOptions =
   | 'maxConcurrentRequests'
   | 'concurrentNodeSyncs'
   | 'concurrentServiceSyncs'
+  | 'loadBalancerClass'
   | 'configureCloudRoutes'
   | 'clusterCidr'
   | 'concurrentRouteOperations'
