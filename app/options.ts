@@ -58,7 +58,7 @@ function choiceOption<const C extends readonly [string, ...string[]]>(
   fallback: C[number],
   value: string,
 ) {
-  return option('string', `${help} One of ${choices.join(', ')}.`, z.enum(choices).default(fallback), value, {
+  return option('string', help, z.enum(choices).default(fallback), value, {
     choices,
   });
 }
@@ -202,8 +202,17 @@ export const options = {
   ),
   controllers: option(
     'list',
-    'Controllers to run: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
-    z.array(z.string()).default(['*']),
+    'Controllers to run, comma-separated or repeated: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
+    // Comma-separated in a flag too, as the Go CCM's --controllers=*,-route.
+    z
+      .array(z.string())
+      .transform((list) =>
+        list
+          .flatMap((v) => v.split(','))
+          .map((v) => v.trim())
+          .filter((v) => v !== ''),
+      )
+      .default(['*']),
     'names',
   ),
   to: option(

@@ -62,6 +62,10 @@ const probeHelp = {
   port: 'The port /healthz, /readyz and /metrics listen on.',
 } as const;
 
+// version and completion list the providers registered: a --provider-module's too.
+const moduleHelp =
+  'A module (file path or package name) that registers an out-of-tree provider with registerCloudProvider(), to list it too.';
+
 // What the signing secret is to each command.
 const signingHelp = {
   serve:
@@ -168,7 +172,8 @@ const commands = {
     summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
     description:
       `Serves the functions --controllers selects (${functionList()}; default all that the provider supports) under\n` +
-      '/<function> on --bind-address:--port (loopback by default), and runs the relay delivering to them, signed.\n' +
+      '/<function> on a listener of their own on 127.0.0.1 (its URL is printed, and recorded for cirrus reconcile), and\n' +
+      'runs the relay delivering to them, signed. --bind-address:--port serve /healthz, /readyz and /metrics.\n' +
       'The cluster is --kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is\n' +
       'started (printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml:\n' +
       'that demo runs only against a local control plane it starts, unless --use-existing-cluster. The cluster\n' +
@@ -186,7 +191,12 @@ const commands = {
       'dataDir',
       ...logOptions,
     ],
-    help: { ...probeHelp, signingSecretFile: signingHelp.start },
+    help: {
+      ...probeHelp,
+      signingSecretFile: signingHelp.start,
+      maxConcurrentRequests:
+        "Reconcile requests the functions' listener serves at once; more are answered 503 with Retry-After before their body is read (0: no limit).",
+    },
     shownDefaults: {
       cloudProvider: 'static, with the example inventory (the demo)',
       cloudConfig: 'examples/static/inventory.yaml with --cloud-provider static',
@@ -222,6 +232,7 @@ const commands = {
       "Prints cirrus's version, the Kubernetes release it is built and tested against, the Node.js running it,\n" +
       'and the providers registered (the built-in ones, and those --provider-module registers). Also cirrus --version.',
     options: ['providerModule'],
+    help: { providerModule: moduleHelp },
     run: async (line, io) => (await import('./version.ts')).runVersion(line, io),
   }),
   completion: command({
@@ -235,6 +246,7 @@ const commands = {
     options: ['providerModule'],
     positionals: ['shell'],
     positionalValues: [['bash', 'zsh', 'fish']],
+    help: { providerModule: moduleHelp },
     run: async (line, io) => (await import('./completion.ts')).runCompletion(line, io),
   }),
 };
@@ -393,7 +405,8 @@ export function commandHelp(name: CommandName): string {
     const short = spec.short === undefined ? '' : `-${spec.short}, `;
     const fallback = shownDefault(cmd, option);
     const shown = fallback === undefined ? '' : ` Default: ${fallback}.`;
-    const help = cmd.help?.[option] ?? spec.help;
+    const choices = spec.choices === undefined ? '' : ` One of ${spec.choices.join(', ')}.`;
+    const help = `${cmd.help?.[option] ?? spec.help}${choices}`;
     return `  ${short}--${flagName(option)}${value}${required}\n      ${help}${shown}\n      Env: ${envName(option)}`;
   });
   const args = (cmd.positionals ?? [])
@@ -413,7 +426,8 @@ function shownDefault(cmd: Command<OptionName>, option: OptionName): string | un
   if (spec.shownDefault !== undefined) return spec.shownDefault;
   // A period option's default is its function's period.
   const entry = catalogue.find((e) => e.period.option === option);
-  if (entry !== undefined) return `${formatDuration(entry.period.defaultMs)} (${entry.name})`;
+  if (entry !== undefined)
+    return `${formatDuration(entry.period.defaultMs)} (${entry.name}${entry.period.defaultMs === 0 ? ': never' : ''})`;
   const parsed = spec.schema.safeParse(undefined);
   if (!parsed.success) return undefined;
   const value: unknown = parsed.data;
