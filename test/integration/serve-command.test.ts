@@ -163,9 +163,13 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
 
     it('is driven by `cirrus reconcile node <name>`', async () => {
       await createNode(core, newNode(viaCli, uninitialized));
-      const result = spawnSync(process.execPath, [cli, 'reconcile', 'node', viaCli, '--url', served.url], {
-        encoding: 'utf8',
-      });
+      const result = spawnSync(
+        process.execPath,
+        [cli, 'reconcile', 'node', viaCli, '--url', served.url, '-o', 'json'],
+        {
+          encoding: 'utf8',
+        },
+      );
       assert.equal(result.status, 0, result.stderr);
       assert.equal((JSON.parse(result.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'initialized');
       assert.equal(isTainted(await core.readNode({ name: viaCli })), false);
