@@ -40,15 +40,15 @@ function option<S extends z.ZodType>(
   kind: OptionSpec['kind'],
   help: string,
   schema: S,
-  value?: string,
-  extra: Pick<OptionSpec, 'shownDefault' | 'choices' | 'short' | 'path'> = {},
+  value?: string | (Pick<OptionSpec, 'shownDefault' | 'choices' | 'short' | 'path'> & { readonly value: string }),
 ): OptionSpec<S> {
-  return { kind, help, schema, ...(value === undefined ? {} : { value }), ...extra };
+  if (value === undefined) return { kind, help, schema };
+  return typeof value === 'string' ? { kind, help, schema, value } : { kind, help, schema, ...value };
 }
 
 /** An option naming a file (or folder: `dir`): resolved against the user's directory, completed as a path. */
 function pathOption<S extends z.ZodType>(help: string, schema: S, path: 'file' | 'dir' = 'file'): OptionSpec<S> {
-  return option('string', help, schema, 'path', { path });
+  return option('string', help, schema, { value: 'path', path });
 }
 
 /** An option taking one of `choices`, `fallback` by default. */
@@ -58,14 +58,12 @@ function choiceOption<const C extends readonly [string, ...string[]]>(
   fallback: C[number],
   value: string,
 ) {
-  return option('string', help, z.enum(choices).default(fallback), value, {
-    choices,
-  });
+  return option('string', help, z.enum(choices).default(fallback), { value, choices });
 }
 
 /** A Go duration option (`12s`), in milliseconds, `fallback` by default; help shows the default as typed. */
 function durationOption(help: string, fallback: string) {
-  return option('string', help, duration(fallback), 'duration', { shownDefault: fallback });
+  return option('string', help, duration(fallback), { value: 'duration', shownDefault: fallback });
 }
 
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
@@ -139,8 +137,7 @@ export const options = {
     'string',
     'A module (file path or package name) to import before start-up; it registers an out-of-tree provider with registerCloudProvider().',
     nonEmpty.optional(),
-    'module',
-    { path: 'module' },
+    { value: 'module', path: 'module' },
   ),
   bindAddress: option(
     'string',
@@ -333,8 +330,7 @@ export const options = {
     'string',
     "The function to call: its URL (`cirrus serve`'s address, or `cirrus start`'s <functions URL>/<function>).",
     z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
-    'url',
-    { shownDefault: 'the cirrus start running on this machine, else http://127.0.0.1:8080' },
+    { value: 'url', shownDefault: 'the cirrus start running on this machine, else http://127.0.0.1:8080' },
   ),
   output: {
     ...choiceOption(

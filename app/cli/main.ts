@@ -11,6 +11,7 @@ import {
   parseCommandLine,
   type CommandLine,
   type CommandOptions,
+  type Config,
   type OptionName,
 } from '../config.ts';
 import { knownNames, type FunctionOption } from '../../shared/catalogue.ts';
@@ -331,7 +332,8 @@ function checkNames(cmd: Command<OptionName>, line: CommandLine<OptionName>): vo
     if (value === undefined || known === undefined || arg === 'function' || known.includes(value)) return;
     throw new ConfigError(`unknown ${arg} '${value}'${hint(value, known)} (one of ${known.join(', ')})`);
   });
-  const controllers = line.config.controllers;
+  // Only the commands that take --controllers have it (the type says every command's config has every option).
+  const controllers = (line.config as Partial<Config<'controllers'>>).controllers;
   if (controllers === undefined) return;
   const known = catalogue.flatMap((e) => [e.controller.name, e.controller.alias, e.name]);
   for (const entry of controllers) {
@@ -421,19 +423,21 @@ export function commandHelp(name: CommandName): string {
  */
 function shownDefault(cmd: Command<OptionName>, option: OptionName): string | undefined {
   const spec = optionSpec(option);
-  const own = cmd.shownDefaults?.[option] ?? cmd.defaults?.[option];
+  const own = cmd.shownDefaults?.[option] ?? cmd.defaults?.[option] ?? spec.shownDefault;
   if (own !== undefined) return own;
-  if (spec.shownDefault !== undefined) return spec.shownDefault;
   // A period option's default is its function's period.
   const entry = catalogue.find((e) => e.period.option === option);
   if (entry !== undefined)
     return `${formatDuration(entry.period.defaultMs)} (${entry.name}${entry.period.defaultMs === 0 ? ': never' : ''})`;
   const parsed = spec.schema.safeParse(undefined);
-  if (!parsed.success) return undefined;
-  const value: unknown = parsed.data;
-  if (value === undefined || value === false) return undefined;
+  return parsed.success ? typedDefault(parsed.data) : undefined;
+}
+
+// A schema's default as typed: a list comma-separated; nothing for none, false or an empty list.
+function typedDefault(value: unknown): string | undefined {
   if (Array.isArray(value)) return value.length === 0 ? undefined : value.join(',');
-  return String(value);
+  if (typeof value === 'string' || typeof value === 'number' || value === true) return String(value);
+  return undefined;
 }
 
 // The functions, with the Go controller each stands for.

@@ -5,7 +5,7 @@
 // reconcile made or, on a dry run, would make; or with -o json the report as it came.
 
 import { ConfigError, type CommandLine } from '../config.ts';
-import { findFunction, knownNames, type FunctionEntry } from '../../shared/catalogue.ts';
+import { findFunction, type FunctionEntry } from '../../shared/catalogue.ts';
 import { signatureHeader, signRequest } from '../../shared/wire/signing.ts';
 import type { Change, ObjectReport, Report } from '../../shared/host/function.ts';
 import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
@@ -149,13 +149,15 @@ function objectName(entry: FunctionEntry, name: string): { name: string; namespa
  * dry run, each it would make); the text as it came when it is not a report.
  */
 export function readable(text: string): string {
-  let report: Report;
+  let parsed: unknown;
   try {
-    report = JSON.parse(text) as Report;
+    parsed = JSON.parse(text);
   } catch {
     return `${text}\n`;
   }
-  if (typeof report !== 'object' || report === null || !Array.isArray(report.objects)) return `${text}\n`;
+  if (typeof parsed !== 'object' || parsed === null || !Array.isArray((parsed as Partial<Report>).objects))
+    return `${text}\n`;
+  const report = parsed as Report;
   const blocks = report.objects.map((object) => objectText(object, report.dryRun));
   const count = `${report.objects.length} object${report.objects.length === 1 ? '' : 's'}`;
   const heading = report.dryRun

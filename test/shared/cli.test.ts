@@ -74,7 +74,9 @@ describe('cirrus', () => {
 
   for (const argv of [['version'], ['--version']]) {
     it(`'cirrus ${argv.join(' ')}' names cirrus's version, the Kubernetes release it targets, Node.js's and the providers`, async () => {
-      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+        version: string;
+      };
       // The release the repository pins: k8s.io/kubernetes in the control plane's go.mod.
       const goMod = readFileSync(new URL('../../tools/control-plane/go.mod', import.meta.url), 'utf8');
       const pinned = /^\s*k8s\.io\/kubernetes (v1\.\d+\.\d+)/m.exec(goMod)?.[1];
