@@ -77,6 +77,7 @@ describe('option names', () => {
     { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
     { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
     { option: 'dryRun', flag: 'dry-run', env: 'CIRRUS_DRY_RUN' },
+    { option: 'output', flag: 'output', env: 'CIRRUS_OUTPUT' },
     { option: 'fixture', flag: 'fixture', env: 'CIRRUS_FIXTURE' },
     { option: 'junit', flag: 'junit', env: 'CIRRUS_JUNIT' },
     { option: 'logFormat', flag: 'log-format', env: 'CIRRUS_LOG_FORMAT' },
@@ -171,7 +172,7 @@ describe('typed options', () => {
       concurrentNodeSyncs: 10,
       dryRun: false,
       bindAddress: '0.0.0.0',
-      url: 'http://127.0.0.1:8080',
+      // --url has no default: reconcile looks for a running cirrus start first (app/cli/reconcile.ts).
     });
   });
 
