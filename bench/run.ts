@@ -89,6 +89,8 @@ if (values.help) {
   process.exit(0);
 }
 if (values.compare !== undefined && values.compare !== 'go') throw new Error('--compare: only "go" is known');
+if (values.compare === undefined && (values.sizes ?? values.objects) !== undefined)
+  throw new Error('--sizes and --objects: only with --compare go');
 const only = new Set(values.only?.split(',') ?? scenarioNames);
 const progress = (line: string): void => {
   process.stderr.write(`bench: ${line}\n`);

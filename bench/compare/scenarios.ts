@@ -60,9 +60,9 @@ export async function initNodes(
   const wrong: string[] = [];
   const path = `/api/v1/nodes?labelSelector=${encodeURIComponent(`${groupLabel}=${run.group}`)}`;
   const abort = new AbortController();
-  const watching = kube.watch(
-    path,
-    await listVersion(kube, '/api/v1/nodes'),
+  const watching = watch(
+    kube,
+    { path, resourceVersion: await listVersion(kube, '/api/v1/nodes') },
     ({ object }) => {
       const name = object.metadata.name;
       if (cleared.has(name) || taintsOf(object).includes(uninitializedTaint)) return;
@@ -124,9 +124,12 @@ async function ensureAll(h: Harness, ccm: RunningCcm, count: number): Promise<Sc
   const served = new Map<string, number>();
   const wrong: string[] = [];
   const abort = new AbortController();
-  const watching = kube.watch(
-    `${servicesPath}?labelSelector=${encodeURIComponent(`${groupLabel}=cmp-lb`)}`,
-    await listVersion(kube, servicesPath),
+  const watching = watch(
+    kube,
+    {
+      path: `${servicesPath}?labelSelector=${encodeURIComponent(`${groupLabel}=cmp-lb`)}`,
+      resourceVersion: await listVersion(kube, servicesPath),
+    },
     ({ object }) => {
       const name = object.metadata.name;
       const ingress = ingressOf(object)[0];
@@ -284,6 +287,42 @@ export async function removeLoadBalancers(kube: Kube): Promise<void> {
   };
   await Promise.all(Array.from({ length: 16 }, worker));
   await removeNodes(kube, 'cmp-lb');
+}
+
+/**
+ * Kube.watch until `signal` aborts, resumed from the last event's resourceVersion when the
+ * connection breaks or ends (on a busy machine a watch has been seen to reset mid-scenario), at
+ * most 5 times;
+ * it never rejects before it is awaited, so a broken watch fails the scenario, not the process.
+ */
+function watch(
+  kube: Kube,
+  { path, resourceVersion }: { path: string; resourceVersion: string },
+  onEvent: (event: { type: string; object: KubeObject }) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  let version = resourceVersion;
+  const seen = (event: { type: string; object: KubeObject }): void => {
+    // An ERROR (the version expired) ends the watch; the scenario then times out naming what it waited for.
+    if (event.type === 'ERROR') return;
+    version = event.object.metadata.resourceVersion ?? version;
+    onEvent(event);
+  };
+  const stopped = (): boolean => signal.aborted;
+  const run = async (): Promise<void> => {
+    for (let attempt = 1; !stopped(); attempt++) {
+      try {
+        await kube.watch(path, version, seen, signal);
+        if (attempt === 5) return;
+      } catch (error) {
+        if (stopped() || attempt === 5) throw error;
+      }
+      await sleep(200);
+    }
+  };
+  const watching = run();
+  watching.catch(() => undefined);
+  return watching;
 }
 
 // Runs `body` (which waits for the last object), lets trailing writes land, and reads the costs.

@@ -95,7 +95,8 @@ export function rows(sized: readonly SizedResults[], ceiling: number): Row[] {
     const [small, large] = [sized[i - 1], sized[i]];
     if (small !== undefined && large !== undefined) out.push(...growthRows(small, large, ceiling));
   }
-  return out;
+  // The split's own rows when it did not run, say.
+  return out.filter((r) => Object.keys(r.values).length > 0);
 }
 
 function sizeRows(size: Size, results: Results, ceiling: number, only: boolean): Row[] {
