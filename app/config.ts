@@ -3,8 +3,11 @@
 // environment, then the command's own default, then the table's. Commands pick the options they
 // take; any other flag is a usage error.
 
+import { existsSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { hint } from './suggest.ts';
 import { options, type OptionSpec } from './options.ts';
 
 export { options, type OptionSpec } from './options.ts';
@@ -66,10 +69,11 @@ export function parseCommandLine<K extends OptionName>(
   const { flags, positionals } = parseFlags(command, args);
   const raw: Record<string, unknown> = {};
   const sources = new Map<string, string>();
+  const base = userDirectory(env);
   for (const name of command.options) {
     const found = lookUp(name, flags, env) ?? commandDefault(command, name);
     if (found === undefined) continue;
-    raw[name] = found.value;
+    raw[name] = resolvePath(name, found.value, base);
     sources.set(name, found.source);
   }
   for (const name of command.required ?? []) {
@@ -88,6 +92,24 @@ export function parseConfig<K extends OptionName>(
   env: NodeJS.ProcessEnv,
 ): Config<K> {
   return parseCommandLine(command, args, env).config;
+}
+
+/**
+ * The directory relative paths are meant from: where the user ran `npm run cirrus` (npm runs the
+ * script in the package's folder and keeps the user's in INIT_CWD), else the working directory.
+ */
+export function userDirectory(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): string {
+  const initial = env['INIT_CWD'];
+  return initial !== undefined && initial !== '' && isAbsolute(initial) && initial !== cwd ? initial : cwd;
+}
+
+// A path option's value made absolute against `base`, so that every message names the file read. A
+// module (--provider-module) is a path only when it reads as one or names a file there; else a package.
+function resolvePath(name: OptionName, value: unknown, base: string): unknown {
+  const kind = optionSpec(name).path;
+  if (kind === undefined || typeof value !== 'string' || value.trim() === '' || isAbsolute(value)) return value;
+  if (kind === 'module' && !/^\.\.?([/\\]|$)/.test(value) && !existsSync(resolve(base, value))) return value;
+  return resolve(base, value);
 }
 
 function configError(error: z.ZodError, sources: Map<string, string>): ConfigError {
@@ -135,8 +157,9 @@ function parseFlags<K extends OptionName>(
   const names = command.options;
   const config = Object.fromEntries(
     names.map((name) => {
-      const kind = options[name].kind;
-      return [flagName(name), kind === 'list' ? { type: 'string' as const, multiple: true } : { type: kind }];
+      const { kind, short } = optionSpec(name);
+      const type = kind === 'list' ? { type: 'string' as const, multiple: true } : { type: kind };
+      return [flagName(name), short === undefined ? type : { ...type, short }];
     }),
   );
   const allowed = command.positionals ?? [];
@@ -151,9 +174,11 @@ function parseFlags<K extends OptionName>(
       allowNegative: true,
     });
   } catch (error) {
-    throw new ConfigError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), {
-      cause: error,
-    });
+    const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '');
+    // `Unknown option '--cloud-provder'`: the flags of this command it is closest to.
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
+    const flags = names.map((name) => `--${flagName(name)}`);
+    throw new ConfigError(`${message}${unknown === undefined ? '' : hint(`--${unknown}`, flags)}`, { cause: error });
   }
   const positionals = parsed.positionals;
   if (positionals.length > allowed.length)

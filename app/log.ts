@@ -17,16 +17,18 @@ export function resolveLogFormat(format: LogFormat, stdoutIsTty: boolean): 'json
 
 /**
  * Where createLogger() writes for `format`: undefined (pino's own JSON destination, stdout) or a
- * pino-pretty stream on stdout. `stdoutIsTty` defaults to whether this process's stdout is a
- * terminal, which is where the lines go.
+ * pino-pretty stream on stdout (or on file descriptor `fd`: 2 for a command whose stdout is its
+ * report). `isTty` defaults to whether this process's stdout is a terminal, which is where the lines go.
  */
 export async function logDestination(
   format: LogFormat,
-  stdoutIsTty: boolean = process.stdout.isTTY,
+  isTty: boolean = process.stdout.isTTY,
+  fd: 1 | 2 = 1,
 ): Promise<DestinationStream | undefined> {
-  if (resolveLogFormat(format, stdoutIsTty) === 'json') return undefined;
+  if (resolveLogFormat(format, isTty) === 'json') return undefined;
   const { default: pretty } = await import('pino-pretty');
   return pretty({
+    destination: fd,
     // Synchronous, as pino's own destination: the last lines before an exit are not lost.
     sync: true,
     singleLine: true,

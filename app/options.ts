@@ -23,10 +23,47 @@ export interface OptionSpec<S extends z.ZodType = z.ZodType> {
   readonly value?: string;
   /** The environment variable, where a platform convention fixes it (Knative's PORT). */
   readonly env?: string;
+  /** The default as help shows it, where the schema's value reads otherwise (a duration's `12s`, not 12000). */
+  readonly shownDefault?: string;
+  /** The values it takes, for help and shell completion. */
+  readonly choices?: readonly string[];
+  /** A one-letter flag for it (`-o`). */
+  readonly short?: string;
+  /**
+   * A path (`file`, `dir`) or a module that may be one: resolved against the directory the user ran
+   * cirrus from (config.ts), completed as a file name by the shell.
+   */
+  readonly path?: 'file' | 'dir' | 'module';
 }
 
-function option<S extends z.ZodType>(kind: OptionSpec['kind'], help: string, schema: S, value?: string): OptionSpec<S> {
-  return value === undefined ? { kind, help, schema } : { kind, help, schema, value };
+function option<S extends z.ZodType>(
+  kind: OptionSpec['kind'],
+  help: string,
+  schema: S,
+  value?: string | (Pick<OptionSpec, 'shownDefault' | 'choices' | 'short' | 'path'> & { readonly value: string }),
+): OptionSpec<S> {
+  if (value === undefined) return { kind, help, schema };
+  return typeof value === 'string' ? { kind, help, schema, value } : { kind, help, schema, ...value };
+}
+
+/** An option naming a file (or folder: `dir`): resolved against the user's directory, completed as a path. */
+function pathOption<S extends z.ZodType>(help: string, schema: S, path: 'file' | 'dir' = 'file'): OptionSpec<S> {
+  return option('string', help, schema, { value: 'path', path });
+}
+
+/** An option taking one of `choices`, `fallback` by default. */
+function choiceOption<const C extends readonly [string, ...string[]]>(
+  help: string,
+  choices: C,
+  fallback: C[number],
+  value: string,
+) {
+  return option('string', help, z.enum(choices).default(fallback), { value, choices });
+}
+
+/** A Go duration option (`12s`), in milliseconds, `fallback` by default; help shows the default as typed. */
+function durationOption(help: string, fallback: string) {
+  return option('string', help, duration(fallback), { value: 'duration', shownDefault: fallback });
 }
 
 const nonEmpty = z.string().trim().min(1, 'must not be empty');
@@ -66,7 +103,7 @@ export const options = {
     nonEmpty.optional(),
     'name',
   ),
-  cloudConfig: option('string', "The path to the cloud provider's configuration file.", nonEmpty.optional(), 'path'),
+  cloudConfig: pathOption("The path to the cloud provider's configuration file.", nonEmpty.optional()),
   clusterName: option(
     'string',
     'The name of the cluster: a prefix of cloud resource names, and the cluster and context name in written kubeconfigs.',
@@ -79,31 +116,28 @@ export const options = {
       .default('kubernetes'),
     'name',
   ),
-  kubeconfig: option(
-    'string',
+  kubeconfig: pathOption(
     'Path to a kubeconfig file with the API server location and credentials.',
     nonEmpty.optional(),
-    'path',
   ),
   useExistingCluster: option(
     'boolean',
-    '(start) Run against the cluster --kubeconfig, KUBECONFIG or the pod ServiceAccount names even with the example ' +
+    'Run against the cluster --kubeconfig, KUBECONFIG or the pod ServiceAccount names even with the example ' +
       'inventory (or no --cloud-provider), where otherwise only a local control plane started for the purpose is used: ' +
       "the example inventory then initializes, and deletes, that cluster's Nodes as if they were its machines.",
     z.boolean().default(false),
   ),
-  dataDir: option(
-    'string',
+  dataDir: pathOption(
     "Folder for the local control plane's certificates, kubeconfig, logs and etcd data; kept between runs. " +
       'Default: a temporary folder, removed on exit.',
     nonEmpty.optional(),
-    'path',
+    'dir',
   ),
   providerModule: option(
     'string',
     'A module (file path or package name) to import before start-up; it registers an out-of-tree provider with registerCloudProvider().',
     nonEmpty.optional(),
-    'module',
+    { value: 'module', path: 'module' },
   ),
   bindAddress: option(
     'string',
@@ -138,6 +172,19 @@ export const options = {
     integer(1, 1000).default(10),
     'n',
   ),
+  loadBalancerClass: option(
+    'string',
+    '(service-lb) Serve only LoadBalancer Services whose spec.loadBalancerClass is this name, so that cirrus runs beside ' +
+      "another load balancer controller (a cloud's CCM serving Services without a class). Default: only Services without a class.",
+    z
+      .string()
+      .regex(
+        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
+        'must be a label-style name, e.g. example.com/internal-vip (the API server takes no other)',
+      )
+      .optional(),
+    'name',
+  ),
   configureCloudRoutes: option(
     'boolean',
     'Whether the routes function programs pod routes in the cloud (--configure-cloud-routes=false turns it off).',
@@ -165,8 +212,17 @@ export const options = {
   ),
   controllers: option(
     'list',
-    'Controllers to run: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
-    z.array(z.string()).default(['*']),
+    'Controllers to run, comma-separated or repeated: the Go CCM\'s controller names (listed above) or their aliases, "-name" to disable, "*" for all.',
+    // Comma-separated in a flag too, as the Go CCM's --controllers=*,-route.
+    z
+      .array(z.string())
+      .transform((list) =>
+        list
+          .flatMap((v) => v.split(','))
+          .map((v) => v.trim())
+          .filter((v) => v !== ''),
+      )
+      .default(['*']),
     'names',
   ),
   to: option(
@@ -175,11 +231,9 @@ export const options = {
     z.array(z.string()).default([]),
     'function=url',
   ),
-  routingConfig: option(
-    'string',
+  routingConfig: pathOption(
     "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.",
     nonEmpty.optional(),
-    'path',
   ),
   // The periods of the functions' passes over all objects; each default is the function's own (functions/catalogue.ts).
   nodeMonitorPeriod: option(
@@ -236,24 +290,12 @@ export const options = {
     'Elect one delivering relay among replicas with a Lease (--leader-elect=false for a single replica).',
     z.boolean().default(true),
   ),
-  leaderElectLeaseDuration: option(
-    'string',
+  leaderElectLeaseDuration: durationOption(
     "How long a Lease holds without renewal (client-go's default is 15s; 12s makes a take-over after a crash at most 15s).",
-    duration('12s'),
-    'duration',
+    '12s',
   ),
-  leaderElectRenewDeadline: option(
-    'string',
-    'How long the leader tries to renew before it steps down.',
-    duration('8s'),
-    'duration',
-  ),
-  leaderElectRetryPeriod: option(
-    'string',
-    'How often candidates try to acquire or renew the Lease.',
-    duration('2s'),
-    'duration',
-  ),
+  leaderElectRenewDeadline: durationOption('How long the leader tries to renew before it steps down.', '8s'),
+  leaderElectRetryPeriod: durationOption('How often candidates try to acquire or renew the Lease.', '2s'),
   leaderElectResourceName: option('string', "The relay's Lease name.", nonEmpty.default('cirrus-relay'), 'name'),
   leaderElectResourceNamespace: option(
     'string',
@@ -261,11 +303,10 @@ export const options = {
     nonEmpty.default('kube-system'),
     'namespace',
   ),
-  signingSecretFile: option(
-    'string',
-    'A file holding the secret that signs relay requests (X-Cirrus-Signature); serve then refuses unsigned ones with 401.',
+  // Each command says what the secret does there (app/cli/main.ts).
+  signingSecretFile: pathOption(
+    'A file holding the secret that signs requests to the functions (X-Cirrus-Signature).',
     nonEmpty.optional(),
-    'path',
   ),
   kubeconfigSecretId: option(
     'string',
@@ -285,37 +326,39 @@ export const options = {
     nonEmpty.optional(),
     'secret',
   ),
-  logLevel: option(
-    'string',
-    'Log level.',
-    z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  logLevel: choiceOption(
+    'The least severe log lines written.',
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    'info',
     'level',
   ),
-  logFormat: option(
-    'string',
+  logFormat: choiceOption(
     'Log format: json (one JSON object a line, for log collectors), pretty (one readable line an event, ' +
-      'coloured where the terminal supports it), or auto: pretty when stdout is a terminal, else json.',
-    z.enum(['auto', 'json', 'pretty']).default('auto'),
+      'coloured where the terminal supports it), or auto: pretty when the log goes to a terminal, else json.',
+    ['auto', 'json', 'pretty'],
+    'auto',
     'format',
   ),
   url: option(
     'string',
-    'The URL of the function to call.',
-    z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('http://127.0.0.1:8080'),
-    'url',
+    "The function to call: its URL (`cirrus serve`'s address, or `cirrus start`'s <functions URL>/<function>).",
+    z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+    { value: 'url', shownDefault: 'the cirrus start running on this machine, else http://127.0.0.1:8080' },
   ),
+  output: {
+    ...choiceOption(
+      "How to print the report: text (a line per object: its key, the result, each change) or json (the function's report as it came, for scripts).",
+      ['text', 'json'],
+      'text',
+      'format',
+    ),
+    short: 'o',
+  },
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
   dryRun: option('boolean', 'Report the changes without making them.', z.boolean().default(false)),
-  fixture: option(
-    'string',
+  fixture: pathOption(
     "The conformance fixture (YAML or JSON): the provider's known, shut-down and gone instances, and the Nodes and pod CIDRs to use for load balancers and routes (docs/conformance.md). Without it, the checks that need one are skipped.",
     nonEmpty.optional(),
-    'path',
   ),
-  junit: option(
-    'string',
-    'Also write the results as JUnit XML to this file, for CI systems.',
-    nonEmpty.optional(),
-    'path',
-  ),
+  junit: pathOption('Also write the results as JUnit XML to this file, for CI systems.', nonEmpty.optional()),
 } as const satisfies Record<string, OptionSpec>;

@@ -26,9 +26,11 @@ export function runSection(facts: RunFacts, figures: readonly Figure[]): string 
 
 /** A comparison's section: a heading line, then the table bench/compare/table.ts made. */
 export function comparisonSection(facts: RunFacts, content: Record<string, unknown>, table: string): string {
-  const sizes = content['sizes'] as { nodes?: number; burst?: number } | undefined;
+  const sizes = (content['sizes'] ?? []) as { nodes?: number; burst?: number }[];
   const ceiling = content['apiserverPatchCeiling'];
-  const objects = `${String(sizes?.nodes)} objects (a burst of ${String(sizes?.burst)} Nodes)`;
+  const objects = sizes
+    .map((size) => `${String(size.nodes)} objects (a burst of ${String(size.burst)} Nodes)`)
+    .join(' and ');
   const apiserver = typeof ceiling === 'number' ? `; API server ceiling ${ceiling.toFixed(0)} Node PATCH/s` : '';
   return `Run ${heading(facts)}; \`--compare go\`, ${objects}${apiserver}:\n\n${table}\n`;
 }

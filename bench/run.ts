@@ -10,11 +10,13 @@
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 //
 //   npm run bench -- --compare go       instead: the stock Go cloud-controller-manager (built once per machine
-//                                       from bench/go-ccm/) at its defaults, tuned and at cirrus's width, and
-//                                       `cirrus start`, each in a process of its own, through issue 21's
-//                                       scenarios; a table of every figure, cirrus's ratio and the goals
-//                                       (bench/compare/). With --full: 1000 objects; --objects <n>: n objects;
-//                                       --contenders go-defaults,go-tuned,go-width,cirrus: some of them.
+//                                       from bench/go-ccm/) at its defaults, tuned and at cirrus's width,
+//                                       `cirrus start` from the source and as built, and node-init served alone
+//                                       fed by the relay, each in processes of its own, through issue 21's
+//                                       scenarios; a table of every figure, the build's ratio and issue 30's
+//                                       goals (bench/compare/). With --full: 1000 objects; --objects <n>: n
+//                                       objects; --sizes short,full: both sizes and each figure's growth;
+//                                       --contenders go-width,cirrus-build,…: some of them.
 
 import { copyFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -38,7 +40,7 @@ import { awsIfAvailable } from './scenarios/aws.ts';
 import { apiClient } from './scenarios/api-client.ts';
 import { drawChart } from './chart.ts';
 import { comparisonSection, runSection } from './markdown.ts';
-import { compareWithGo } from './compare/index.ts';
+import { compareWithGo, sizesOf } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
 const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws', 'api-client'] as const;
@@ -54,6 +56,8 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --log-level <level>    cirrus's log level (default warn; pino writes to stdout)
   --compare go           instead: the stock Go cloud-controller-manager beside \`cirrus start\` (bench/compare/)
   --objects <n>          with --compare: n objects
+  --sizes <list>         with --compare: several sizes (short, full or n objects) in one table, with
+                         each figure's growth beside the object count's
   --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
   -h, --help             this text
 
@@ -71,6 +75,7 @@ const values = (() => {
         'log-level': { type: 'string', default: 'warn' },
         compare: { type: 'string' },
         objects: { type: 'string' },
+        sizes: { type: 'string' },
         contenders: { type: 'string', default: contenderNames.join(',') },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -85,6 +90,8 @@ if (values.help) {
   process.exit(0);
 }
 if (values.compare !== undefined && values.compare !== 'go') throw new Error('--compare: only "go" is known');
+if (values.compare === undefined && (values.sizes ?? values.objects) !== undefined)
+  throw new Error('--sizes and --objects: only with --compare go');
 const only = new Set(values.only?.split(',') ?? scenarioNames);
 const progress = (line: string): void => {
   process.stderr.write(`bench: ${line}\n`);
@@ -194,14 +201,12 @@ async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
 }
 
 function compareOptions(): Parameters<typeof compareWithGo>[2] {
-  const objects = values.objects === undefined ? undefined : Number(values.objects);
-  if (objects !== undefined && !(Number.isInteger(objects) && objects > 0))
-    throw new Error('--objects: a positive integer');
+  const sizes = sizesOf(values);
   const chosen = values.contenders.split(',');
   const unknown = chosen.filter((n) => !(contenderNames as readonly string[]).includes(n));
   if (unknown.length > 0)
     throw new Error(`--contenders: unknown ${unknown.join(', ')}; known: ${contenderNames.join(', ')}`);
-  return { full: values.full, objects, contenders: chosen as ContenderName[], progress };
+  return { sizes, contenders: chosen as ContenderName[], progress };
 }
 
 function notMeasured(): string[] {

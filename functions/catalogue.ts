@@ -95,6 +95,7 @@ const serviceLb: FunctionEntry = {
       loadBalancer,
       clusterName: config.clusterName,
       concurrency: config.concurrentServiceSyncs,
+      loadBalancerClass: config.loadBalancerClass,
     });
   },
 };

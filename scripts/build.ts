@@ -126,6 +126,7 @@ async function buildLib(out: string): Promise<string[]> {
     entryPoints: [
       { in: at('app/index.ts'), out: 'index' },
       { in: at('providers/fake/index.ts'), out: 'fake' },
+      { in: at('providers/conformance/index.ts'), out: 'conformance' },
       { in: at('bin/cirrus.js'), out: 'cirrus' },
     ],
     outdir: join(out, 'lib'),

@@ -44,6 +44,11 @@ export interface FunctionSettings {
   /** Pod CIDRs, one per IP family. */
   readonly clusterCidr: readonly string[];
   readonly concurrentRouteOperations: number;
+  /**
+   * The `spec.loadBalancerClass` service-lb serves: only Services of that class; unset, only
+   * Services without a class (as the Go service controller).
+   */
+  readonly loadBalancerClass?: string | undefined;
 }
 
 /** The options a function's implementation reads. */

@@ -8,14 +8,23 @@
 //   CIRRUS_TEST_AWS_ENDPOINT                 its endpoint, http://127.0.0.1:<port> (see test/harness/aws.ts)
 //   CIRRUS_TEST_AWS_SKIP                     why there is none (the aws suites then skip)
 // And kubernetes/cloud-provider-aws, the incumbent the migration test runs (tools/cloud-provider-aws/;
-// built once per machine after the control plane, as it is: the test itself never builds it).
+// built once per machine after the control plane, as it is: the test itself never builds it), and
+// Helm, which the chart test runs (tools/helm/; built the same way, after it).
 // With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane or emulator fails the run.
 
 import { join } from 'node:path';
-import { AssetsUnavailableError, cacheRoot, ControlPlane, resolveAssets } from '../tools/control-plane/index.ts';
+import {
+  AssetsUnavailableError,
+  cacheRoot,
+  ControlPlane,
+  resolveAssets,
+  type GoToolBinary,
+  type GoToolOptions,
+} from '../tools/control-plane/index.ts';
 import { EmulatorUnavailableError, motoVersion, startEmulator, type Emulator } from '../tools/aws-emulator/server.ts';
 import { warmEmulator } from '../tools/aws-emulator/world.ts';
 import { resolveCloudProviderAws } from '../tools/cloud-provider-aws/assets.ts';
+import { resolveHelm } from '../tools/helm/assets.ts';
 
 let controlPlane: ControlPlane | undefined;
 let emulator: Emulator | undefined;
@@ -28,25 +37,28 @@ function sayAws(line: string): void {
   process.stderr.write(`[aws emulator] ${line}\n`);
 }
 
-/** Starts the control plane and the AWS emulator side by side, then makes sure of the incumbent. */
+/** Starts the control plane and the AWS emulator side by side, then makes sure of the incumbent and Helm. */
 export async function globalSetup(): Promise<void> {
   await Promise.all([startControlPlane(), startAwsEmulator()]);
-  await buildIncumbent();
+  // One after the other: each is a Go build of minutes when the cache has none.
+  await buildTool('cloud-provider-aws', resolveCloudProviderAws);
+  await buildTool('helm', resolveHelm);
 }
 
 /**
- * Builds cloud-provider-aws when the cache has none (minutes, once per machine). Where it cannot be
- * built, the migration test says why: it skips, or with CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 fails.
+ * Builds a tool some suites run (the migration test's cloud-provider-aws, the chart test's helm)
+ * when the cache has none. Where it cannot be built, those suites read the cache again and say
+ * what is missing (they skip, or with CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 fail); the other suites
+ * need none of it.
  */
-async function buildIncumbent(): Promise<void> {
+async function buildTool(name: string, resolve: (options: GoToolOptions) => Promise<GoToolBinary>): Promise<void> {
   const say = (line: string): void => {
-    process.stderr.write(`[cloud-provider-aws] ${line}\n`);
+    process.stderr.write(`[${name}] ${line}\n`);
   };
   try {
-    const { version, source } = await resolveCloudProviderAws({ build: true, progress: say });
+    const { version, source } = await resolve({ build: true, progress: say });
     if (source === 'build') say(`built ${version}`);
   } catch (error) {
-    // The migration test reads the cache again and says what is missing; the other suites need none of it.
     say(`not available: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

@@ -16,13 +16,21 @@ import {
   type Fixture,
 } from '../../providers/conformance/index.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { importProviderModule } from './provider-module.ts';
 
 /** The options `cirrus conformance` takes. */
 export type ConformanceCommandOptions =
-  'cloudProvider' | 'cloudConfig' | 'providerModule' | 'clusterName' | 'kubeconfig' | 'fixture' | 'junit' | 'logLevel';
+  | 'cloudProvider'
+  | 'cloudConfig'
+  | 'providerModule'
+  | 'clusterName'
+  | 'kubeconfig'
+  | 'fixture'
+  | 'junit'
+  | 'logLevel'
+  | 'logFormat';
 
 /** Runs the kit; exit status 0 when no check failed, 1 otherwise. */
 export async function runConformanceCommand(line: CommandLine<ConformanceCommandOptions>, io: Io): Promise<number> {
@@ -30,10 +38,11 @@ export async function runConformanceCommand(line: CommandLine<ConformanceCommand
   const fixture = await readFixture(config.fixture);
   if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
   // The provider's log goes to stderr: stdout is the checks' report.
+  const pretty = await logDestination(config.logFormat, process.stderr.isTTY, 2);
   const log = createLogger({
     name: 'conformance',
     level: config.logLevel,
-    destination: { write: (text: string) => io.stderr.write(text) },
+    destination: pretty ?? { write: (text: string) => io.stderr.write(text) },
   });
   const kubeConfig = config.kubeconfig === undefined ? undefined : loadKubeConfig(config.kubeconfig);
   const lifetime = new AbortController();

@@ -11,10 +11,13 @@ import {
   parseCommandLine,
   type CommandLine,
   type CommandOptions,
+  type Config,
   type OptionName,
 } from '../config.ts';
-import type { FunctionOption } from '../../shared/catalogue.ts';
+import { knownNames, type FunctionOption } from '../../shared/catalogue.ts';
+import { isCloudProvider, registeredCloudProviders } from '../../shared/cloud/registry.ts';
 import { formatDuration } from '../../shared/duration.ts';
+import { didYouMean, hint } from '../suggest.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
 
@@ -23,6 +26,12 @@ export type { Io } from './io.ts';
 interface Command<K extends OptionName> extends CommandOptions<K> {
   readonly summary: string;
   readonly description: string;
+  /** What an option does in this command, where the option table's text would be wrong or vague here. */
+  readonly help?: Partial<Record<K, string>>;
+  /** The default help names where the command decides it at run time (start's provider). */
+  readonly shownDefaults?: Partial<Record<K, string>>;
+  /** The values each positional argument takes, for help and shell completion. */
+  readonly positionalValues?: readonly (readonly string[])[];
   run(line: CommandLine<K>, io: Io): Promise<number>;
 }
 
@@ -37,6 +46,7 @@ const providerOptions = ['cloudProvider', 'cloudConfig', 'providerModule', 'clus
 const functionOptions = [
   'concurrentNodeSyncs',
   'concurrentServiceSyncs',
+  'loadBalancerClass',
   'configureCloudRoutes',
   'clusterCidr',
   'concurrentRouteOperations',
@@ -44,6 +54,33 @@ const functionOptions = [
 
 // Where a function listens: serve and start; the Lambda entry, where nothing listens, leaves them out.
 const listenOptions = ['bindAddress', 'port', 'maxConcurrentRequests'] as const;
+
+// How a command that logs logs: every such command takes both.
+const logOptions = ['logLevel', 'logFormat'] as const;
+
+// Where start's and the relay's probes listen: what --bind-address and --port are there.
+const probeHelp = {
+  bindAddress: 'The address /healthz, /readyz and /metrics listen on.',
+  port: 'The port /healthz, /readyz and /metrics listen on.',
+} as const;
+
+// version and completion list the providers registered: a --provider-module's too.
+const moduleHelp =
+  'A module (file path or package name) that registers an out-of-tree provider with registerCloudProvider(), to list it too.';
+
+// What the signing secret is to each command.
+const signingHelp = {
+  serve:
+    'A file holding the secret the relay signs its requests with (X-Cirrus-Signature); with it, serve refuses ' +
+    'unsigned requests with 401. Without it, nothing is checked (the log warns).',
+  relay:
+    "A file holding the secret the relay signs each delivery with (X-Cirrus-Signature): the functions' --signing-secret-file.",
+  start:
+    "A file holding the secret the relay signs its deliveries to the functions with. Default: a random secret of this process, written (mode 0600) beside the functions' URL for cirrus reconcile.",
+  reconcile:
+    'A file holding the secret to sign the request with, for a function that refuses unsigned requests (401). ' +
+    'Default: the secret of the cirrus start whose functions are called, when one is; else none.',
+} as const;
 
 // The periods of the periodic triggers that start and relay both send.
 const periodOptions = ['nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency'] as const;
@@ -69,7 +106,7 @@ export const serveOptions = [
   ...listenOptions,
   ...functionOptions,
   'signingSecretFile',
-  'logLevel',
+  ...logOptions,
 ] as const satisfies readonly OptionName[];
 
 /** Whether `option` says where a function listens (`cirrus serve` has them; a Lambda does not). */
@@ -85,6 +122,7 @@ const commands = {
       'them from KUBEBUILDER_ASSETS), prints KUBECONFIG=<path> for an admin kubeconfig, and stops both\n' +
       'on Ctrl-C or SIGTERM.',
     options: ['clusterName', 'dataDir'],
+    help: { clusterName: 'The name of the cluster and of the context in the kubeconfig written.' },
     run: async ({ config }, io) => (await import('./cluster.ts')).runCluster(config, io),
   }),
   serve: command({
@@ -95,17 +133,25 @@ const commands = {
     options: serveOptions,
     required: ['cloudProvider'],
     positionals: ['function'],
+    positionalValues: [knownNames(catalogue)],
+    help: { signingSecretFile: signingHelp.serve },
     run: async (line, io) => (await import('./serve.ts')).runServe(line, io),
   }),
   reconcile: command({
-    summary: 'Ask a served function to reconcile one object, or all of them.',
+    summary: 'Ask a function (of cirrus start, or served) to reconcile one object, or all of them.',
     description:
-      'POSTs to <url>/reconcile and prints the report: what was changed, or with --dry-run what would be.\n' +
+      'POSTs to <url>/reconcile and prints the report, a line per object (its key, the result, each change made,\n' +
+      'or with --dry-run each change it would make); -o json prints the report as it came.\n' +
       `<function> is ${functionList()}, or ${catalogue.flatMap((e) => e.reconcileAliases.map((a) => `${a} for ${e.name}`)).join(', ')}; name the object (a namespaced\n` +
-      'one as <namespace>/<name>), or pass --all. A function whose objects are the whole cluster reconciles all of it.',
-    options: ['url', 'all', 'dryRun', 'signingSecretFile'],
+      'one as <namespace>/<name>), or pass --all. A function whose objects are the whole cluster reconciles all of it.\n' +
+      "Without --url it calls the cirrus start running on this machine (which records its functions' URL and\n" +
+      'signing secret for this), else a cirrus serve at http://127.0.0.1:8080. A function that checks signatures\n' +
+      "(start's always do) answers 401 to a request without --signing-secret-file or start's secret.",
+    options: ['url', 'all', 'dryRun', 'output', 'signingSecretFile'],
     positionals: ['function', 'name'],
     minPositionals: 1,
+    positionalValues: [[...knownNames(catalogue), ...catalogue.flatMap((e) => e.reconcileAliases)]],
+    help: { signingSecretFile: signingHelp.reconcile },
     run: async (line, io) => (await import('./reconcile.ts')).runReconcile(line, io),
   }),
   conformance: command({
@@ -115,15 +161,21 @@ const commands = {
       "provider's known, shut-down and gone instances; the Nodes and pod CIDRs for load balancers and routes),\n" +
       'and prints one line per check of the contract (PASS, FAIL or SKIP, and the rule), then a summary.\n' +
       'Exits 1 when a check fails. Load balancers and routes it makes are deleted again. docs/conformance.md.',
-    options: [...providerOptions, 'fixture', 'junit', 'logLevel'],
+    options: [...providerOptions, 'fixture', 'junit', ...logOptions],
     required: ['cloudProvider'],
+    help: {
+      kubeconfig:
+        "A kubeconfig, for a provider that keeps state in the cluster (static's load balancer allocations); without it, no cluster is reached.",
+      logLevel: "The least severe of the provider's log lines written to stderr (stdout is the report).",
+    },
     run: async (line, io) => (await import('./conformance.ts')).runConformanceCommand(line, io),
   }),
   start: command({
     summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
     description:
       `Serves the functions --controllers selects (${functionList()}; default all that the provider supports) under\n` +
-      '/<function> on --bind-address:--port (loopback by default), and runs the relay delivering to them, signed.\n' +
+      '/<function> on a listener of their own on 127.0.0.1 (its URL is printed, and recorded for cirrus reconcile), and\n' +
+      'runs the relay delivering to them, signed. --bind-address:--port serve /healthz, /readyz and /metrics.\n' +
       'The cluster is --kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is\n' +
       'started (printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml:\n' +
       'that demo runs only against a local control plane it starts, unless --use-existing-cluster. The cluster\n' +
@@ -139,9 +191,18 @@ const commands = {
       ...relayOptions,
       'signingSecretFile',
       'dataDir',
-      'logLevel',
-      'logFormat',
+      ...logOptions,
     ],
+    help: {
+      ...probeHelp,
+      signingSecretFile: signingHelp.start,
+      maxConcurrentRequests:
+        "Reconcile requests the functions' listener serves at once; more are answered 503 with Retry-After before their body is read (0: no limit).",
+    },
+    shownDefaults: {
+      cloudProvider: 'static, with the example inventory (the demo)',
+      cloudConfig: 'examples/static/inventory.yaml with --cloud-provider static',
+    },
     run: async (line, io) => (await import('./start.ts')).runStart(line, io),
   }),
   relay: command({
@@ -150,7 +211,7 @@ const commands = {
       "Lists and watches Nodes and Services and POSTs each change, in Knative ApiServerSource's format, to\n" +
       'the functions that need it (--to <function>=<url>, a --routing-config file, or K_SINK for all), with\n' +
       'periodic reconcile.all triggers; retries until accepted, never drops. Replicas elect one deliverer\n' +
-      'with a Lease. Probes and metrics on --bind-address:--port.',
+      `with a Lease. Probes and metrics on --bind-address:--port. The functions: ${functionList()}.`,
     options: [
       'kubeconfig',
       'to',
@@ -162,14 +223,64 @@ const commands = {
       'signingSecretFile',
       'bindAddress',
       'port',
-      'logLevel',
-      'logFormat',
+      ...logOptions,
     ],
+    help: { ...probeHelp, signingSecretFile: signingHelp.relay },
     run: async (line, io) => (await import('./relay.ts')).runRelay(line, io),
+  }),
+  version: command({
+    summary: "Print cirrus's version, the Kubernetes release it targets, Node.js's and the providers registered.",
+    description:
+      "Prints cirrus's version, the Kubernetes release it is built and tested against, the Node.js running it,\n" +
+      'and the providers registered (the built-in ones, and those --provider-module registers). Also cirrus --version.',
+    options: ['providerModule'],
+    help: { providerModule: moduleHelp },
+    run: async (line, io) => (await import('./version.ts')).runVersion(line, io),
+  }),
+  completion: command({
+    summary: 'Print a shell completion script (bash, zsh or fish).',
+    description:
+      'Prints a script that completes commands, flags, function names, providers and flag values in <shell>:\n' +
+      '  bash: source <(cirrus completion bash)       (or save it in /etc/bash_completion.d/cirrus)\n' +
+      '  zsh:  source <(cirrus completion zsh)        (uses bashcompinit)\n' +
+      '  fish: cirrus completion fish | source        (or save it in ~/.config/fish/completions/cirrus.fish)\n' +
+      "The providers completed are those registered, with --provider-module's.",
+    options: ['providerModule'],
+    positionals: ['shell'],
+    positionalValues: [['bash', 'zsh', 'fish']],
+    help: { providerModule: moduleHelp },
+    run: async (line, io) => (await import('./completion.ts')).runCompletion(line, io),
   }),
 };
 
-type CommandName = keyof typeof commands;
+/** A command's name. */
+export type CommandName = keyof typeof commands;
+
+/** What shell completion and help read of a command. */
+export interface CommandShape {
+  readonly name: CommandName;
+  readonly summary: string;
+  readonly options: readonly OptionName[];
+  readonly positionals: readonly string[];
+  readonly positionalValues: readonly (readonly string[])[];
+  /** The first line of each option's help in this command. */
+  readonly optionHelp: (option: OptionName) => string;
+}
+
+/** Every command, as completion and help read them. */
+export function commandShapes(): CommandShape[] {
+  return (Object.keys(commands) as CommandName[]).map((name) => {
+    const cmd: Command<OptionName> = commands[name];
+    return {
+      name,
+      summary: cmd.summary,
+      options: cmd.options,
+      positionals: cmd.positionals ?? [],
+      positionalValues: cmd.positionalValues ?? [],
+      optionHelp: (option) => cmd.help?.[option] ?? optionSpec(option).help,
+    };
+  });
+}
 
 const helpWords = new Set(['help', '--help', '-h']);
 
@@ -180,12 +291,14 @@ export const usageExitCode = 2;
 export async function main(argv: readonly string[], io: Io): Promise<number> {
   const [first, ...rest] = argv;
   if (first === undefined || helpWords.has(first)) return help(rest[0], io);
-  if (first === '--version') {
-    io.stdout.write(`cirrus ${await packageVersion()}\n`);
-    return 0;
-  }
+  if (first === '--version') return run('version', rest, io);
   if (!isCommand(first)) {
-    return usageError(first.startsWith('-') ? `unknown flag '${first}'` : `unknown command '${first}'`, io);
+    return usageError(
+      first.startsWith('-')
+        ? `unknown flag '${first}'${hint(first, ['--help', '--version'])}`
+        : `unknown command '${first}'${hint(first, Object.keys(commands))}`,
+      io,
+    );
   }
   if (rest.some((arg) => helpWords.has(arg) && arg !== 'help')) {
     io.stdout.write(commandHelp(first));
@@ -200,13 +313,51 @@ async function run(name: CommandName, args: readonly string[], io: Io): Promise<
   const cmd: Command<OptionName> = commands[name];
   try {
     const line = parseCommandLine(cmd, args, io.env);
+    checkNames(cmd, line);
     if (line.config.providerModule !== undefined) shareLibraryWithProviderModules();
+    else checkProvider(line.config.cloudProvider);
     return await cmd.run(line, io);
   } catch (error) {
     if (error instanceof ConfigError) return usageError(error.message, io, name);
     io.stderr.write(`cirrus ${name}: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   }
+}
+
+// The names a command line gives that must be among known ones: a positional with a fixed set of
+// values (a shell), and --controllers. Functions are checked by their commands (functionNamed).
+function checkNames(cmd: Command<OptionName>, line: CommandLine<OptionName>): void {
+  (cmd.positionals ?? []).forEach((arg, i) => {
+    const value = line.positionals[i];
+    const known = cmd.positionalValues?.[i];
+    if (value === undefined || known === undefined || arg === 'function' || known.includes(value)) return;
+    throw new ConfigError(`unknown ${arg} '${value}'${hint(value, known)} (one of ${known.join(', ')})`);
+  });
+  // Only the commands that take --controllers have it (the type says every command's config has every option).
+  const controllers = (line.config as Partial<Config<'controllers'>>).controllers;
+  if (controllers === undefined) return;
+  const known = catalogue.flatMap((e) => [e.controller.name, e.controller.alias, e.name]);
+  for (const entry of controllers) {
+    const name = entry.startsWith('-') ? entry.slice(1) : entry;
+    if (entry === '*' || known.includes(name)) continue;
+    throw new ConfigError(
+      `--controllers: "${entry}" is not in the list of known controllers${hint(name, known)} ` +
+        `(${catalogue.map((e) => e.controller.name).join(', ')}, or their aliases ` +
+        `${catalogue.flatMap((e) => [e.controller.alias, e.name]).join(', ')})`,
+    );
+  }
+}
+
+// An unknown --cloud-provider stops the command before it starts anything, naming the closest
+// registered name (a start-up failure, exit 1, as the registry's own refusal). With a
+// --provider-module the name may be the module's, so the registry decides once it is imported.
+function checkProvider(name: string | undefined): void {
+  if (name === undefined || name === '' || name === 'external' || isCloudProvider(name)) return;
+  const known = registeredCloudProviders();
+  const question = didYouMean(name, known);
+  throw new Error(
+    `unknown cloud provider "${name}"${question === '' ? '' : ` (${question})`}; registered: ${known.join(', ') || 'none'}`,
+  );
 }
 
 function isCommand(name: string): name is CommandName {
@@ -218,7 +369,7 @@ function help(topic: string | undefined, io: Io): number {
     io.stdout.write(overview());
     return 0;
   }
-  if (!isCommand(topic)) return usageError(`unknown command '${topic}'`, io);
+  if (!isCommand(topic)) return usageError(`unknown command '${topic}'${hint(topic, Object.keys(commands))}`, io);
   io.stdout.write(commandHelp(topic));
   return 0;
 }
@@ -242,6 +393,7 @@ function overview(): string {
     '',
     "Run 'cirrus <command> --help' for a command's flags. Every flag can also be set through an",
     'environment variable: --cluster-name is CIRRUS_CLUSTER_NAME. A flag wins over its variable.',
+    'Relative paths are read from the directory cirrus was run in (with npm run, the one npm was run in).',
     '',
   ].join('\n');
 }
@@ -253,12 +405,12 @@ export function commandHelp(name: CommandName): string {
     const spec = optionSpec(option);
     const value = spec.kind === 'boolean' ? '' : ` <${spec.value ?? 'value'}>`;
     const required = cmd.required?.includes(option) ? ' (required)' : '';
-    const fallback = spec.schema.safeParse(cmd.defaults?.[option]);
-    const shown =
-      fallback.success && fallback.data !== undefined
-        ? ` Default: ${JSON.stringify(fallback.data)}.`
-        : periodDefault(option);
-    return `  --${flagName(option)}${value}${required}\n      ${spec.help}${shown}\n      Env: ${envName(option)}`;
+    const short = spec.short === undefined ? '' : `-${spec.short}, `;
+    const fallback = shownDefault(cmd, option);
+    const shown = fallback === undefined ? '' : ` Default: ${fallback}.`;
+    const choices = spec.choices === undefined ? '' : ` One of ${spec.choices.join(', ')}.`;
+    const help = `${cmd.help?.[option] ?? spec.help}${choices}`;
+    return `  ${short}--${flagName(option)}${value}${required}\n      ${help}${shown}\n      Env: ${envName(option)}`;
   });
   const args = (cmd.positionals ?? [])
     .map((arg, i) => (i < (cmd.minPositionals ?? Infinity) ? ` <${arg}>` : ` [<${arg}>]`))
@@ -266,21 +418,32 @@ export function commandHelp(name: CommandName): string {
   return [`Usage: cirrus ${name}${args} [flags]`, '', cmd.description, '', 'Flags:', ...flags, ''].join('\n');
 }
 
-// A period option's default is its function's period.
-function periodDefault(option: OptionName): string {
+/**
+ * An option's default in `cmd` as one would type it (`12s`, `*`, `127.0.0.1`), or undefined where
+ * there is none to show (unset, false, an empty list).
+ */
+function shownDefault(cmd: Command<OptionName>, option: OptionName): string | undefined {
+  const spec = optionSpec(option);
+  const own = cmd.shownDefaults?.[option] ?? cmd.defaults?.[option] ?? spec.shownDefault;
+  if (own !== undefined) return own;
+  // A period option's default is its function's period.
   const entry = catalogue.find((e) => e.period.option === option);
-  return entry === undefined ? '' : ` Default: ${formatDuration(entry.period.defaultMs)} (${entry.name}).`;
+  if (entry !== undefined)
+    return `${formatDuration(entry.period.defaultMs)} (${entry.name}${entry.period.defaultMs === 0 ? ': never' : ''})`;
+  const parsed = spec.schema.safeParse(undefined);
+  return parsed.success ? typedDefault(parsed.data) : undefined;
+}
+
+// A schema's default as typed: a list comma-separated; nothing for none, false or an empty list.
+function typedDefault(value: unknown): string | undefined {
+  if (Array.isArray(value)) return value.length === 0 ? undefined : value.join(',');
+  if (typeof value === 'string' || typeof value === 'number' || value === true) return String(value);
+  return undefined;
 }
 
 // The functions, with the Go controller each stands for.
 function functionList(): string {
   return catalogue.map((e) => `${e.name} [${e.controller.name}, ${e.controller.alias}]`).join(', ');
-}
-
-// Imported, not read from a path: a build inlines it, wherever its files end up.
-async function packageVersion(): Promise<string> {
-  const { default: pkg } = await import('../../package.json', { with: { type: 'json' } });
-  return pkg.version;
 }
 
 // This cirrus's library entry: app/index.ts in a checkout; in a build (scripts/build.ts), index.js

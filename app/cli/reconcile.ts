@@ -1,7 +1,8 @@
-// `cirrus reconcile <function> <name>|--all [--dry-run] [--url]`: a manual reconcile through a
-// served function's POST /reconcile, printing its report: as JSON, or on a dry run readably, one
-// block per object with the provider's plan first (a load balancer's create, adopt, update,
-// unchanged or refuse) and then each write the reconcile would make.
+// `cirrus reconcile <function> <name>|--all [--dry-run] [--url] [-o json]`: a manual reconcile
+// through a function's POST /reconcile — of the `cirrus start` running here (running.ts), or of the
+// function at --url — printing its report readably, one block per object with the provider's plan
+// first (a load balancer's create, adopt, update, unchanged or refuse) and then each write the
+// reconcile made or, on a dry run, would make; or with -o json the report as it came.
 
 import { ConfigError, type CommandLine } from '../config.ts';
 import { findFunction, type FunctionEntry } from '../../shared/catalogue.ts';
@@ -10,17 +11,23 @@ import type { Change, ObjectReport, Report } from '../../shared/host/function.ts
 import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
+import { hint } from '../suggest.ts';
+import { runningStarts, runtimeDir } from './running.ts';
 import { readSecret } from './secret.ts';
 
+/** The options `cirrus reconcile` takes. */
+export type ReconcileOptions = 'url' | 'all' | 'dryRun' | 'output' | 'signingSecretFile';
+
+// Where reconcile calls when neither --url nor a running start says: `cirrus serve`'s default address.
+const serveDefault = 'http://127.0.0.1:8080';
+
 /** Calls the function and prints the report; exit status 0 when it answered 2xx. */
-export async function runReconcile(
-  line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>,
-  io: Io,
-): Promise<number> {
+export async function runReconcile(line: CommandLine<ReconcileOptions>, io: Io): Promise<number> {
   const { entry, body } = request(line);
   const canonical = entry.name;
-  const secret = await readSecret(line.config.signingSecretFile);
-  const url = new URL('reconcile', line.config.url.endsWith('/') ? line.config.url : `${line.config.url}/`);
+  const target = await targetOf(entry, line, io);
+  const secret = await readSecret(target.secretFile);
+  const url = new URL('reconcile', target.url.endsWith('/') ? target.url : `${target.url}/`);
   url.searchParams.set('dryRun', String(line.config.dryRun));
   let response: Response;
   try {
@@ -31,26 +38,97 @@ export async function runReconcile(
     if (secret !== undefined) headers[signatureHeader] = signRequest(secret, target);
     response = await fetch(url, { method: 'POST', headers, body: text, signal: io.signal });
   } catch (error) {
-    io.stderr.write(`cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${(error as Error).message}\n`);
+    const cause = (error as Error & { cause?: { message?: string } }).cause?.message;
+    io.stderr.write(
+      `cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${(error as Error).message}` +
+        `${cause === undefined ? '' : ` (${cause})`}${target.note}\n`,
+    );
     return 1;
   }
   const text = await response.text();
   if (response.ok) {
-    io.stdout.write(line.config.dryRun ? readable(text) : `${text}\n`);
+    io.stdout.write(line.config.output === 'json' ? `${text}\n` : readable(text));
     return 0;
   }
-  io.stderr.write(`cirrus reconcile: ${canonical} answered ${response.status}: ${text}\n`);
+  io.stderr.write(
+    `cirrus reconcile: ${canonical} answered ${response.status}: ${text}${why(response.status, secret, target)}\n`,
+  );
   return 1;
 }
 
+/** Where the request goes and what signs it. */
+interface Target {
+  readonly url: string;
+  readonly secretFile: string | undefined;
+  /** Where the URL came from, for an unreachable one: `` or `; …`. */
+  readonly note: string;
+}
+
+// --url, else the function of the cirrus start running here, else `cirrus serve`'s default address.
+// The secret is --signing-secret-file's, else that of the start whose functions are called.
+async function targetOf(entry: FunctionEntry, line: CommandLine<ReconcileOptions>, io: Io): Promise<Target> {
+  const { url, signingSecretFile } = line.config;
+  const starts = await runningStarts(io.env);
+  if (url !== undefined) {
+    const origin = new URL(url).origin;
+    const start = starts.find((s) => new URL(s.url).origin === origin);
+    return { url, secretFile: signingSecretFile ?? start?.secretFile, note: '' };
+  }
+  if (starts.length > 1) {
+    throw new ConfigError(
+      `${starts.length} cirrus start processes run here (${starts.map((s) => `pid ${s.pid}: ${s.url}`).join('; ')}): ` +
+        'pass --url <url>/<function> to say which',
+    );
+  }
+  const [start] = starts;
+  if (start === undefined) {
+    return {
+      url: serveDefault,
+      secretFile: signingSecretFile,
+      note: `; no cirrus start runs here (none recorded in ${runtimeDir(io.env)}) and --url was not given, so ${serveDefault} (cirrus serve's default) was tried`,
+    };
+  }
+  if (!start.functions.includes(entry.name)) {
+    throw new ConfigError(
+      `the cirrus start running here (pid ${start.pid}) does not run ${entry.name}; it runs ${start.functions.join(', ')}`,
+    );
+  }
+  return {
+    url: `${start.url}/${entry.name}`,
+    secretFile: signingSecretFile ?? start.secretFile,
+    note: `; the cirrus start that recorded it (pid ${start.pid}) may have stopped`,
+  };
+}
+
+// What a refusal most likely means, where the status says.
+function why(status: number, secret: string | undefined, target: Target): string {
+  if (status === 401 && secret === undefined)
+    return (
+      '\nThe function refuses unsigned requests: pass --signing-secret-file with its secret ' +
+      "(a cirrus start's is found by itself when --url is left out or names its functions)"
+    );
+  if (status === 404 && !/\/[a-z-]+\/?$/.test(new URL(target.url).pathname))
+    return "\nIs --url the function's own URL? cirrus start serves each function at <its functions URL>/<function>";
+  return '';
+}
+
 // The function and the body of its /reconcile request; throws ConfigError for a bad command line.
-function request(line: CommandLine<'url' | 'all' | 'dryRun' | 'signingSecretFile'>): {
+function request(line: CommandLine<ReconcileOptions>): {
   entry: FunctionEntry;
   body: object;
 } {
   const [fn = '', name] = line.positionals;
   const entry = findFunction(catalogue, fn) ?? catalogue.find((e) => e.reconcileAliases.includes(fn));
-  if (entry === undefined) throw new ConfigError(`unknown function '${fn}'`);
+  if (entry === undefined) {
+    // Suggested from the short names: a Go controller's full name would match every `node…`.
+    const known = catalogue.flatMap((e) => [e.name, e.controller.alias, ...e.reconcileAliases]);
+    const canonical = (n: string): string =>
+      (findFunction(catalogue, n) ?? catalogue.find((e) => e.reconcileAliases.includes(n)))?.name ?? n;
+    throw new ConfigError(
+      `unknown function '${fn}'${hint(fn, known, canonical)} (functions: ${catalogue.map((e) => e.name).join(', ')}; ` +
+        `or a Go controller's name or alias; ${catalogue.flatMap((e) => e.reconcileAliases.map((a) => `${a} for ${e.name}`)).join(', ')})`,
+    );
+  }
   // A function whose object is the whole cluster (routes: the route table) always reconciles all of it.
   const all = line.config.all || (entry.target.wholeCluster === true && name === undefined);
   if ((name === undefined) === !all) throw new ConfigError('name one object, or pass --all (not both)');
@@ -66,24 +144,34 @@ function objectName(entry: FunctionEntry, name: string): { name: string; namespa
   return { namespace, name: local };
 }
 
-/** A dry run's report, readably; the text as it came when it is not a report. */
+/**
+ * A report, readably: a heading, then per object its key and result and each change made (or on a
+ * dry run, each it would make); the text as it came when it is not a report.
+ */
 export function readable(text: string): string {
-  let report: Report;
+  let parsed: unknown;
   try {
-    report = JSON.parse(text) as Report;
+    parsed = JSON.parse(text);
   } catch {
     return `${text}\n`;
   }
-  if (!Array.isArray(report.objects)) return `${text}\n`;
-  const blocks = report.objects.map(objectText);
-  return `${report.function} dry run: nothing was changed\n${blocks.join('')}`;
+  if (typeof parsed !== 'object' || parsed === null || !Array.isArray((parsed as Partial<Report>).objects))
+    return `${text}\n`;
+  const report = parsed as Report;
+  const blocks = report.objects.map((object) => objectText(object, report.dryRun));
+  const count = `${report.objects.length} object${report.objects.length === 1 ? '' : 's'}`;
+  const heading = report.dryRun
+    ? `${report.function} dry run: nothing was changed`
+    : `${report.function}: reconciled ${count}`;
+  return `${heading}\n${blocks.join('')}`;
 }
 
-function objectText(object: ObjectReport): string {
+function objectText(object: ObjectReport, dryRun: boolean): string {
   const plan = object.changes.find((c) => c.action === 'plan')?.detail;
   const lines = [`${object.key}: ${object.result}${planHeading(plan)}`];
   if (typeof plan === 'object' && plan !== null) lines.push(...planLines(plan as LoadBalancerPlan));
-  for (const change of object.changes) if (change.action !== 'plan') lines.push(`  would ${changeText(change)}`);
+  for (const change of object.changes)
+    if (change.action !== 'plan') lines.push(`  ${dryRun ? 'would ' : ''}${changeText(change)}`);
   if (object.error !== undefined) lines.push(`  error: ${object.error}`);
   if (object.note !== undefined) lines.push(`  note: ${object.note}`);
   return `${lines.join('\n')}\n`;

@@ -12,8 +12,9 @@ import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { AppOptions, FunctionApp, PressureOptions } from '../../shared/host/app.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
 import { LeanCore } from '../../shared/kube/core.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
+import { hint } from '../suggest.ts';
 import { catalogue } from '../root.ts';
 import { readSecret } from './secret.ts';
 
@@ -29,18 +30,20 @@ export type ServeCommandOptions =
   | 'maxConcurrentRequests'
   | 'concurrentNodeSyncs'
   | 'concurrentServiceSyncs'
+  | 'loadBalancerClass'
   | 'configureCloudRoutes'
   | 'clusterCidr'
   | 'concurrentRouteOperations'
   | 'signingSecretFile'
-  | 'logLevel';
+  | 'logLevel'
+  | 'logFormat';
 
 /** Serves the function until `io.signal` aborts; exit status 0 after a clean stop. */
 export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): Promise<number> {
   const { config } = line;
   const entry = functionNamed(line.positionals[0] ?? '');
   const { name } = entry;
-  const log = createLogger({ name, level: config.logLevel });
+  const log = createLogger({ name, level: config.logLevel, destination: await logDestination(config.logFormat) });
   const { app, providerName } = await buildFunctionApp(entry, config, {
     signal: io.signal,
     log,
@@ -62,8 +65,13 @@ export type FunctionOptions = Exclude<ServeCommandOptions, 'bindAddress' | 'port
 /** The catalogue entry for a function name or alias; throws ConfigError listing the known names. */
 export function functionNamed(name: string): FunctionEntry {
   const entry = findFunction(catalogue, name);
-  if (entry === undefined)
-    throw new ConfigError(`unknown function '${name}' (known: ${knownNames(catalogue).join(', ')})`);
+  if (entry === undefined) {
+    const known = knownNames(catalogue);
+    // Suggested from the short names: a Go controller's full name would match every `node…`.
+    const near = catalogue.flatMap((e) => [e.name, e.controller.alias]);
+    const canonical = (n: string): string => findFunction(catalogue, n)?.name ?? n;
+    throw new ConfigError(`unknown function '${name}'${hint(name, near, canonical)} (known: ${known.join(', ')})`);
+  }
   return entry;
 }
 

@@ -18,6 +18,7 @@ import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { callBudget, leaseSettings, periodsOf, type CallBudgetOption, type LeaseOption } from './relay.ts';
 import { catalogue, loadRelay } from '../root.ts';
+import { announceStart } from './running.ts';
 import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
 import { connectCluster, exampleInventory, planCluster, planSummary } from './start-cluster.ts';
@@ -178,6 +179,16 @@ async function serveAll(
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
   const { server, functions } = await listen(definitions, { config, log, registry, secret }, stoppers);
   const local = `http://127.0.0.1:${functions.port}`;
+  // For `cirrus reconcile`: the functions' URL and the secret's file, recorded until start stops.
+  const names = definitions.map((d) => d.name);
+  const reconcile = await announceStart({
+    url: local,
+    functions: names,
+    secret,
+    secretFile: config.signingSecretFile,
+    env: io.env,
+  });
+  stoppers.push(reconcile);
   const relayModule = await loadRelay();
   const routing = relayModule.buildRoutingTable(catalogue, {
     to: definitions.map((d) => `${d.name}=${local}/${d.name}`),
@@ -224,6 +235,7 @@ async function serveAll(
       `  probes     ${server.address}/healthz, /readyz and /metrics`,
       ...(summary.skipped.length === 0 ? [] : [`  skipped    ${summary.skipped.join('; ')}`]),
       `  relay      in this process, ${election}, watching Nodes and Services`,
+      `  reconcile  ${reconcile.hint}`,
       `cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops`,
       '',
     ].join('\n'),

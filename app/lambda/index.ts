@@ -20,7 +20,7 @@ import { ConfigError, envName, parseConfig, type CommandOptions, type Config } f
 import type { FunctionEntry } from '../../shared/catalogue.ts';
 import { isListenOption, serveOptions, shareLibraryWithProviderModules } from '../cli/main.ts';
 import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, logDestination } from '../log.ts';
 import { extensionSecretStore, materializeSecrets } from './secrets.ts';
 
 /** The options a function takes on Lambda: those of `cirrus serve` but the listening address, and the secret IDs. */
@@ -113,7 +113,7 @@ async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions
   const { name } = entry;
   const env = options.env ?? process.env;
   const parsed = parseConfig(lambdaCommand, [], env);
-  const log = createLogger({ name, level: parsed.logLevel });
+  const log = createLogger({ name, level: parsed.logLevel, destination: await logDestination(parsed.logFormat) });
   try {
     const config = await materializeSecrets(requireSecrets(parsed), extensionSecretStore(env));
     if (config.providerModule !== undefined) shareLibraryWithProviderModules();

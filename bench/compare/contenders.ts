@@ -1,8 +1,11 @@
-// The four CCMs of the comparison and how each runs: the stock Go cloud-controller-manager at its
-// defaults, tuned, and at cirrus's width, and `cirrus start`; each in a process of its own (so its
-// CPU and memory can be read from /proc), with the benchmark cloud answering alike in both, and
-// stopped before the next one starts.
+// The CCMs of the comparison and how each runs: the stock Go cloud-controller-manager at its
+// defaults, tuned, and at cirrus's width; `cirrus start` from the TypeScript source (as `npm start`
+// runs it) and as shipped (the image's build, shipped.ts); and one function served alone as
+// shipped, `cirrus serve node-init` fed over signed HTTP by `cirrus relay` in a second process (the
+// Node scenarios only). Each in processes of its own (so that CPU and memory can be read from
+// /proc), with the benchmark cloud answering alike in all, and stopped before the next one starts.
 
+import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,9 +14,20 @@ import { defaultMaxConcurrentRequests } from '../../shared/host/index.ts';
 import { freePort, startProcess, type ManagedProcess } from '../../tools/control-plane/processes.ts';
 import { clusterCidr } from '../../test/harness/cirrus.ts';
 import { benchProviderName, type BenchCloudConfig } from './provider.ts';
+import type { Shipped } from './shipped.ts';
 
-export const contenderNames = ['go-defaults', 'go-tuned', 'go-width', 'cirrus'] as const;
+export const contenderNames = [
+  'go-defaults',
+  'go-tuned',
+  'go-width',
+  'cirrus-source',
+  'cirrus-build',
+  'cirrus-split',
+] as const;
 export type ContenderName = (typeof contenderNames)[number];
+
+/** The contender whose ratio to Go at cirrus's width the goals read: what ships. */
+export const shippedContender = 'cirrus-build' satisfies ContenderName;
 
 /**
  * How many reconciles `cirrus start` keeps in flight: its relay delivers at most
@@ -25,24 +39,61 @@ export const cirrusWidth = Math.min(defaultDelivery.concurrency, defaultMaxConcu
 export interface Contender {
   readonly name: ContenderName;
   readonly label: string;
+  readonly kind: 'go' | 'start' | 'split';
+  /** Whether it runs from the build (shipped.ts) rather than the .ts source. */
+  readonly built: boolean;
   /** Flags beyond those every run of its kind gets. */
   readonly flags: readonly string[];
+  /** Whether it runs the Node scenarios only (it has no load-balancer function). */
+  readonly nodesOnly: boolean;
 }
 
+const go = (name: ContenderName, label: string, flags: string[]): Contender => ({
+  name,
+  label,
+  kind: 'go',
+  built: false,
+  flags,
+  nodesOnly: false,
+});
+
 export const contenders: Record<ContenderName, Contender> = {
-  'go-defaults': { name: 'go-defaults', label: 'Go, defaults', flags: [] },
-  'go-tuned': {
-    name: 'go-tuned',
-    label: 'Go, tuned',
-    flags: ['--concurrent-node-syncs=10', '--concurrent-service-syncs=10', '--kube-api-qps=200'],
+  'go-defaults': go('go-defaults', 'Go, defaults', []),
+  'go-tuned': go('go-tuned', 'Go, tuned', [
+    '--concurrent-node-syncs=10',
+    '--concurrent-service-syncs=10',
+    '--kube-api-qps=200',
+  ]),
+  // A negative QPS turns client-go's rate limiter off.
+  'go-width': go('go-width', `Go, ${cirrusWidth} workers`, [
+    `--concurrent-node-syncs=${cirrusWidth}`,
+    `--concurrent-service-syncs=${cirrusWidth}`,
+    '--kube-api-qps=-1',
+  ]),
+  'cirrus-source': {
+    name: 'cirrus-source',
+    label: 'cirrus start, .ts source',
+    kind: 'start',
+    built: false,
+    flags: [],
+    nodesOnly: false,
   },
-  'go-width': {
-    name: 'go-width',
-    label: `Go, ${cirrusWidth} workers`,
-    // A negative QPS turns client-go's rate limiter off.
-    flags: [`--concurrent-node-syncs=${cirrusWidth}`, `--concurrent-service-syncs=${cirrusWidth}`, '--kube-api-qps=-1'],
+  'cirrus-build': {
+    name: 'cirrus-build',
+    label: 'cirrus start, build',
+    kind: 'start',
+    built: true,
+    flags: [],
+    nodesOnly: false,
   },
-  cirrus: { name: 'cirrus', label: 'cirrus start', flags: [] },
+  'cirrus-split': {
+    name: 'cirrus-split',
+    label: 'serve node-init + relay, build',
+    kind: 'split',
+    built: true,
+    flags: [],
+    nodesOnly: true,
+  },
 };
 
 /** What the cloud reports (GET /calls on either cloud). */
@@ -53,11 +104,18 @@ export interface CloudCalls {
   readonly updates: { service: string; nodes: string[]; at: number }[];
 }
 
+/** One process of a running CCM: the whole CCM, or (cirrus-split) the function or the relay. */
+export interface CcmProcess {
+  readonly role: 'ccm' | 'function' | 'relay';
+  readonly pid: number;
+}
+
 export interface RunningCcm {
   readonly contender: Contender;
-  readonly pid: number;
-  readonly logFile: string;
-  /** Throws when the process has exited: called while waiting, so that a crash fails at once. */
+  /** Its processes; the figures of the CCM are their sums. */
+  readonly processes: readonly CcmProcess[];
+  readonly logFiles: readonly string[];
+  /** Throws when a process has exited: called while waiting, so that a crash fails at once. */
   assertAlive(): void;
   cloudCalls(updatesFrom?: number): Promise<CloudCalls>;
   stop(): Promise<void>;
@@ -66,6 +124,8 @@ export interface RunningCcm {
 export interface StartSettings {
   readonly kubeconfig: string;
   readonly goBinary: string;
+  /** The build, for the contenders that run it. */
+  readonly shipped: Shipped | undefined;
   readonly logDir: string;
   /** Names this process's log and cloud-config files. */
   readonly tag: string;
@@ -73,42 +133,131 @@ export interface StartSettings {
   readonly lbLatencyMs: number;
 }
 
-const cli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
-const providerModule = fileURLToPath(new URL('provider.ts', import.meta.url));
+const sourceCli = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
+const sourceProvider = fileURLToPath(new URL('provider.ts', import.meta.url));
 
 /** Starts the contender against the cluster; each CCM at its default log level, logging to a file. */
 export async function startCcm(contender: Contender, settings: StartSettings): Promise<RunningCcm> {
   const statsPort = await freePort();
-  const logFile = join(settings.logDir, `${settings.tag}.log`);
-  let child: ManagedProcess;
-  if (contender.name === 'cirrus') {
-    const cloudConfig = join(settings.logDir, `${settings.tag}.cloud-config.json`);
-    const config: BenchCloudConfig = { latencyMs: settings.latencyMs, lbLatencyMs: settings.lbLatencyMs, statsPort };
-    await writeFile(cloudConfig, JSON.stringify(config));
-    const args = [cli, 'start', '--cloud-provider', benchProviderName, '--provider-module', providerModule];
-    args.push('--cloud-config', cloudConfig, '--kubeconfig', settings.kubeconfig, '--leader-elect=false');
-    args.push('--cluster-cidr', clusterCidr, '--bind-address', '127.0.0.1', '--port', String(await freePort()));
-    child = await startProcess('cirrus start', process.execPath, [...args, ...contender.flags], logFile);
-  } else {
-    const args = [`--cloud-provider=bench`, `--kubeconfig=${settings.kubeconfig}`, '--leader-elect=false'];
-    args.push('--use-service-account-credentials=false', '--secure-port=0', '--webhook-secure-port=0');
-    args.push(`--cluster-cidr=${clusterCidr}`, '--configure-cloud-routes=true');
-    args.push(`--bench-latency=${settings.latencyMs}ms`, `--bench-lb-latency=${settings.lbLatencyMs}ms`);
-    args.push(`--bench-stats-address=127.0.0.1:${statsPort}`);
-    child = await startProcess('cloud-controller-manager', settings.goBinary, [...args, ...contender.flags], logFile);
+  const children: [CcmProcess['role'], ManagedProcess][] = [];
+  const stopAll = async (): Promise<void> => {
+    // The relay first, so that it delivers nothing to a function that is gone.
+    for (const [, child] of [...children].reverse()) await child.stop(10_000);
+  };
+  try {
+    if (contender.kind === 'go') children.push(['ccm', await startGo(contender, settings, statsPort)]);
+    else if (contender.kind === 'start') children.push(['ccm', await startCirrus(contender, settings, statsPort)]);
+    else await startSplit(contender, settings, statsPort, children);
+  } catch (error) {
+    await stopAll();
+    throw error;
   }
+  const logFiles = children.map(([, c]) => c.logFile);
   return {
     contender,
-    pid: child.pid,
-    logFile,
+    processes: children.map(([role, child]) => ({ role, pid: child.pid })),
+    logFiles,
     assertAlive: () => {
-      if (child.hasExited()) throw new Error(`${contender.label} exited; its log: ${logFile}`);
+      const gone = children.find(([, child]) => child.hasExited());
+      if (gone !== undefined)
+        throw new Error(`${contender.label}: ${gone[1].name} exited; its log: ${gone[1].logFile}`);
     },
     cloudCalls: async (updatesFrom = 0) => {
       const reply = await fetch(`http://127.0.0.1:${statsPort}/calls?updatesFrom=${updatesFrom}`);
       if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
       return (await reply.json()) as CloudCalls;
     },
-    stop: () => child.stop(10_000),
+    stop: stopAll,
   };
+}
+
+async function startGo(contender: Contender, settings: StartSettings, statsPort: number): Promise<ManagedProcess> {
+  const args = [`--cloud-provider=bench`, `--kubeconfig=${settings.kubeconfig}`, '--leader-elect=false'];
+  args.push('--use-service-account-credentials=false', '--secure-port=0', '--webhook-secure-port=0');
+  args.push(`--cluster-cidr=${clusterCidr}`, '--configure-cloud-routes=true');
+  args.push(`--bench-latency=${settings.latencyMs}ms`, `--bench-lb-latency=${settings.lbLatencyMs}ms`);
+  args.push(`--bench-stats-address=127.0.0.1:${statsPort}`);
+  const logFile = join(settings.logDir, `${settings.tag}.log`);
+  return startProcess('cloud-controller-manager', settings.goBinary, [...args, ...contender.flags], logFile);
+}
+
+async function startCirrus(contender: Contender, settings: StartSettings, statsPort: number): Promise<ManagedProcess> {
+  const args = ['start', ...(await providerArgs(contender, settings, statsPort)), '--leader-elect=false'];
+  args.push('--cluster-cidr', clusterCidr, '--bind-address', '127.0.0.1', '--port', String(await freePort()));
+  const logFile = join(settings.logDir, `${settings.tag}.log`);
+  return runCli(contender, settings, { name: 'cirrus start', args: [...args, ...contender.flags], logFile });
+}
+
+// node-init alone, as a Knative Service runs it (the image's `cirrus serve node-init`), and the
+// relay as its Deployment runs it, delivering to it only, each request signed with one secret.
+async function startSplit(
+  contender: Contender,
+  settings: StartSettings,
+  statsPort: number,
+  children: [CcmProcess['role'], ManagedProcess][],
+): Promise<void> {
+  const secretFile = join(settings.logDir, `${settings.tag}.signing-secret`);
+  await writeFile(secretFile, randomBytes(32).toString('base64url'), { mode: 0o600 });
+  const port = await freePort();
+  const serve = ['serve', 'node-init', ...(await providerArgs(contender, settings, statsPort))];
+  serve.push('--signing-secret-file', secretFile, '--bind-address', '127.0.0.1', '--port', String(port));
+  const serveLog = join(settings.logDir, `${settings.tag}.node-init.log`);
+  children.push([
+    'function',
+    await runCli(contender, settings, { name: 'cirrus serve node-init', args: serve, logFile: serveLog }),
+  ]);
+  await listening(port, () => children[0]?.[1].hasExited() ?? true, serveLog);
+  const relay = ['relay', '--kubeconfig', settings.kubeconfig, '--to', `node-init=http://127.0.0.1:${port}`];
+  relay.push('--signing-secret-file', secretFile, '--leader-elect=false');
+  relay.push('--bind-address', '127.0.0.1', '--port', String(await freePort()));
+  const relayLog = join(settings.logDir, `${settings.tag}.relay.log`);
+  children.push(['relay', await runCli(contender, settings, { name: 'cirrus relay', args: relay, logFile: relayLog })]);
+}
+
+async function providerArgs(contender: Contender, settings: StartSettings, statsPort: number): Promise<string[]> {
+  const cloudConfig = join(settings.logDir, `${settings.tag}.cloud-config.json`);
+  const config: BenchCloudConfig = { latencyMs: settings.latencyMs, lbLatencyMs: settings.lbLatencyMs, statsPort };
+  await writeFile(cloudConfig, JSON.stringify(config));
+  const module = contender.built ? shippedOf(contender, settings).providerModule : sourceProvider;
+  return ['--cloud-provider', benchProviderName, '--provider-module', module, '--cloud-config', cloudConfig].concat(
+    '--kubeconfig',
+    settings.kubeconfig,
+  );
+}
+
+// The source's bin/cirrus.js, or the build's cirrus.js with the image's environment (through
+// env(1), which execs: the pid stays the one measured).
+function runCli(
+  contender: Contender,
+  settings: StartSettings,
+  command: { name: string; args: string[]; logFile: string },
+): Promise<ManagedProcess> {
+  const { name, args, logFile } = command;
+  if (!contender.built) return startProcess(name, process.execPath, [sourceCli, ...args], logFile);
+  const shipped = shippedOf(contender, settings);
+  const env = Object.entries(shipped.env).map(([key, value]) => `${key}=${value}`);
+  return startProcess(name, 'env', [...env, process.execPath, shipped.cli, ...args], logFile);
+}
+
+function shippedOf(contender: Contender, settings: StartSettings): Shipped {
+  if (settings.shipped === undefined) throw new Error(`${contender.label} runs the build, and none was made`);
+  return settings.shipped;
+}
+
+// Waits until the function answers /healthz (so the relay's first deliveries find it).
+async function listening(port: number, exited: () => boolean, logFile: string): Promise<void> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    try {
+      const reply = await fetch(`http://127.0.0.1:${port}/healthz`);
+      await reply.arrayBuffer();
+      if (reply.ok) return;
+    } catch {
+      // not yet listening
+    }
+    if (exited()) throw new Error(`cirrus serve node-init exited; its log: ${logFile}`);
+    if (performance.now() > deadline)
+      throw new Error(`cirrus serve node-init did not answer /healthz; its log: ${logFile}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }

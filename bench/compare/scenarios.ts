@@ -3,13 +3,14 @@
 //   2. Nodes created at once: the same, and last create → last taint removed;
 //   3. LoadBalancer Services created at 50/s, ensure 1 s: create → status.loadBalancer.ingress;
 //   4. one of their Nodes excluded: label PATCH → each Service's updateLoadBalancer returned.
-// A window's costs: the CCM's CPU time and peak resident set, the API server's CPU time, and the
-// API requests the API server counted minus the harness's own. Before any of it, sampleCheck()
-// makes the CCM initialize one Node and provision one load balancer and compares what it wrote.
+// A window's costs: the CCM's CPU time and peak resident set (of each of its processes, and their
+// sums), the API server's CPU time, and the API requests the API server counted minus the
+// harness's own. Before any of it, sampleCheck() makes the CCM initialize one Node and (unless it
+// runs the Node scenarios only) provision one load balancer, and compares what it wrote.
 
 import { deleteNodes, listVersion, nodeObject, uninitializedTaint } from '../../test/harness/context.ts';
 import { difference, sleep, type Counts, type Kube, type KubeObject } from '../../test/harness/kube.ts';
-import type { RunningCcm } from './contenders.ts';
+import type { CcmProcess, RunningCcm } from './contenders.ts';
 import { cpuMs, memoryMb, resetPeak, sampleRss } from './procfs.ts';
 
 export interface Harness {
@@ -18,11 +19,15 @@ export interface Harness {
 }
 
 export interface Costs {
+  /** Summed over the CCM's processes. */
   readonly ccmCpuMs: number;
   readonly apiserverCpuMs: number;
   /** API requests of the CCM (see count()), and the writes among them. */
   readonly requests: { readonly all: number; readonly mutating: number };
+  /** The sum of its processes' peaks (each read alone; they need not have peaked at once). */
   readonly peakRssMb: number;
+  /** Each process's own, by role (the whole CCM, or the function and the relay). */
+  readonly byProcess: Partial<Record<CcmProcess['role'], { readonly cpuMs: number; readonly peakRssMb: number }>>;
   readonly seconds: number;
   readonly apiserverCounts: Counts;
   readonly harnessCounts: Counts;
@@ -55,9 +60,9 @@ export async function initNodes(
   const wrong: string[] = [];
   const path = `/api/v1/nodes?labelSelector=${encodeURIComponent(`${groupLabel}=${run.group}`)}`;
   const abort = new AbortController();
-  const watching = kube.watch(
-    path,
-    await listVersion(kube, '/api/v1/nodes'),
+  const watching = watch(
+    kube,
+    { path, resourceVersion: await listVersion(kube, '/api/v1/nodes') },
     ({ object }) => {
       const name = object.metadata.name;
       if (cleared.has(name) || taintsOf(object).includes(uninitializedTaint)) return;
@@ -119,9 +124,12 @@ async function ensureAll(h: Harness, ccm: RunningCcm, count: number): Promise<Sc
   const served = new Map<string, number>();
   const wrong: string[] = [];
   const abort = new AbortController();
-  const watching = kube.watch(
-    `${servicesPath}?labelSelector=${encodeURIComponent(`${groupLabel}=cmp-lb`)}`,
-    await listVersion(kube, servicesPath),
+  const watching = watch(
+    kube,
+    {
+      path: `${servicesPath}?labelSelector=${encodeURIComponent(`${groupLabel}=cmp-lb`)}`,
+      resourceVersion: await listVersion(kube, servicesPath),
+    },
     ({ object }) => {
       const name = object.metadata.name;
       const ingress = ingressOf(object)[0];
@@ -180,7 +188,7 @@ async function nodeSync(h: Harness, ccm: RunningCcm, count: number, excluded: st
   return { objects: count, latenciesMs, perSecond: count / (drainMs / 1000), drainMs, costs };
 }
 
-/** The fields both CCMs write, from one Node and one load-balanced Service. */
+/** The fields every CCM writes, from one Node and one load-balanced Service. */
 export interface Sample {
   readonly node: {
     providerID: unknown;
@@ -188,12 +196,14 @@ export interface Sample {
     addresses: unknown;
     taints: string[];
   };
+  /** Undefined for a CCM that runs the Node scenarios only. */
   readonly ingress: unknown;
 }
 
 /**
  * Has the CCM initialize one Node and provision one load balancer (which also says it is ready),
  * removes both, and returns what it wrote; throws when that is not what the benchmark cloud answers.
+ * A CCM that runs the Node scenarios only gets the Node only.
  */
 export async function sampleCheck(
   h: Harness,
@@ -204,13 +214,7 @@ export async function sampleCheck(
   const name = 'cmp-sample';
   await kube.call('POST', '/api/v1/nodes', nodeObject(name, 'cmp-sample', true));
   const node = await initialized(kube, ccm, name);
-  await kube.call('POST', servicesPath, serviceObject(name, 'cmp-sample'));
-  let service: KubeObject | undefined;
-  await waitFor(ccm, 'the sample load balancer', 120_000, async () => {
-    const current = await kube.call('GET', `${servicesPath}/${name}`);
-    if (ingressOf(current).length > 0) service = current;
-    return service !== undefined;
-  });
+  const service = ccm.contender.nodesOnly ? undefined : await sampleLoadBalancer(kube, ccm, name);
   const labels = Object.fromEntries(
     Object.entries(node.metadata.labels ?? {})
       .filter(([key]) => key !== groupLabel)
@@ -225,15 +229,26 @@ export async function sampleCheck(
     },
     ingress: service === undefined ? undefined : ingressOf(service),
   };
-  await kube.call('DELETE', `${servicesPath}/${name}`);
-  await waitFor(
-    ccm,
-    'the sample Service deleted',
-    120_000,
-    async () => !(await exists(kube, `${servicesPath}/${name}`)),
-  );
+  if (service !== undefined) {
+    await kube.call('DELETE', `${servicesPath}/${name}`);
+    await waitFor(
+      ccm,
+      'the sample Service deleted',
+      120_000,
+      async () => !(await exists(kube, `${servicesPath}/${name}`)),
+    );
+  }
   await removeNodes(kube, 'cmp-sample');
-  const problems = [
+  const problems = problemsOf(sample, expected);
+  if (problems.length > 0)
+    throw new Error(`${ccm.contender.label} wrote what the benchmark cloud did not answer: ${problems.join('; ')}`);
+  return sample;
+}
+
+// What in the sample differs from what the benchmark cloud answers.
+function problemsOf(sample: Sample, expected: Parameters<typeof sampleCheck>[2]): string[] {
+  const { labels } = sample.node;
+  return [
     sample.node.providerID === expected.providerID ? '' : `providerID ${String(sample.node.providerID)}`,
     JSON.stringify(sample.node.addresses) === JSON.stringify(expected.addresses)
       ? ''
@@ -241,9 +256,18 @@ export async function sampleCheck(
     ...Object.entries(expected.labels).map(([k, v]) => (labels[k] === v ? '' : `label ${k}=${labels[k] ?? '(none)'}`)),
     sample.node.taints.includes(uninitializedTaint) ? 'still tainted uninitialized' : '',
   ].filter(Boolean);
-  if (problems.length > 0)
-    throw new Error(`${ccm.contender.label} wrote what the benchmark cloud did not answer: ${problems.join('; ')}`);
-  return sample;
+}
+
+async function sampleLoadBalancer(kube: Kube, ccm: RunningCcm, name: string): Promise<KubeObject> {
+  await kube.call('POST', servicesPath, serviceObject(name, 'cmp-sample'));
+  let service: KubeObject | undefined;
+  await waitFor(ccm, 'the sample load balancer', 120_000, async () => {
+    const current = await kube.call('GET', `${servicesPath}/${name}`);
+    if (ingressOf(current).length > 0) service = current;
+    return service !== undefined;
+  });
+  if (service === undefined) throw new Error('the sample load balancer was not provisioned');
+  return service;
 }
 
 /** After a CCM stopped: deletes the LB scenario's Services (dropping the finalizers nobody will remove now) and Nodes. */
@@ -265,33 +289,77 @@ export async function removeLoadBalancers(kube: Kube): Promise<void> {
   await removeNodes(kube, 'cmp-lb');
 }
 
+/**
+ * Kube.watch until `signal` aborts, resumed from the last event's resourceVersion when the
+ * connection breaks or ends (on a busy machine a watch has been seen to reset mid-scenario), at
+ * most 5 times;
+ * it never rejects before it is awaited, so a broken watch fails the scenario, not the process.
+ */
+function watch(
+  kube: Kube,
+  { path, resourceVersion }: { path: string; resourceVersion: string },
+  onEvent: (event: { type: string; object: KubeObject }) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  let version = resourceVersion;
+  const seen = (event: { type: string; object: KubeObject }): void => {
+    // An ERROR (the version expired) ends the watch; the scenario then times out naming what it waited for.
+    if (event.type === 'ERROR') return;
+    version = event.object.metadata.resourceVersion ?? version;
+    onEvent(event);
+  };
+  const stopped = (): boolean => signal.aborted;
+  const run = async (): Promise<void> => {
+    for (let attempt = 1; !stopped(); attempt++) {
+      try {
+        await kube.watch(path, version, seen, signal);
+        if (attempt === 5) return;
+      } catch (error) {
+        if (stopped() || attempt === 5) throw error;
+      }
+      await sleep(200);
+    }
+  };
+  const watching = run();
+  watching.catch(() => undefined);
+  return watching;
+}
+
 // Runs `body` (which waits for the last object), lets trailing writes land, and reads the costs.
 async function measured(h: Harness, ccm: RunningCcm, body: () => Promise<void>): Promise<Costs> {
   const { kube } = h;
   const before = await kube.requestCounters();
   const sentBefore = { ...kube.sent };
-  const cpuBefore = cpuMs(ccm.pid);
+  const watched = ccm.processes.map((p) => ({
+    ...p,
+    cpuBefore: cpuMs(p.pid),
+    peakReset: resetPeak(p.pid),
+    sampler: sampleRss(p.pid),
+  }));
   const apiserverBefore = cpuMs(h.apiserverPid);
-  const peakReset = resetPeak(ccm.pid);
-  const sampler = sampleRss(ccm.pid);
   const started = performance.now();
   await body();
   await settle(kube);
-  const ccmCpuMs = cpuMs(ccm.pid) - cpuBefore;
   const apiserverCpuMs = cpuMs(h.apiserverPid) - apiserverBefore;
-  const sampled = sampler.stop();
+  const byProcess: Costs['byProcess'] = {};
+  for (const p of watched) {
+    const cpu = cpuMs(p.pid) - p.cpuBefore;
+    const sampled = p.sampler.stop();
+    byProcess[p.role] = { cpuMs: cpu, peakRssMb: p.peakReset ? Math.max(memoryMb(p.pid).peak, sampled) : sampled };
+  }
   const seconds = (performance.now() - started) / 1000;
-  const peakRssMb = peakReset ? Math.max(memoryMb(ccm.pid).peak, sampled) : sampled;
+  const processes = Object.values(byProcess);
   const apiserverCounts = difference(await kube.requestCounters(), before);
   const harnessCounts = difference(kube.sent, sentBefore);
   const all = count(apiserverCounts, () => true) - count(harnessCounts, () => true);
   const mutating =
     count(apiserverCounts, (v) => mutatingVerbs.has(v)) - count(harnessCounts, (v) => mutatingVerbs.has(v));
   return {
-    ccmCpuMs,
+    ccmCpuMs: processes.reduce((sum, p) => sum + p.cpuMs, 0),
     apiserverCpuMs,
     requests: { all, mutating },
-    peakRssMb,
+    peakRssMb: processes.reduce((sum, p) => sum + p.peakRssMb, 0),
+    byProcess,
     seconds,
     apiserverCounts,
     harnessCounts,

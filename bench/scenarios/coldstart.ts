@@ -127,8 +127,9 @@ function allVariants(out: string, compileCache: string, kubeconfig: string): Var
   ];
 }
 
-// The image warms Node's compile cache at build time by loading every module once (deploy/Dockerfile).
-async function warmCompileCache(dir: string, cache: string): Promise<void> {
+// The image warms Node's compile cache at build time by loading every module once (deploy/Dockerfile);
+// the comparison (../compare/shipped.ts) warms it alike.
+export async function warmCompileCache(dir: string, cache: string): Promise<void> {
   const warm =
     "import { readdirSync } from 'node:fs'; " +
     `for (const f of readdirSync(${JSON.stringify(dir)})) ` +

@@ -55,7 +55,8 @@ export function namingProvider(config: NamingConfig): CloudProvider {
         instanceType: groups['type'] ?? '',
         zone: groups['zone'] ?? '',
         region: config.region,
-        nodeAddresses: [],
+        // A name says nothing of addresses: the Node's own, as its kubelet reported them.
+        nodeAddresses: [...(node.status?.addresses ?? [])],
         additionalLabels: {},
       });
     },

@@ -23,6 +23,8 @@ export interface ServiceLbOptions {
   readonly clusterName: string;
   /** Services handled at once by a pass over all of them (default 10). */
   readonly concurrency?: number;
+  /** Serve only Services of this `spec.loadBalancerClass` (`--load-balancer-class`); undefined: those without one. */
+  readonly loadBalancerClass?: string | undefined;
 }
 
 /** The service-lb function. */
@@ -32,6 +34,7 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     loadBalancer: options.loadBalancer,
     clusterName: options.clusterName,
     concurrency: options.concurrency ?? 10,
+    loadBalancerClass: options.loadBalancerClass,
     serializer: new KeyedSerializer(),
     nodes: new NodeLister(options.core),
   };

@@ -82,7 +82,7 @@ async function releaseOrphan(
  */
 export async function vanished(deps: ServiceLbDeps, key: string, options: ServiceSyncOptions): Promise<ObjectReport> {
   const last = options.lastKnown as V1Service | undefined;
-  if (last?.kind !== 'Service' || !wantsLoadBalancer(last) || serviceKey(last) !== key)
+  if (last?.kind !== 'Service' || !wantsLoadBalancer(last, deps.loadBalancerClass) || serviceKey(last) !== key)
     return { key, result: 'not-found', changes: [] };
   if ((await deps.loadBalancer.getLoadBalancer(deps.clusterName, last, options.signal)) === undefined)
     return { key, result: 'not-found', changes: [] };

@@ -15,9 +15,18 @@ export const excludeLabel = 'node.kubernetes.io/exclude-from-external-load-balan
 /** cirrus's record of the last successful sync (JSON `{spec, nodes}` fingerprints). */
 export const syncedAnnotation = 'service-lb.cirrus-ccm.dev/synced';
 
-/** Type LoadBalancer, and no loadBalancerClass (a class means another controller owns it). */
-export function wantsLoadBalancer(service: V1Service): boolean {
-  return service.spec?.type === 'LoadBalancer' && service.spec.loadBalancerClass == null;
+/**
+ * Type LoadBalancer, of the class this service-lb serves (`--load-balancer-class`): with none
+ * given, Services without a class, as upstream's wantsLoadBalancer (a class means another
+ * controller owns the Service); with one, only Services of that class.
+ */
+export function wantsLoadBalancer(service: V1Service, loadBalancerClass?: string): boolean {
+  return service.spec?.type === 'LoadBalancer' && classMatches(service, loadBalancerClass);
+}
+
+function classMatches(service: V1Service, loadBalancerClass: string | undefined): boolean {
+  const own = service.spec?.loadBalancerClass;
+  return loadBalancerClass === undefined ? own == null : own === loadBalancerClass;
 }
 
 export function hasFinalizer(service: V1Service): boolean {
@@ -25,12 +34,25 @@ export function hasFinalizer(service: V1Service): boolean {
 }
 
 /**
- * Whether the Service's load balancer must be deleted: it carries cirrus's finalizer or sync
- * record (the proof that cirrus made one) and is being deleted or no longer wants one.
+ * Whether the Service's load balancer must be deleted by this service-lb: it is ours, and is being
+ * deleted or no longer wants one. Ours: of the class served here (`--load-balancer-class`, none by
+ * default) and carrying the cleanup finalizer or cirrus's sync record; or, of another class or none
+ * (the type changed, or the class with it), carrying a sync record made under the class served here
+ * (the record names it; none when absent). The finalizer's name is upstream's, shared by every
+ * controller that follows it, so a finalizer without a record counts only on a Service of the class
+ * served — without a class for a service-lb with none, as upstream's needsCleanup.
  */
-export function needsCleanup(service: V1Service): boolean {
-  const ours = hasFinalizer(service) || service.metadata?.annotations?.[syncedAnnotation] !== undefined;
-  return ours && (service.metadata?.deletionTimestamp != null || !wantsLoadBalancer(service));
+export function needsCleanup(service: V1Service, loadBalancerClass?: string): boolean {
+  if (!isOurs(service, loadBalancerClass)) return false;
+  return service.metadata?.deletionTimestamp != null || !wantsLoadBalancer(service, loadBalancerClass);
+}
+
+function isOurs(service: V1Service, loadBalancerClass: string | undefined): boolean {
+  const recorded = service.metadata?.annotations?.[syncedAnnotation] !== undefined;
+  if (!hasFinalizer(service) && !recorded) return false;
+  if (classMatches(service, loadBalancerClass)) return true;
+  // A damaged record names no class: it counts as made without one.
+  return recorded && syncRecord(service)?.class === loadBalancerClass;
 }
 
 // Go's strconv.ParseBool.
@@ -75,6 +97,8 @@ export function specFingerprint(service: V1Service): string {
     externalIps: spec.externalIPs,
     annotations,
     uid: service.metadata?.uid,
+    // Absent (left out by JSON.stringify) without a class: classless Services keep their fingerprint.
+    loadBalancerClass: spec.loadBalancerClass ?? undefined,
     externalTrafficPolicy: spec.externalTrafficPolicy,
     healthCheckNodePort: spec.healthCheckNodePort,
     ipFamilies: spec.ipFamilies?.length,
@@ -109,6 +133,8 @@ export function nodeListDigest(nodes: Iterable<V1Node>): string {
 export interface SyncRecord {
   readonly spec: string;
   readonly nodes: string;
+  /** The `--load-balancer-class` of the service-lb that made it; absent for none. */
+  readonly class?: string;
 }
 
 /** The Service's sync record, or undefined when it has none (or a damaged one: then it syncs again). */
@@ -116,10 +142,10 @@ export function syncRecord(service: V1Service): SyncRecord | undefined {
   const text = service.metadata?.annotations?.[syncedAnnotation];
   if (text === undefined) return undefined;
   try {
-    const value = JSON.parse(text) as Partial<SyncRecord>;
-    return typeof value.spec === 'string' && typeof value.nodes === 'string'
-      ? { spec: value.spec, nodes: value.nodes }
-      : undefined;
+    const value = JSON.parse(text) as Partial<Record<keyof SyncRecord, unknown>>;
+    if (typeof value.spec !== 'string' || typeof value.nodes !== 'string') return undefined;
+    if (value.class !== undefined && typeof value.class !== 'string') return undefined;
+    return { spec: value.spec, nodes: value.nodes, ...(value.class === undefined ? {} : { class: value.class }) };
   } catch {
     return undefined;
   }

@@ -12,13 +12,15 @@ import type { Change } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, strategicMergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import type { NodeLister } from './nodes.ts';
-import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation } from './predicates.ts';
+import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation, type SyncRecord } from './predicates.ts';
 
 /** What the service-lb reconcile works with. */
 export interface ServiceLbDeps {
   readonly core: Core;
   readonly loadBalancer: LoadBalancer;
   readonly clusterName: string;
+  /** `--load-balancer-class`: the class of the Services served (predicates.ts wantsLoadBalancer); undefined for none. */
+  readonly loadBalancerClass?: string | undefined;
   /** Services handled at once by a pass over all of them. */
   readonly concurrency: number;
   /** One reconcile per Service at a time, whatever asked for it: two ensures at once could make two load balancers. */
@@ -144,11 +146,7 @@ export async function removeFinalizer(run: Run): Promise<void> {
 
 // The ingress and the sync record in one merge patch; skipped when neither changed. `record` null
 // removes it (after cleanup). A Service gone meanwhile (its finalizer just removed) is no error.
-export async function patchStatus(
-  run: Run,
-  status: V1LoadBalancerStatus,
-  record: { spec: string; nodes: string } | null,
-): Promise<void> {
+export async function patchStatus(run: Run, status: V1LoadBalancerStatus, record: SyncRecord | null): Promise<void> {
   const body = statusPatch(run.service, status, record);
   if (body === undefined) return;
   try {
@@ -159,11 +157,7 @@ export async function patchStatus(
 }
 
 // The merge patch that brings the ingress and the record to what they should be, or undefined.
-function statusPatch(
-  service: V1Service,
-  status: V1LoadBalancerStatus,
-  record: { spec: string; nodes: string } | null,
-): object | undefined {
+function statusPatch(service: V1Service, status: V1LoadBalancerStatus, record: SyncRecord | null): object | undefined {
   const current = recordText(service);
   const next = record === null ? null : JSON.stringify(record);
   const statusChanged = !loadBalancerStatusEqual(service.status?.loadBalancer, status);

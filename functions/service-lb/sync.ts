@@ -20,6 +20,7 @@ import {
   nodesFingerprint,
   specFingerprint,
   syncRecord,
+  type SyncRecord,
   wantsLoadBalancer,
 } from './predicates.ts';
 import {
@@ -50,7 +51,11 @@ export async function syncService(
   options: ServiceSyncOptions,
 ): Promise<ObjectReport> {
   const claimed = options.claimed as V1Service | undefined;
-  if (claimed !== undefined && !wantsLoadBalancer(claimed) && !needsCleanup(claimed))
+  if (
+    claimed !== undefined &&
+    !wantsLoadBalancer(claimed, deps.loadBalancerClass) &&
+    !needsCleanup(claimed, deps.loadBalancerClass)
+  )
     return { key: `Service/${namespace}/${name}`, result: 'ignored', changes: [] };
   return deps.serializer.run(`Service/${namespace}/${name}`, () => readAndSync(deps, namespace, name, options));
 }
@@ -97,7 +102,9 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
       deps.core.listServiceForAllNamespaces(),
       deps.nodes.nodes(undefined, options.signal),
     ]);
-    const relevant = items.filter((s) => wantsLoadBalancer(s) || needsCleanup(s));
+    const relevant = items.filter(
+      (s) => wantsLoadBalancer(s, deps.loadBalancerClass) || needsCleanup(s, deps.loadBalancerClass),
+    );
     const reports = await mapLimit(relevant, deps.concurrency, async (service) => {
       try {
         // The listed Service is fresh enough unless another reconcile of it ran since the list.
@@ -123,8 +130,9 @@ async function syncFetched(
   options: ServiceSyncOptions,
 ): Promise<ObjectReport> {
   const run: Run = { deps, options, service, key: serviceKey(service), changes: [] };
-  const cleanup = needsCleanup(service);
-  if (!cleanup && !wantsLoadBalancer(service)) return { key: run.key, result: 'ignored', changes: [] };
+  const cleanup = needsCleanup(service, deps.loadBalancerClass);
+  if (!cleanup && !wantsLoadBalancer(service, deps.loadBalancerClass))
+    return { key: run.key, result: 'ignored', changes: [] };
   try {
     const result = cleanup ? await deleteBranch(run) : await ensureBranch(run, await nodes());
     return { key: run.key, result, changes: run.changes };
@@ -165,14 +173,20 @@ async function ensureBranch(run: Run, nodes: readonly V1Node[]): Promise<string>
   const spec = specFingerprint(run.service);
   const nodeSet = nodesFingerprint(nodes);
   const record = syncRecord(run.service);
-  if (record?.spec === spec && hasFinalizer(run.service)) {
+  const next = recordOf(spec, nodeSet, run.deps.loadBalancerClass);
+  if (record?.spec === spec && record.class === next.class && hasFinalizer(run.service)) {
     if (record.nodes === nodeSet) return 'unchanged';
     if (await updateHosts(run, nodes)) {
-      await patchStatus(run, run.service.status?.loadBalancer ?? {}, { spec, nodes: nodeSet });
+      await patchStatus(run, run.service.status?.loadBalancer ?? {}, next);
       return run.options.dryRun ? dryRunResult(run, nodes, 'hosts-updated') : 'hosts-updated';
     }
   }
-  return ensure(run, nodes, { spec, nodes: nodeSet });
+  return ensure(run, nodes, next);
+}
+
+// The record of a sync: the fingerprints, and the class it was made under when there is one.
+function recordOf(spec: string, nodes: string, loadBalancerClass: string | undefined): SyncRecord {
+  return loadBalancerClass === undefined ? { spec, nodes } : { spec, nodes, class: loadBalancerClass };
 }
 
 // UpdateLoadBalancer for a changed node set. False when it failed and the load balancer exists:
@@ -209,7 +223,7 @@ async function updateHosts(run: Run, nodes: readonly V1Node[]): Promise<boolean>
   return true;
 }
 
-async function ensure(run: Run, nodes: readonly V1Node[], record: { spec: string; nodes: string }): Promise<string> {
+async function ensure(run: Run, nodes: readonly V1Node[], record: SyncRecord): Promise<string> {
   const { deps, service } = run;
   await event(run, { type: 'Normal', reason: 'EnsuringLoadBalancer', message: 'Ensuring load balancer' });
   await addFinalizer(run);

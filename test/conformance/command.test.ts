@@ -62,6 +62,12 @@ describe('cirrus conformance', () => {
     );
   });
 
+  it('passes the fake provider with no fixture at all: each load balancer gets its own address', async () => {
+    const result = await run(['--cloud-provider', 'fake']);
+    conformant(result);
+    assert.match(result.stdout, /^PASS {2}load-balancer\.concurrent /m);
+  });
+
   it('passes the static provider without load balancers, needing no cluster', async () => {
     const inventory = await readFile('examples/static/inventory.yaml', 'utf8');
     const machinesOnly = join(dir, 'machines.yaml');

@@ -15,13 +15,7 @@ import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import {
-  CoreV1Api,
-  HttpMethod,
-  IsomorphicFetchHttpLibrary,
-  RequestContext,
-  type KubeConfig,
-} from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
 import { z } from 'zod';
 import { buildRoutingTable } from '../../relay/index.ts';
@@ -35,6 +29,7 @@ import {
   type KnativeService,
 } from './knative.ts';
 import { build, identity, knativeRoot, referencedFiles, standaloneRoot, type KubeObject } from './kustomize.ts';
+import { dryRunCreate, dryRunProblems, ensureNamespace } from './dry-run.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 import { selectControllers } from '../../shared/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
@@ -940,13 +935,7 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
   let admin: KubeConfig;
   before(async () => {
     admin = (await testCluster()).admin;
-    // Namespaced objects need their namespace to exist, even for a dry run.
-    await admin
-      .makeApiClient(CoreV1Api)
-      .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
-      .catch((error: unknown) => {
-        if ((error as { code?: number }).code !== 409) throw error;
-      });
+    await ensureNamespace(admin, 'cirrus-system');
   });
 
   it('accepts each of them, unknown fields refused (Knative objects excepted: no CRDs here)', async () => {
@@ -970,21 +959,7 @@ describe('a server-side dry run of every core Kubernetes object', { skip: contro
       'Secret',
       'ServiceAccount',
     ]);
-    const problems = await Promise.all(
-      [...distinct.values()].map(async (object) => {
-        // The Namespace is created for real above: validate its definition under a fresh name.
-        const body =
-          object.kind === 'Namespace'
-            ? { ...object, metadata: { ...object.metadata, name: uniqueName('ns') } }
-            : object;
-        const answer = await dryRunCreate(admin, body);
-        return answer.status === 201 ? undefined : `${identity(object)}: HTTP ${answer.status}: ${answer.text}`;
-      }),
-    );
-    assert.deepEqual(
-      problems.filter((p) => p !== undefined),
-      [],
-    );
+    assert.deepEqual(await dryRunProblems(admin, [...distinct.values()]), []);
   });
 
   it('would notice a misspelt field (the check itself works)', async () => {
@@ -1017,28 +992,6 @@ function assertLeaseRole(objects: readonly KubeObject[], account: string, leaseN
     [leaseName],
     `${account} may update only its own Lease`,
   );
-}
-
-/**
- * POSTs `object` as it is, with `dryRun=All&fieldValidation=Strict`: the API server validates it
- * (and runs admission) without storing it, and refuses unknown or duplicate fields. Not through
- * client-node's typed API, whose serializer would drop unknown fields before the server saw them.
- */
-async function dryRunCreate(kubeConfig: KubeConfig, object: KubeObject): Promise<{ status: number; text: string }> {
-  const group = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
-  const namespace = object.metadata.namespace === undefined ? '' : `/namespaces/${object.metadata.namespace}`;
-  // Every kind here pluralizes regularly (ConfigMap → configmaps, NetworkPolicy → networkpolicies).
-  const kind = object.kind.toLowerCase();
-  const resource = kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : `${kind}s`;
-  const url = new URL(`${kubeConfig.getCurrentCluster()?.server ?? ''}${group}${namespace}/${resource}`);
-  url.searchParams.set('dryRun', 'All');
-  url.searchParams.set('fieldValidation', 'Strict');
-  const request = new RequestContext(url.toString(), HttpMethod.POST);
-  request.setHeaderParam('Content-Type', 'application/json');
-  request.setBody(JSON.stringify(object));
-  await kubeConfig.applySecurityAuthentication(request);
-  const response = await new IsomorphicFetchHttpLibrary().send(request).toPromise();
-  return { status: response.httpStatusCode, text: await response.body.text() };
 }
 
 // The environment of a container as the kubelet would build it, and where its volumes come from.

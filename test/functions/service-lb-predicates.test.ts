@@ -19,6 +19,8 @@ const service = (
   metadata: V1Service['metadata'] = {},
 ): V1Service => ({ metadata: { name: 's', uid: 'u1', ...metadata }, spec });
 
+const record = JSON.stringify({ spec: 'a', nodes: 'b' });
+
 describe('wantsLoadBalancer and needsCleanup', () => {
   const now = new Date();
   const cases: { name: string; svc: V1Service; wants: boolean; cleanup: boolean }[] = [
@@ -55,10 +57,22 @@ describe('wantsLoadBalancer and needsCleanup', () => {
       cleanup: false,
     },
     {
-      name: 'a LoadBalancer whose class was set after we made it',
-      svc: service({ type: 'LoadBalancer', loadBalancerClass: 'x/y' }, { finalizers: [finalizer] }),
+      name: 'a LoadBalancer whose class was set after we made it (our record)',
+      svc: service(
+        { type: 'LoadBalancer', loadBalancerClass: 'x/y' },
+        { finalizers: [finalizer], annotations: { [syncedAnnotation]: record } },
+      ),
       wants: false,
       cleanup: true,
+    },
+    {
+      name: "a LoadBalancer of another class with upstream's finalizer but no record of ours (another controller's)",
+      svc: service(
+        { type: 'LoadBalancer', loadBalancerClass: 'x/y' },
+        { finalizers: [finalizer], deletionTimestamp: now },
+      ),
+      wants: false,
+      cleanup: false,
     },
   ];
   for (const { name, svc, wants, cleanup } of cases) {
@@ -67,6 +81,75 @@ describe('wantsLoadBalancer and needsCleanup', () => {
       assert.equal(needsCleanup(svc), cleanup);
     });
   }
+});
+
+describe('wantsLoadBalancer and needsCleanup with --load-balancer-class', () => {
+  const now = new Date();
+  const served = 'example.com/vip';
+  const madeHere = JSON.stringify({ spec: 'a', nodes: 'b', class: served });
+  const cases: { name: string; svc: V1Service; wants: boolean; cleanup: boolean }[] = [
+    {
+      name: 'a LoadBalancer of the class served',
+      svc: service({ type: 'LoadBalancer', loadBalancerClass: served }),
+      wants: true,
+      cleanup: false,
+    },
+    { name: 'a LoadBalancer without a class', svc: service(), wants: false, cleanup: false },
+    {
+      name: 'a LoadBalancer without a class, with finalizer and a record made without a class, being deleted',
+      svc: service(undefined, {
+        finalizers: [finalizer],
+        annotations: { [syncedAnnotation]: record },
+        deletionTimestamp: now,
+      }),
+      wants: false,
+      cleanup: false,
+    },
+    {
+      name: 'a LoadBalancer of the class served, being deleted',
+      svc: service(
+        { type: 'LoadBalancer', loadBalancerClass: served },
+        { finalizers: [finalizer], deletionTimestamp: now },
+      ),
+      wants: true,
+      cleanup: true,
+    },
+    {
+      name: 'a former LoadBalancer of the class served (the class cleared with the type), by its record',
+      svc: service({ type: 'ClusterIP' }, { finalizers: [finalizer], annotations: { [syncedAnnotation]: madeHere } }),
+      wants: false,
+      cleanup: true,
+    },
+    {
+      name: "a former LoadBalancer with upstream's finalizer only: not provably ours",
+      svc: service({ type: 'ClusterIP' }, { finalizers: [finalizer] }),
+      wants: false,
+      cleanup: false,
+    },
+  ];
+  for (const { name, svc, wants, cleanup } of cases) {
+    it(name, () => {
+      assert.equal(wantsLoadBalancer(svc, served), wants);
+      assert.equal(needsCleanup(svc, served), cleanup);
+    });
+  }
+
+  it('reads the class a record was made under, and refuses a record whose class is not a string', () => {
+    assert.deepEqual(syncRecord(service(undefined, { annotations: { [syncedAnnotation]: madeHere } })), {
+      spec: 'a',
+      nodes: 'b',
+      class: served,
+    });
+    const bad = JSON.stringify({ spec: 'a', nodes: 'b', class: 7 });
+    assert.equal(syncRecord(service(undefined, { annotations: { [syncedAnnotation]: bad } })), undefined);
+  });
+
+  it('fingerprints a Service without a class as before, and its class when it has one', () => {
+    const plain = specFingerprint(service());
+    const nullClass = { type: 'LoadBalancer', loadBalancerClass: null } as unknown as V1Service['spec'];
+    assert.equal(specFingerprint(service(nullClass)), plain);
+    assert.notEqual(specFingerprint(service({ type: 'LoadBalancer', loadBalancerClass: served })), plain);
+  });
 });
 
 describe('inLoadBalancers', () => {

@@ -299,6 +299,41 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     assert.deepEqual(cloud.calls, []);
   });
 
+  it('with --load-balancer-class, serves only Services of that class, and cleans up after its own alone', async () => {
+    const served = 'example.com/vip';
+    const classFn = serviceLbFunction({
+      core,
+      loadBalancer: loadBalancerOf(cloud),
+      clusterName: 'kubernetes',
+      loadBalancerClass: served,
+    });
+    const classSync = (name: string): Promise<Report> =>
+      classFn.reconcileOne({ kind: 'Service', namespace, name }, run);
+    const ours = uniqueName('vip');
+    await createService(ours, { loadBalancerClass: served });
+    const classless = uniqueName('classless');
+    await createService(classless);
+    assert.equal(result(await classSync(ours)), 'ensured');
+    assert.equal(result(await classSync(classless)), 'ignored');
+    assert.deepEqual(cloud.methods(), ['ensureLoadBalancer']);
+    const record = JSON.parse((await read(ours)).metadata?.annotations?.[syncedAnnotation] ?? '{}') as {
+      class?: string;
+    };
+    assert.equal(record.class, served, 'the record names the class it was made under');
+
+    // The classless Service, made by a service-lb without a class, is not this one's to clean up.
+    assert.equal(result(await sync(classless)), 'ensured');
+    await core.deleteNamespacedService({ namespace, name: classless });
+    assert.equal(result(await classSync(classless)), 'ignored');
+    assert.deepEqual(cloud.methods(), ['ensureLoadBalancer', 'ensureLoadBalancer']);
+    assert.equal(result(await sync(classless)), 'deleted');
+
+    await core.deleteNamespacedService({ namespace, name: ours });
+    assert.equal(result(await sync(ours)), 'ignored', 'nor is the class-served one the classless service-lb');
+    assert.equal(result(await classSync(ours)), 'deleted');
+    assert.equal(cloud.loadBalancers.size, 0);
+  });
+
   it('makes no change on a dry run, and reports the cloud call, patches and Events', async () => {
     const name = uniqueName('dry');
     const before = await createService(name);

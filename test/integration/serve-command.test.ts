@@ -163,9 +163,13 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
 
     it('is driven by `cirrus reconcile node <name>`', async () => {
       await createNode(core, newNode(viaCli, uninitialized));
-      const result = spawnSync(process.execPath, [cli, 'reconcile', 'node', viaCli, '--url', served.url], {
-        encoding: 'utf8',
-      });
+      const result = spawnSync(
+        process.execPath,
+        [cli, 'reconcile', 'node', viaCli, '--url', served.url, '-o', 'json'],
+        {
+          encoding: 'utf8',
+        },
+      );
       assert.equal(result.status, 0, result.stderr);
       assert.equal((JSON.parse(result.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'initialized');
       assert.equal(isTainted(await core.readNode({ name: viaCli })), false);
@@ -248,7 +252,11 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
       await core.deleteNamespacedService({ namespace, name: 'web' });
       const deleted = cli();
       assert.equal(deleted.status, 0, deleted.stderr);
-      assert.equal((JSON.parse(deleted.stdout) as { objects: { result: string }[] }).objects[0]?.result, 'deleted');
+      // Readably: the heading, then a line per object, its key and result, and each change made.
+      assert.match(
+        deleted.stdout,
+        new RegExp(`^service-lb: reconciled 1 object\\nService/${namespace}/web: deleted\\n`),
+      );
       await assert.rejects(core.readNamespacedService({ namespace, name: 'web' }), { code: 404 });
       const released = await core.readNamespacedConfigMap({ namespace, name: configMap });
       assert.equal(Object.keys(released.data ?? {}).length, 0);

@@ -35,9 +35,12 @@ const manifestSchema = z.object({
 });
 const manifest = manifestSchema.parse(JSON.parse(await readFile(join(repoRoot, 'package.json'), 'utf8')));
 
-// npm, as a person would run it, without the settings of the npm that runs this test (npm_config_*).
+// npm, as a person would run it, without the settings of the npm that runs this test (npm_config_*),
+// and a `node --test` of the project's as its own run, not a child reporting to this test runner.
 function cleanEnv(): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('npm_')));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('npm_') && name !== 'NODE_TEST_CONTEXT'),
+  );
   return { ...env, npm_config_update_notifier: 'false', npm_config_audit: 'false', npm_config_fund: 'false' };
 }
 
@@ -135,6 +138,12 @@ describe('the cirrus-ccm package, installed from its tarball into a project of i
 
   it("type checks the project's provider and main against the package's declarations", async () => {
     await run(process.execPath, [join(project, 'node_modules/typescript/bin/tsc'), '-p', project], project);
+  });
+
+  it("runs the conformance kit from the package's cirrus-ccm/conformance in the project's own test", async () => {
+    const output = await run(process.execPath, ['--test', '--test-reporter=tap', 'conformance.test.ts'], project);
+    assert.match(output, /^# pass 1$/m);
+    assert.match(output, /^# fail 0$/m);
   });
 
   it("installs the package's command line, which serves with the project's provider given as --provider-module", async () => {

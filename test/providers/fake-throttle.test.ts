@@ -71,6 +71,20 @@ describe('fakeFromConfig', () => {
     assert.equal(fakeFromConfig(context(undefined)).throttle, undefined);
   });
 
+  it('gives every load balancer an address of its own, kept through later ensures and never reused', async () => {
+    const cloud = fakeFromConfig(context(undefined));
+    const lb = cloud.loadBalancer();
+    assert.ok(lb);
+    const svc = (name: string) => ({ metadata: { name, namespace: 'default', uid: `uid-${name}` } });
+    const ip = async (name: string) => (await lb.ensureLoadBalancer('kubernetes', svc(name), [])).ingress?.[0]?.ip;
+    const [a, b] = [await ip('a'), await ip('b')];
+    assert.notEqual(a, b);
+    assert.equal(await ip('a'), a);
+    await lb.ensureLoadBalancerDeleted('kubernetes', svc('a'));
+    const c = await ip('c');
+    assert.ok(c !== a && c !== b, `${String(c)} was handed out before`);
+  });
+
   it('takes the throttle from its cloud-config (YAML or JSON)', () => {
     assert.deepEqual(fakeFromConfig(context('throttle: { perSecond: 20, retryAfterMs: 1000 }\n')).throttle, {
       perSecond: 20,

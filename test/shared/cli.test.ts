@@ -28,9 +28,11 @@ describe('cirrus', () => {
       assert.match(stdout, /^Usage: cirrus <command> \[flags\]$/m);
       assert.match(stdout, /^ {2}cluster {6}Run a local kube-apiserver and etcd/m);
       assert.match(stdout, /^ {2}serve {8}Serve one function over HTTP/m);
-      assert.match(stdout, /^ {2}reconcile {4}Ask a served function to reconcile/m);
+      assert.match(stdout, /^ {2}reconcile {4}Ask a function \(of cirrus start, or served\) to reconcile/m);
       assert.match(stdout, /^ {2}relay {8}Watch Nodes and Services/m);
       assert.match(stdout, /^ {2}conformance {2}\S/m);
+      assert.match(stdout, /^ {2}version {6}Print cirrus's version/m);
+      assert.match(stdout, /^ {2}completion {3}Print a shell completion script/m);
     });
   }
 
@@ -43,7 +45,7 @@ describe('cirrus', () => {
       const { code, stdout } = await run(argv);
       assert.equal(code, 0);
       assert.match(stdout, /^Usage: cirrus cluster \[flags\]$/m);
-      assert.match(stdout, /^ {2}--cluster-name <name>\n.*Default: "kubernetes"\.\n {6}Env: CIRRUS_CLUSTER_NAME$/m);
+      assert.match(stdout, /^ {2}--cluster-name <name>\n.*Default: kubernetes\.\n {6}Env: CIRRUS_CLUSTER_NAME$/m);
       assert.match(stdout, /^ {2}--data-dir <path>$/m);
     });
   }
@@ -58,10 +60,10 @@ describe('cirrus', () => {
 
   it("'cirrus start --help' shows the loopback default and --use-existing-cluster; serve keeps every interface", async () => {
     const { stdout } = await run(['start', '--help']);
-    assert.match(stdout, /^ {2}--bind-address <ip>\n.*Default: "127\.0\.0\.1"\.\n/m);
-    assert.match(stdout, /^ {2}--use-existing-cluster\n {6}\(start\) Run against the cluster .*example inventory/m);
+    assert.match(stdout, /^ {2}--bind-address <ip>\n.*Default: 127\.0\.0\.1\.\n/m);
+    assert.match(stdout, /^ {2}--use-existing-cluster\n {6}Run against the cluster .*example inventory/m);
     assert.match(stdout, /runs only against a local control plane it starts, unless --use-existing-cluster/);
-    assert.match((await run(['serve', '--help'])).stdout, /^ {2}--bind-address <ip>\n.*Default: "0\.0\.0\.0"\.\n/m);
+    assert.match((await run(['serve', '--help'])).stdout, /^ {2}--bind-address <ip>\n.*Default: 0\.0\.0\.0\.\n/m);
   });
 
   it("'cirrus reconcile --help' shows the optional name and the boolean flags", async () => {
@@ -70,10 +72,25 @@ describe('cirrus', () => {
     assert.match(stdout, /^ {2}--dry-run$/m);
   });
 
-  it('prints the package version', async () => {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-    assert.deepEqual(await run(['--version']), { code: 0, stdout: `cirrus ${pkg.version}\n`, stderr: '' });
-  });
+  for (const argv of [['version'], ['--version']]) {
+    it(`'cirrus ${argv.join(' ')}' names cirrus's version, the Kubernetes release it targets, Node.js's and the providers`, async () => {
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+        version: string;
+      };
+      // The release the repository pins: k8s.io/kubernetes in the control plane's go.mod.
+      const goMod = readFileSync(new URL('../../tools/control-plane/go.mod', import.meta.url), 'utf8');
+      const pinned = /^\s*k8s\.io\/kubernetes (v1\.\d+\.\d+)/m.exec(goMod)?.[1];
+      assert.ok(pinned !== undefined, 'tools/control-plane/go.mod pins k8s.io/kubernetes');
+      const { code, stdout, stderr } = await run(argv);
+      assert.equal(code, 0);
+      assert.equal(stderr, '');
+      const lines = stdout.split('\n');
+      assert.equal(lines[0], `cirrus ${pkg.version}`);
+      assert.match(lines[1] ?? '', new RegExp(`^kubernetes ${pinned.replaceAll('.', '\\.')} \\(`));
+      assert.equal(lines[2], `node ${process.version}`);
+      assert.equal(lines[3], 'providers aws, fake, http, static');
+    });
+  }
 
   const usage: { argv: string[]; env?: Record<string, string>; message: string }[] = [
     { argv: ['frobnicate'], message: "cirrus: unknown command 'frobnicate'\nRun 'cirrus --help' for usage.\n" },
@@ -132,7 +149,9 @@ describe('cirrus', () => {
     },
     {
       argv: ['reconcile', 'relay', 'x'],
-      message: "cirrus reconcile: unknown function 'relay'\nRun 'cirrus reconcile --help' for usage.\n",
+      message:
+        "cirrus reconcile: unknown function 'relay' (functions: node-init, node-lifecycle, service-lb, routes; or a Go " +
+        "controller's name or alias; node for node-init)\nRun 'cirrus reconcile --help' for usage.\n",
     },
     {
       argv: ['cluster'],

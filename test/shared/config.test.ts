@@ -24,6 +24,7 @@ describe('option names', () => {
     { option: 'port', flag: 'port', env: 'PORT' },
     { option: 'concurrentNodeSyncs', flag: 'concurrent-node-syncs', env: 'CIRRUS_CONCURRENT_NODE_SYNCS' },
     { option: 'concurrentServiceSyncs', flag: 'concurrent-service-syncs', env: 'CIRRUS_CONCURRENT_SERVICE_SYNCS' },
+    { option: 'loadBalancerClass', flag: 'load-balancer-class', env: 'CIRRUS_LOAD_BALANCER_CLASS' },
     { option: 'configureCloudRoutes', flag: 'configure-cloud-routes', env: 'CIRRUS_CONFIGURE_CLOUD_ROUTES' },
     { option: 'clusterCidr', flag: 'cluster-cidr', env: 'CIRRUS_CLUSTER_CIDR' },
     {
@@ -76,6 +77,7 @@ describe('option names', () => {
     { option: 'url', flag: 'url', env: 'CIRRUS_URL' },
     { option: 'all', flag: 'all', env: 'CIRRUS_ALL' },
     { option: 'dryRun', flag: 'dry-run', env: 'CIRRUS_DRY_RUN' },
+    { option: 'output', flag: 'output', env: 'CIRRUS_OUTPUT' },
     { option: 'fixture', flag: 'fixture', env: 'CIRRUS_FIXTURE' },
     { option: 'junit', flag: 'junit', env: 'CIRRUS_JUNIT' },
     { option: 'logFormat', flag: 'log-format', env: 'CIRRUS_LOG_FORMAT' },
@@ -170,7 +172,7 @@ describe('typed options', () => {
       concurrentNodeSyncs: 10,
       dryRun: false,
       bindAddress: '0.0.0.0',
-      url: 'http://127.0.0.1:8080',
+      // --url has no default: reconcile looks for a running cirrus start first (app/cli/reconcile.ts).
     });
   });
 
@@ -234,6 +236,26 @@ describe('positional arguments', () => {
       name: 'ConfigError',
       message: "Unexpected argument 'c'",
     });
+  });
+});
+
+describe('--load-balancer-class', () => {
+  const command = { options: ['loadBalancerClass'] as const };
+
+  it('is unset by default, and takes a label-style name from the flag or its variable', () => {
+    assert.equal(parseConfig(command, [], {}).loadBalancerClass, undefined);
+    assert.equal(
+      parseConfig(command, ['--load-balancer-class', 'example.com/vip'], {}).loadBalancerClass,
+      'example.com/vip',
+    );
+    assert.equal(parseConfig(command, [], { CIRRUS_LOAD_BALANCER_CLASS: 'vip' }).loadBalancerClass, 'vip');
+  });
+
+  it('refuses a name the API server would not take, saying what it must be', () => {
+    assert.throws(
+      () => parseConfig(command, ['--load-balancer-class', 'Not A Class'], {}),
+      /^ConfigError: --load-balancer-class: must be a label-style name/,
+    );
   });
 });
 

@@ -15,74 +15,45 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  AssetsUnavailableError,
-  buildFolder,
   cacheRoot,
   goBuild,
-  isExecutable,
   pinnedVersions,
+  resolveGoTool,
+  type GoToolBinary,
+  type GoToolOptions,
 } from '../control-plane/index.ts';
 
 const moduleDir = dirname(fileURLToPath(import.meta.url));
 const pkg = 'k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager';
 const binaryName = 'aws-cloud-controller-manager';
 
-/** The binary, the release it was built from, and whether this call built it. */
-export interface CloudProviderAws {
-  readonly binary: string;
-  /** The k8s.io/cloud-provider-aws version go.mod pins, e.g. v1.36.2. */
-  readonly version: string;
-  readonly source: 'cache' | 'build';
-}
-
-export interface ResolveOptions {
-  /** Build it with Go when the cache has none (minutes); otherwise an AssetsUnavailableError. */
-  readonly build: boolean;
-  readonly progress?: (line: string) => void;
-  readonly env?: NodeJS.ProcessEnv;
-}
-
 /**
  * The cached binary, built first when `build` is set. Throws AssetsUnavailableError when there is
  * none and none can be built here, with what is missing and the command that builds it.
  */
-export async function resolveCloudProviderAws(options: ResolveOptions): Promise<CloudProviderAws> {
-  const env = options.env ?? process.env;
+export async function resolveCloudProviderAws(options: GoToolOptions): Promise<GoToolBinary> {
   const version = await checkedVersion();
-  const dir = join(cacheRoot(env), 'cloud-provider-aws', `${version}-${await moduleHash()}`);
-  const binary = join(dir, binaryName);
-  if (await isExecutable(binary)) return { binary, version, source: 'cache' };
-  if (!options.build) {
-    throw new AssetsUnavailableError(
-      `no aws-cloud-controller-manager ${version} in ${dir}: run \`npm run cloud-provider-aws:build\` ` +
-        '(it needs Go >= 1.26 and the Go module proxy, once per machine)',
-    );
-  }
-  if (!(await onPath('go', env))) {
-    throw new AssetsUnavailableError(
-      `no aws-cloud-controller-manager ${version}: Go is not installed (install Go >= 1.26 to build it once)`,
-    );
-  }
-  await build(dir, version, options.progress ?? (() => {}), env);
-  return { binary, version, source: 'build' };
-}
-
-async function build(dir: string, version: string, progress: (line: string) => void, env: NodeJS.ProcessEnv) {
-  const started = performance.now();
-  progress(`building aws-cloud-controller-manager ${version} once for this machine (a few minutes) into ${dir}`);
-  await buildFolder(dir, binaryName, (staging) =>
-    goBuild({
-      dir: moduleDir,
-      pkg,
-      output: join(staging, binaryName),
-      // As upstream's Makefile stamps its release builds.
-      ldflags: [`-X k8s.io/component-base/version.gitVersion=${version}`, `-X main.gitVersion=${version}`],
+  const dir = join(cacheRoot(options.env), 'cloud-provider-aws', `${version}-${await moduleHash()}`);
+  return resolveGoTool(
+    {
       name: binaryName,
-      env,
-      progress,
-    }),
+      version,
+      dir,
+      script: 'cloud-provider-aws:build',
+      build: (staging, progress, env) =>
+        goBuild({
+          dir: moduleDir,
+          pkg,
+          output: join(staging, binaryName),
+          // As upstream's Makefile stamps its release builds.
+          ldflags: [`-X k8s.io/component-base/version.gitVersion=${version}`, `-X main.gitVersion=${version}`],
+          name: binaryName,
+          env,
+          progress,
+        }),
+    },
+    options,
   );
-  progress(`built aws-cloud-controller-manager in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 }
 
 // cloud-provider-aws v1.X.* is released for Kubernetes v1.X: it must be the control plane's minor.
@@ -104,12 +75,6 @@ async function moduleHash(): Promise<string> {
   const hash = createHash('sha256');
   for (const file of ['go.mod', 'go.sum']) hash.update(await readFile(join(moduleDir, file)));
   return hash.digest('hex').slice(0, 12);
-}
-
-async function onPath(command: string, env: NodeJS.ProcessEnv): Promise<boolean> {
-  for (const dir of (env['PATH'] ?? '').split(':').filter(Boolean))
-    if (await isExecutable(join(dir, command))) return true;
-  return false;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -196,7 +196,8 @@ export async function isExecutable(path: string): Promise<boolean> {
   }
 }
 
-async function commandExists(command: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+/** Whether `command` is an executable file in one of PATH's folders. */
+export async function commandExists(command: string, env: NodeJS.ProcessEnv): Promise<boolean> {
   const dirs = (env['PATH'] ?? '').split(':').filter(Boolean);
   for (const dir of dirs) if (await isExecutable(join(dir, command))) return true;
   return false;

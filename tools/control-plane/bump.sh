@@ -19,4 +19,7 @@ for m in $(grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$upstream" | awk '{ 
 done
 go mod edit -require="k8s.io/kubernetes@$version" -require="go.etcd.io/etcd/server/v3@$etcd"
 go mod tidy
+# `cirrus version` names the release it targets (app/cli/version.ts).
+sed -i.bak "s/^export const kubernetesRelease = .*/export const kubernetesRelease = '$version';/" ../../app/cli/version.ts
+rm -f ../../app/cli/version.ts.bak
 echo "pinned kubernetes $version (staging $staging), etcd $etcd"

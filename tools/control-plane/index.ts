@@ -4,6 +4,7 @@ export {
   AssetsUnavailableError,
   buildFolder,
   cacheRoot,
+  commandExists,
   goBuild,
   isExecutable,
   pinnedVersions,
@@ -13,6 +14,8 @@ export {
   type ControlPlaneAssets,
 } from './assets.ts';
 export type { ComponentOptions } from './components.ts';
+export { resolveGoTool, type GoTool, type GoToolBinary, type GoToolOptions } from './go-tool.ts';
+export type { ProgressSink } from './assets.ts';
 export { attachControlPlane, ControlPlane, type ControlPlaneInfo } from './control-plane.ts';
 export { kubeconfigFor, kubeconfigWithToken } from './kubeconfig.ts';
 export type { Identity } from './pki.ts';

@@ -1,0 +1,70 @@
+// What ships, for the contenders that run it: the image's cirrus (scripts/build.ts's `image`
+// target, the folder deploy/Dockerfile copies to /app), built into a temporary folder at every
+// comparison so that it is never stale, with Node's compile cache warmed as the Dockerfile warms it
+// and the image's environment (NODE_ENV=production, NODE_COMPILE_CACHE). The benchmark cloud
+// (provider.ts) is bundled beside it as a provider module of your own would be: everything in it,
+// except cirrus's own contract (shared/cloud/), which it imports as 'cirrus-ccm' — the running
+// cirrus then hands it its own registry and error classes (app/cli/main.ts).
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as esbuild from 'esbuild';
+import { build } from '../../scripts/build.ts';
+import { warmCompileCache } from '../scenarios/coldstart.ts';
+
+export interface Shipped {
+  /** The image's entry, /app/cirrus.js in the container. */
+  readonly cli: string;
+  /** The benchmark cloud, bundled, for --provider-module. */
+  readonly providerModule: string;
+  /** The environment deploy/Dockerfile sets. */
+  readonly env: Readonly<Record<string, string>>;
+  readonly dir: string;
+  remove(): Promise<void>;
+}
+
+const contract = fileURLToPath(new URL('../../shared/cloud/', import.meta.url));
+
+export async function buildShipped(progress: (line: string) => void): Promise<Shipped> {
+  const dir = await mkdtemp(join(tmpdir(), 'cirrus-compare-build-'));
+  try {
+    progress(`building what ships (scripts/build.ts image) into ${dir}`);
+    await build(['image'], dir);
+    const image = join(dir, 'image');
+    const compileCache = join(dir, 'compile-cache');
+    await warmCompileCache(image, compileCache);
+    const providerModule = join(dir, 'bench-provider', 'provider.js');
+    await esbuild.build({
+      entryPoints: [fileURLToPath(new URL('provider.ts', import.meta.url))],
+      outfile: providerModule,
+      bundle: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node24',
+      plugins: [contractFromCirrus],
+      logLevel: 'warning',
+    });
+    return {
+      cli: join(image, 'cirrus.js'),
+      providerModule,
+      env: { NODE_ENV: 'production', NODE_COMPILE_CACHE: compileCache },
+      dir,
+      remove: () => rm(dir, { recursive: true, force: true }),
+    };
+  } catch (error) {
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+// shared/cloud/*.ts → 'cirrus-ccm', left to the running cirrus to resolve.
+const contractFromCirrus: esbuild.Plugin = {
+  name: 'contract-from-cirrus',
+  setup(b) {
+    b.onResolve({ filter: /\/shared\/cloud\/[^/]+\.ts$/ }, (args) =>
+      join(args.resolveDir, args.path).startsWith(contract) ? { path: 'cirrus-ccm', external: true } : undefined,
+    );
+  },
+};
