@@ -6,18 +6,35 @@ import { registeredCloudProviders } from '../../shared/cloud/registry.ts';
 import { flagName, optionSpec, type CommandLine, type OptionName } from '../config.ts';
 import { catalogue } from '../root.ts';
 import type { Io } from './io.ts';
-import { commandShapes, type CommandShape } from './main.ts';
 import { importProviderModule } from './provider-module.ts';
 
 /** The shells a script is made for. */
 export const shells = ['bash', 'zsh', 'fish'] as const;
 export type Shell = (typeof shells)[number];
 
-/** Prints the script for the shell named; exit status 0. (main.ts has refused any other shell.) */
-export async function runCompletion(line: CommandLine<'providerModule'>, io: Io): Promise<number> {
+/** What shell completion reads of a command (main.ts `commandShapes` gives them all). */
+export interface CommandShape {
+  readonly name: string;
+  readonly summary: string;
+  readonly options: readonly OptionName[];
+  readonly positionals: readonly string[];
+  readonly positionalValues: readonly (readonly string[])[];
+  /** The first line of each option's help in this command. */
+  readonly optionHelp: (option: OptionName) => string;
+}
+
+/**
+ * Prints the script for the shell named, completing `commands`; exit status 0. (main.ts has
+ * refused any other shell.)
+ */
+export async function runCompletion(
+  line: CommandLine<'providerModule'>,
+  io: Io,
+  commands: readonly CommandShape[],
+): Promise<number> {
   if (line.config.providerModule !== undefined) await importProviderModule(line.config.providerModule);
   const shell = line.positionals[0] as Shell;
-  io.stdout.write(completionScript(shell));
+  io.stdout.write(completionScript(shell, commands));
   return 0;
 }
 
@@ -35,8 +52,7 @@ function valueCompletion(option: OptionName): ValueCompletion {
 }
 
 /** The completion script for `shell`. */
-export function completionScript(shell: Shell): string {
-  const commands = commandShapes();
+export function completionScript(shell: Shell, commands: readonly CommandShape[]): string {
   if (shell === 'fish') return fishScript(commands);
   const script = bashScript(commands);
   // zsh runs the bash function through its bash compatibility layer.

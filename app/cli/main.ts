@@ -18,6 +18,7 @@ import { knownNames, type FunctionOption } from '../../shared/catalogue.ts';
 import { isCloudProvider, registeredCloudProviders } from '../../shared/cloud/registry.ts';
 import { formatDuration } from '../../shared/duration.ts';
 import { didYouMean, hint } from '../suggest.ts';
+import type { CommandShape as CompletedCommand } from './completion.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
 
@@ -249,7 +250,8 @@ const commands = {
     positionals: ['shell'],
     positionalValues: [['bash', 'zsh', 'fish']],
     help: { providerModule: moduleHelp },
-    run: async (line, io) => (await import('./completion.ts')).runCompletion(line, io),
+    run: async (line, io): Promise<number> =>
+      (await import('./completion.ts')).runCompletion(line, io, commandShapes()),
   }),
 };
 
@@ -257,14 +259,8 @@ const commands = {
 export type CommandName = keyof typeof commands;
 
 /** What shell completion and help read of a command. */
-export interface CommandShape {
+export interface CommandShape extends CompletedCommand {
   readonly name: CommandName;
-  readonly summary: string;
-  readonly options: readonly OptionName[];
-  readonly positionals: readonly string[];
-  readonly positionalValues: readonly (readonly string[])[];
-  /** The first line of each option's help in this command. */
-  readonly optionHelp: (option: OptionName) => string;
 }
 
 /** Every command, as completion and help read them. */

@@ -12,9 +12,12 @@ import { fileURLToPath } from 'node:url';
 import { defaultDelivery } from '../../relay/index.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/index.ts';
 import { freePort, startProcess, type ManagedProcess } from '../../tools/control-plane/processes.ts';
-import { clusterCidr } from '../../test/harness/cirrus.ts';
+import { clusterCidr, functionOfController } from '../../test/harness/cirrus.ts';
 import { benchProviderName, type BenchCloudConfig } from './provider.ts';
 import type { Shipped } from './shipped.ts';
+
+// The function that initializes Nodes: the one the split contender serves alone.
+const nodeInit = functionOfController('cloud-node');
 
 export const contenderNames = [
   'go-defaults',
@@ -88,7 +91,7 @@ export const contenders: Record<ContenderName, Contender> = {
   },
   'cirrus-split': {
     name: 'cirrus-split',
-    label: 'serve node-init + relay, build',
+    label: `serve ${nodeInit} + relay, build`,
     kind: 'split',
     built: true,
     flags: [],
@@ -199,15 +202,15 @@ async function startSplit(
   const secretFile = join(settings.logDir, `${settings.tag}.signing-secret`);
   await writeFile(secretFile, randomBytes(32).toString('base64url'), { mode: 0o600 });
   const port = await freePort();
-  const serve = ['serve', 'node-init', ...(await providerArgs(contender, settings, statsPort))];
+  const serve = ['serve', nodeInit, ...(await providerArgs(contender, settings, statsPort))];
   serve.push('--signing-secret-file', secretFile, '--bind-address', '127.0.0.1', '--port', String(port));
-  const serveLog = join(settings.logDir, `${settings.tag}.node-init.log`);
+  const serveLog = join(settings.logDir, `${settings.tag}.${nodeInit}.log`);
   children.push([
     'function',
-    await runCli(contender, settings, { name: 'cirrus serve node-init', args: serve, logFile: serveLog }),
+    await runCli(contender, settings, { name: `cirrus serve ${nodeInit}`, args: serve, logFile: serveLog }),
   ]);
   await listening(port, () => children[0]?.[1].hasExited() ?? true, serveLog);
-  const relay = ['relay', '--kubeconfig', settings.kubeconfig, '--to', `node-init=http://127.0.0.1:${port}`];
+  const relay = ['relay', '--kubeconfig', settings.kubeconfig, '--to', `${nodeInit}=http://127.0.0.1:${port}`];
   relay.push('--signing-secret-file', secretFile, '--leader-elect=false');
   relay.push('--bind-address', '127.0.0.1', '--port', String(await freePort()));
   const relayLog = join(settings.logDir, `${settings.tag}.relay.log`);
@@ -255,9 +258,9 @@ async function listening(port: number, exited: () => boolean, logFile: string): 
     } catch {
       // not yet listening
     }
-    if (exited()) throw new Error(`cirrus serve node-init exited; its log: ${logFile}`);
+    if (exited()) throw new Error(`cirrus serve ${nodeInit} exited; its log: ${logFile}`);
     if (performance.now() > deadline)
-      throw new Error(`cirrus serve node-init did not answer /healthz; its log: ${logFile}`);
+      throw new Error(`cirrus serve ${nodeInit} did not answer /healthz; its log: ${logFile}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -34,6 +34,13 @@ export function functionSettings(extra: Partial<FunctionSettings> = {}): Functio
   };
 }
 
+/** The name of the catalogue's function that runs the Go controller `controller` (its name or alias, e.g. `cloud-node`). */
+export function functionOfController(controller: string): string {
+  const entry = catalogue.find((e) => e.controller.name === controller || e.controller.alias === controller);
+  if (entry === undefined) throw new Error(`the catalogue runs no controller ${controller}`);
+  return entry.name;
+}
+
 /**
  * The catalogue's function `name`, loaded as `cirrus serve <name>` loads it: the catalogue's checks
  * of the provider and the settings, then the function's own.

@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { commandHelp, main, usageExitCode } from '../../app/cli/main.ts';
+import { commandHelp, commandShapes, main, usageExitCode } from '../../app/cli/main.ts';
 import { completionScript } from '../../app/cli/completion.ts';
 import { parseCommandLine, userDirectory } from '../../app/config.ts';
 import { suggest } from '../../app/suggest.ts';
@@ -184,7 +184,7 @@ describe('suggestions', () => {
 describe('cirrus completion', () => {
   // Runs bash's completion function on a command line (the last word being completed).
   function complete(...words: string[]): string[] {
-    const script = completionScript('bash');
+    const script = completionScript('bash', commandShapes());
     const line = words.map((w) => `'${w}'`).join(' ');
     const result = spawnSync(
       'bash',
@@ -201,7 +201,7 @@ describe('cirrus completion', () => {
   it('prints a bash script for `cirrus completion bash`', async () => {
     const { code, stdout } = await run(['completion', 'bash']);
     assert.equal(code, 0);
-    assert.equal(stdout, completionScript('bash'));
+    assert.equal(stdout, completionScript('bash', commandShapes()));
     assert.match(stdout, /^complete -F _cirrus cirrus$/m);
   });
 
@@ -251,7 +251,7 @@ describe('cirrus completion', () => {
   it('prints zsh (through bashcompinit) and fish scripts from the same definitions', async () => {
     const zsh = (await run(['completion', 'zsh'])).stdout;
     assert.match(zsh, /^#compdef cirrus\nautoload -U \+X bashcompinit && bashcompinit\n/);
-    assert.ok(zsh.endsWith(completionScript('bash')));
+    assert.ok(zsh.endsWith(completionScript('bash', commandShapes())));
     const fish = (await run(['completion', 'fish'])).stdout;
     assert.match(fish, /^complete -c cirrus -n __fish_use_subcommand -a start -d 'Run the whole CCM in one process'$/m);
     assert.match(
