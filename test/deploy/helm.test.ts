@@ -1,20 +1,19 @@
 // deploy/helm/cirrus with real Helm (ADR 0025): `helm lint` and `helm template` of each values
 // example; each renders the objects of its kustomize twin (deploy/standalone/overlays/example and
 // aws, deploy/knative/overlays/example and aws), so that manifests.test.ts's checks of those hold
-// for the chart too; a server-side dry run of the rendered objects; the RBAC proof and the
-// fresh-cluster scenario on the real scheduler, run on the chart's objects; and the values the
-// chart refuses.
+// for the chart too; a server-side dry run of the rendered objects; and the values the chart
+// refuses. The RBAC proof (rbac.test.ts) and the fresh-cluster scenario on the real scheduler
+// (test/control-plane/scheduler.test.ts) run on the chart's objects (helm.ts deployedObjects):
+// with the equality here, one run proves the chart and the bases.
 
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
 import { controlPlaneSkip, testCluster } from '../harness/cluster.ts';
-import { freshClusterOnScheduler } from '../control-plane/fresh-cluster.ts';
 import { dryRunProblems, ensureNamespace } from './dry-run.ts';
 import { chartDir, exampleArgs, examples, findHelm, kustomizeTwin, namespace, runHelm, template } from './helm.ts';
-import { identity, standaloneRoot, type KubeObject } from './kustomize.ts';
-import { proveRbac } from './rbac-proof.ts';
+import { identity, type KubeObject } from './kustomize.ts';
 
 const helm = await findHelm();
 const binary = helm.binary ?? '';
@@ -171,29 +170,3 @@ describe("a server-side dry run of the chart's objects", { skip: helm.skip || co
     assert.deepEqual(await dryRunProblems(admin, [...distinct.values()]), []);
   });
 });
-
-// The RBAC proof on the chart's objects: each subject's file objects replaced by the chart's of the
-// same name, from the standalone static example for deploy/standalone's, and for deploy/knative's
-// from the Knative aws example (every function) or else the Knative static one (the static provider's).
-function chartObjects(values: readonly string[]): Map<string, KubeObject> {
-  return new Map(values.flatMap((v) => renderedOf(v).map((o) => [identity(o), o] as const)).reverse());
-}
-
-if (helm.binary !== undefined) {
-  const standalone = chartObjects(['examples/static.yaml']);
-  const knative = chartObjects(['examples/knative-aws.yaml', 'examples/knative.yaml']);
-  proveRbac('RBAC of the Helm chart, on the real API server', (objects, root) =>
-    objects.map((object) => {
-      const chart = (root === standaloneRoot ? standalone : knative).get(identity(object));
-      assert.ok(chart, `the chart renders ${identity(object)}`);
-      return chart;
-    }),
-  );
-
-  // The namespace as `helm install --create-namespace` makes it: the chart has none.
-  freshClusterOnScheduler('a fresh cluster on a real scheduler, from the Helm chart', () => [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
-    ...renderedOf('examples/static.yaml'),
-    ...renderedOf('examples/knative.yaml').filter((o) => !o.apiVersion.includes('knative.dev')),
-  ]);
-}

@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
 import { AssetsUnavailableError } from '../../tools/control-plane/index.ts';
 import { resolveHelm } from '../../tools/helm/assets.ts';
-import { build, knativeRoot, standaloneRoot, type KubeObject } from './kustomize.ts';
+import assert from 'node:assert/strict';
+import { build, identity, knativeRoot, standaloneRoot, type KubeObject } from './kustomize.ts';
 
 export const chartDir = fileURLToPath(new URL('../../deploy/helm/cirrus/', import.meta.url));
 
@@ -100,4 +101,41 @@ export function kustomizeTwin(example: Example): KubeObject[] {
     readFile: (path) =>
       path.endsWith('/signing-secret') && !existsSync(path) ? signingSecret : readFileSync(path, 'utf8'),
   });
+}
+
+function exampleNamed(values: string): Example {
+  const example = examples.find((e) => e.values === values);
+  assert.ok(example, values);
+  return example;
+}
+
+/**
+ * What the RBAC proof and the fresh-cluster scenario run on: with helm, the chart's objects in
+ * place of the kustomize bases' (the chart renders the bases' objects — helm.test.ts holds them
+ * equal — so one run proves both, ADR 0025); without helm, the bases' own.
+ */
+export async function deployedObjects(): Promise<
+  | {
+      readonly source: 'chart';
+      /** The chart's object of each object's identity (rbac-proof's ObjectSource). */
+      readonly substitute: (objects: readonly KubeObject[], root: string) => KubeObject[];
+      /** The rendering of one values example. */
+      readonly rendered: (values: string) => KubeObject[];
+    }
+  | { readonly source: 'kustomize' }
+> {
+  const { binary } = await findHelm();
+  if (binary === undefined) return { source: 'kustomize' };
+  const rendered = (values: string): KubeObject[] => template(binary, exampleArgs(exampleNamed(values)));
+  const byIdentity = (values: readonly string[]): Map<string, KubeObject> =>
+    new Map(values.flatMap((v) => rendered(v).map((o) => [identity(o), o] as const)).reverse());
+  const standalone = byIdentity(['examples/static.yaml']);
+  const knative = byIdentity(['examples/knative-aws.yaml', 'examples/knative.yaml']);
+  const substitute = (objects: readonly KubeObject[], root: string): KubeObject[] =>
+    objects.map((object) => {
+      const chart = (root === standaloneRoot ? standalone : knative).get(identity(object));
+      assert.ok(chart, `the chart renders ${identity(object)}`);
+      return chart;
+    });
+  return { source: 'chart', substitute, rendered };
 }
