@@ -7,6 +7,7 @@
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
 //   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
+//   npm run bench -- --only nodes --objects 50   the nodes and lb scenarios with 50 objects each
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 //
 //   npm run bench -- --compare go       instead: the stock Go cloud-controller-manager (built once per machine
@@ -52,7 +53,7 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --only <list>          some scenarios: ${scenarioNames.join(', ')}
   --log-level <level>    cirrus's log level (default warn; pino writes to stdout)
   --compare go           instead: the stock Go cloud-controller-manager beside \`cirrus start\` (bench/compare/)
-  --objects <n>          with --compare: n objects
+  --objects <n>          n objects: the nodes and lb scenarios' sizes, or with --compare its objects
   --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
   -h, --help             this text
 
@@ -147,8 +148,9 @@ async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {
     try {
       if (only.has('nodes')) await nodes(bench, ceiling);
       if (only.has('lb')) {
-        progress(`load balancers: ${bench.full ? 1000 : 200} Services, ensureLoadBalancer 1 s`);
-        results['lb'] = await loadBalancers(bench, bench.full ? 1000 : 200);
+        const count = objectCount() ?? (bench.full ? 1000 : 200);
+        progress(`load balancers: ${count} Services, ensureLoadBalancer 1 s`);
+        results['lb'] = await loadBalancers(bench, count);
       }
     } finally {
       await cirrus.stop();
@@ -180,7 +182,7 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
 }
 
 async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
-  const count = bench.full ? 1000 : 200;
+  const count = objectCount() ?? (bench.full ? 1000 : 200);
   bench.cloud.latencyMs = 50;
   progress(`node init, steady: ${count} nodes at 20/s, cloud 50 ms/call`);
   results['nodes-steady'] = await nodeInit(bench, { mode: 'steady', count, ratePerSecond: 20 }, ceiling);
@@ -188,10 +190,16 @@ async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
   results['nodes-burst'] = await nodeInit(bench, { mode: 'burst', count }, ceiling);
 }
 
-function compareOptions(): Parameters<typeof compareWithGo>[2] {
+// --objects, when given: a positive integer.
+function objectCount(): number | undefined {
   const objects = values.objects === undefined ? undefined : Number(values.objects);
   if (objects !== undefined && !(Number.isInteger(objects) && objects > 0))
     throw new Error('--objects: a positive integer');
+  return objects;
+}
+
+function compareOptions(): Parameters<typeof compareWithGo>[2] {
+  const objects = objectCount();
   const chosen = values.contenders.split(',');
   const unknown = chosen.filter((n) => !(contenderNames as readonly string[]).includes(n));
   if (unknown.length > 0)

@@ -46,9 +46,9 @@ import {
 /**
  * Reconciles the Service `namespace/name`. An event whose object has no load balancer to ensure
  * or clean up (an ApiServerSource sends every Service change) costs no request. A verified claim of
- * a load balancer to ensure or update is worked from, its first write conditional on its
- * resourceVersion; a cleanup (it deletes) and anything else is decided on the Service as the API
- * server has it.
+ * a Service whose load balancer is ensured for its spec is worked from (a node-set update, or
+ * nothing), its first write conditional on its resourceVersion; a cleanup (it deletes), a full
+ * ensure and anything else is decided on the Service as the API server has it.
  */
 export async function syncService(
   deps: ServiceLbDeps,
@@ -61,9 +61,18 @@ export async function syncService(
     return { key: `Service/${namespace}/${name}`, result: 'ignored', changes: [] };
   return deps.serializer.run(`Service/${namespace}/${name}`, (waited) => {
     const start = verifiedClaim(options, waited) as V1Service | undefined;
-    if (start === undefined || needsCleanup(start)) return readAndSync(deps, namespace, name, options);
+    if (start === undefined || !inSync(start)) return readAndSync(deps, namespace, name, options);
     return syncClaimed(deps, start, options);
   });
+}
+
+// A claim is worked from when it shows the load balancer ensured for its spec (the record and the
+// finalizer): what is left is a node-set update, or nothing. A cleanup deletes, and is decided on
+// the Service as read; so is a full ensure, whose most frequent claim is stale in a way the
+// relay cannot help: a queued event sent before the relay's watch has the status write of the
+// reconcile before it (the record missing), which would ensure the load balancer twice.
+function inSync(service: V1Service): boolean {
+  return !needsCleanup(service) && hasFinalizer(service) && syncRecord(service)?.spec === specFingerprint(service);
 }
 
 // A verified claim as the starting point. Its first write (the finalizer, else the status) carries
