@@ -7,6 +7,7 @@
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
 //   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws, api-client
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
+//   npm run bench -- --only nodes --objects 50   the nodes and lb scenarios with 50 objects each
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 //
 //   npm run bench -- --compare go       instead: the stock Go cloud-controller-manager (built once per machine
@@ -55,7 +56,7 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --only <list>          some scenarios: ${scenarioNames.join(', ')}
   --log-level <level>    cirrus's log level (default warn; pino writes to stdout)
   --compare go           instead: the stock Go cloud-controller-manager beside \`cirrus start\` (bench/compare/)
-  --objects <n>          with --compare: n objects
+  --objects <n>          n objects: the nodes and lb scenarios' sizes, or with --compare its objects
   --sizes <list>         with --compare: several sizes (short, full or n objects) in one table, with
                          each figure's growth beside the object count's
   --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
@@ -90,8 +91,7 @@ if (values.help) {
   process.exit(0);
 }
 if (values.compare !== undefined && values.compare !== 'go') throw new Error('--compare: only "go" is known');
-if (values.compare === undefined && (values.sizes ?? values.objects) !== undefined)
-  throw new Error('--sizes and --objects: only with --compare go');
+if (values.compare === undefined && values.sizes !== undefined) throw new Error('--sizes: only with --compare go');
 const only = new Set(values.only?.split(',') ?? scenarioNames);
 const progress = (line: string): void => {
   process.stderr.write(`bench: ${line}\n`);
@@ -155,8 +155,9 @@ async function runAll(bench: Bench, logLevel: LevelWithSilent): Promise<void> {
     try {
       if (only.has('nodes')) await nodes(bench, ceiling);
       if (only.has('lb')) {
-        progress(`load balancers: ${bench.full ? 1000 : 200} Services, ensureLoadBalancer 1 s`);
-        results['lb'] = await loadBalancers(bench, bench.full ? 1000 : 200);
+        const count = objectCount() ?? (bench.full ? 1000 : 200);
+        progress(`load balancers: ${count} Services, ensureLoadBalancer 1 s`);
+        results['lb'] = await loadBalancers(bench, count);
       }
     } finally {
       await cirrus.stop();
@@ -192,12 +193,20 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
 }
 
 async function nodes(bench: Bench, ceiling: number | undefined): Promise<void> {
-  const count = bench.full ? 1000 : 200;
+  const count = objectCount() ?? (bench.full ? 1000 : 200);
   bench.cloud.latencyMs = 50;
   progress(`node init, steady: ${count} nodes at 20/s, cloud 50 ms/call`);
   results['nodes-steady'] = await nodeInit(bench, { mode: 'steady', count, ratePerSecond: 20 }, ceiling);
   progress(`node init, burst: ${count} nodes`);
   results['nodes-burst'] = await nodeInit(bench, { mode: 'burst', count }, ceiling);
+}
+
+// --objects, when given: a positive integer.
+function objectCount(): number | undefined {
+  const objects = values.objects === undefined ? undefined : Number(values.objects);
+  if (objects !== undefined && !(Number.isInteger(objects) && objects > 0))
+    throw new Error('--objects: a positive integer');
+  return objects;
 }
 
 function compareOptions(): Parameters<typeof compareWithGo>[2] {

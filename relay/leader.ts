@@ -226,7 +226,7 @@ export class Delivering {
     // The pass runs while its trigger is in flight: its share is lent for that long.
     const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share);
     try {
-      const outcome = await deliver(destination.url, eventRequest(outgoing, request), {
+      const outcome = await deliver(destination.url, eventRequest(this.#latest(outgoing), request), {
         timeoutMs: this.#settings.queue.timeoutMs,
         signal,
         clock: this.#settings.clock,
@@ -236,6 +236,19 @@ export class Delivering {
     } finally {
       giveBack?.();
     }
+  }
+
+  // An object's delivery carries the object as the watch has it at the moment of sending, as the
+  // node-set digest does: changes its feed let pass since it was queued (a function's own status
+  // write) are in it, so that a function starting from it (ADR 0022) starts from the latest copy
+  // the relay has. A delete keeps its last known state; another incarnation (uid) is not this one.
+  #latest(outgoing: Outgoing): Outgoing {
+    if (outgoing.kind !== 'object' || outgoing.change.type === 'delete') return outgoing;
+    const { change } = outgoing;
+    const latest = this.#watches.find((w) => w.type.kind === change.resource.kind)?.get(change.key);
+    if (latest === undefined || latest === change.object) return outgoing;
+    if (latest.metadata?.uid !== change.object.metadata?.uid) return outgoing;
+    return { kind: 'object', change: { ...change, object: latest } };
   }
 
   // The share of the budget a pass gets while its trigger is in flight: an equal part for every

@@ -88,6 +88,11 @@ export class ResourceWatch {
     return this.#known.entries();
   }
 
+  /** The last known state of the object of `key`, if any. */
+  get(key: string): KubeObject | undefined {
+    return this.#known.get(key);
+  }
+
   /** Lists and watches until `signal` aborts; never rejects. */
   async run(signal: AbortSignal): Promise<void> {
     let previous: WatchEnd | undefined;

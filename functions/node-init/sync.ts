@@ -4,7 +4,9 @@
 // and the periodic pass that refreshes every initialized node's addresses.
 //
 // Writes are conditional where they replace a list: the initialization patch carries the node's
-// resourceVersion, so a concurrent writer makes it fail with 409 and the node is read again.
+// resourceVersion, so a concurrent writer makes it fail with 409 and the node is read again. A
+// verified claim (the relay's copy, ADR 0022) is the starting point instead of a GET: every write
+// decided from it carries its resourceVersion, and a 409 reads the node and starts over.
 
 import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
@@ -15,6 +17,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
+import { verifiedClaim } from '../../shared/kube/claims.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import { desiredAddresses } from './addresses.ts';
@@ -38,6 +41,8 @@ export interface SyncOptions {
   readonly signal?: AbortSignal;
   /** An event's object (a claim, see ReconcileOptions): when it shows nothing to do, the node is not read. */
   readonly claimed?: unknown;
+  /** The claim came over a verified channel: writes may start from it (ADR 0022). */
+  readonly claimVerified?: boolean;
 }
 
 const component = 'cloud-node-controller';
@@ -45,13 +50,22 @@ const component = 'cloud-node-controller';
 /**
  * Reconciles the node called `name`: initialize it, or reconcile its labels. An event whose object
  * is initialized with consistent labels (an ApiServerSource sends every Node change) costs no
- * request; anything else is decided on the node as the API server has it.
+ * request. A verified claim is written from, each write conditional on its resourceVersion;
+ * anything else is decided on the node as the API server has it.
  */
 export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {
   const claimed = options.claimed as V1Node | undefined;
   if (claimed !== undefined && !isUninitialized(claimed) && Object.keys(labelReconcile(claimed)).length === 0)
     return { key: `Node/${name}`, result: 'unchanged', changes: [] };
-  return deps.serializer.run(`Node/${name}`, () => readAndSync(deps, name, options));
+  return deps.serializer.run(`Node/${name}`, async (waited) => {
+    const start = verifiedClaim(options, waited) as V1Node | undefined;
+    if (start === undefined) return readAndSync(deps, name, options);
+    // The claim was stale (someone wrote the node since the relay saw it): read it and start over.
+    return syncFetched(deps, start, options, true).catch((error: unknown) => {
+      if (apiStatus(error) === 409) return readAndSync(deps, name, options);
+      throw error;
+    });
+  });
 }
 
 async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {
@@ -63,9 +77,18 @@ async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOption
   });
 }
 
-async function syncFetched(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
+// `claimed`: `node` is an unconfirmed claim, so the label patch carries its resourceVersion too
+// (the initialization patch always does).
+async function syncFetched(
+  deps: NodeInitDeps,
+  node: V1Node,
+  options: SyncOptions,
+  claimed = false,
+): Promise<ObjectReport> {
   try {
-    return await (isUninitialized(node) ? initialize(deps, node, options) : reconcileLabels(deps, node, options));
+    return await (isUninitialized(node)
+      ? initialize(deps, node, options)
+      : reconcileLabels(deps, node, options, claimed));
   } catch (error) {
     // Only the node's own patch can answer 404 (the follow-up writes' failures are caught, the
     // cloud's are wrapped): the node was deleted after it was read, and there is nothing to do.
@@ -115,7 +138,10 @@ async function initialize(deps: NodeInitDeps, node: V1Node, options: SyncOptions
 }
 
 // The status write and the event: their failures are logged and reported, not retried (upstream
-// logs them too); the periodic pass converges the addresses.
+// logs them too); the periodic pass converges the addresses. They follow the conditional patch,
+// which confirmed that the node they are computed from (read or claimed) was the current one, and
+// carry no precondition, as upstream's: the kubelet writes the status too, and a 409 here would
+// leave the addresses to the next pass.
 async function afterInitialization(
   deps: NodeInitDeps,
   work: { name: string; addresses: V1NodeAddress[] | undefined; event: ReturnType<typeof eventFor> },
@@ -140,12 +166,20 @@ async function patchAddresses(core: Core, name: string, addresses: V1NodeAddress
   await core.patchNodeStatus({ name, body: { status: { addresses } } }, mergePatch);
 }
 
-async function reconcileLabels(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
+async function reconcileLabels(
+  deps: NodeInitDeps,
+  node: V1Node,
+  options: SyncOptions,
+  claimed: boolean,
+): Promise<ObjectReport> {
   const name = node.metadata?.name ?? '';
   const key = `Node/${name}`;
   const labels = labelReconcile(node);
   if (Object.keys(labels).length === 0) return { key, result: 'unchanged', changes: [] };
-  const patch: NodePatch = { metadata: { labels } };
+  // Read labels are written as upstream writes them, without a precondition; a claim's are not
+  // known to be current, so its patch holds only if the node is still the version claimed.
+  const version = claimed ? node.metadata?.resourceVersion : undefined;
+  const patch: NodePatch = { metadata: version === undefined ? { labels } : { resourceVersion: version, labels } };
   const changes = [{ action: 'patch', target: key, detail: patch }];
   await deps.core.patchNode(options.dryRun ? { name, body: patch, dryRun: 'All' } : { name, body: patch }, mergePatch);
   return { key, result: 'labels-reconciled', changes };

@@ -11,6 +11,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
+import { verifiedClaim } from '../../shared/kube/claims.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import { taintShutdown } from '../../shared/kube/well-known.ts';
@@ -33,6 +34,8 @@ export interface MonitorOptions {
   readonly signal?: AbortSignal;
   /** An event's object (a claim, see ReconcileOptions): when it shows nothing to write, the node is not read. */
   readonly claimed?: unknown;
+  /** The claim came over a verified channel: a taint write may start from it (ADR 0022). */
+  readonly claimVerified?: boolean;
 }
 
 const component = 'cloud-node-lifecycle-controller';
@@ -41,18 +44,34 @@ const shutdownTaint: V1Taint = { key: taintShutdown, effect: 'NoSchedule' };
 /**
  * Reconciles the node called `name`. An event's object is enough to decide that nothing is to be
  * written — Ready without the shutdown taint; not Ready, and its instance exists and is not shut
- * down (or already tainted) — as the Go controller decides from its informer's copy; a delete or
- * a taint change is decided again on the node as the API server has it.
+ * down (or already tainted) — as the Go controller decides from its informer's copy. A verified
+ * claim is also enough for a taint change, whose patch carries the claim's resourceVersion (a 409
+ * reads the node and starts over); a delete, and a taint change decided from any other claim, is
+ * decided again on the node as the API server has it.
  */
 export async function monitorNode(
   deps: NodeLifecycleDeps,
   name: string,
   options: MonitorOptions,
 ): Promise<ObjectReport> {
-  return deps.serializer.run(`Node/${name}`, async () => {
+  return deps.serializer.run(`Node/${name}`, async (waited) => {
+    const start = verifiedClaim(options, waited) as V1Node | undefined;
+    if (start !== undefined) return monitorClaimed(deps, start, options);
     const claimed = options.claimed as V1Node | undefined;
     const quiet = claimed === undefined ? undefined : await nothingToWrite(deps, claimed, options);
     return quiet ?? readAndMonitor(deps, name, options);
+  });
+}
+
+// A verified claim as the starting point: taint patches carry its resourceVersion already
+// (patchTaints); a node to delete is read first, as a delete is acted on only once the API server
+// confirms the node as it is. A 409 means the claim was stale: read the node and start over.
+async function monitorClaimed(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
+  const name = node.metadata?.name ?? '';
+  const reread = (): Promise<ObjectReport> => readAndMonitor(deps, name, options);
+  return monitorFetched(deps, node, options, reread).catch((error: unknown) => {
+    if (apiStatus(error) === 409) return reread();
+    throw error;
   });
 }
 
@@ -82,9 +101,17 @@ async function readAndMonitor(deps: NodeLifecycleDeps, name: string, options: Mo
   );
 }
 
-async function monitorFetched(deps: NodeLifecycleDeps, node: V1Node, options: MonitorOptions): Promise<ObjectReport> {
+// `deleteFromRead`: given for a node that is not confirmed by a read (a claim), and called instead of
+// deleting it.
+async function monitorFetched(
+  deps: NodeLifecycleDeps,
+  node: V1Node,
+  options: MonitorOptions,
+  deleteFromRead?: () => Promise<ObjectReport>,
+): Promise<ObjectReport> {
   if (readyStatus(node) === 'True') return untaintReady(deps, node, options);
-  if (!(await instanceExists(deps.cloud, node, options.signal))) return deleteNode(deps, node, options);
+  if (!(await instanceExists(deps.cloud, node, options.signal)))
+    return deleteFromRead === undefined ? deleteNode(deps, node, options) : deleteFromRead();
   const key = `Node/${node.metadata?.name ?? ''}`;
   if (!(await instanceShutdown(deps.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
   if (hasShutdownTaint(node)) return { key, result: 'shutdown', changes: [] };

@@ -40,6 +40,15 @@ export interface ServiceSyncOptions {
   readonly nodeSet?: string;
   /** An add or update event's object (a claim, see ReconcileOptions). */
   readonly claimed?: unknown;
+  /** The claim came over a verified channel: the reconcile may start from it (ADR 0022). */
+  readonly claimVerified?: boolean;
+}
+
+/** A provider call a reconcile made, by its inputs' fingerprints (and the ensure's status). */
+export interface Applied {
+  readonly spec: string;
+  readonly nodes: string;
+  readonly status?: V1LoadBalancerStatus;
 }
 
 // One reconcile's working state: the Service, the changes made so far (for the report).
@@ -49,6 +58,20 @@ export interface Run {
   readonly service: V1Service;
   readonly key: string;
   readonly changes: Change[];
+  /**
+   * The resourceVersion of a Service that is a claim, not a read (ADR 0022): the next write carries
+   * it as a precondition; once one has succeeded the claim is confirmed and this is cleared.
+   */
+  unconfirmed?: string | undefined;
+  /** The provider call this attempt made, for a retry after a 409 (`before`). */
+  applied?: Applied;
+  /** What an earlier attempt of this reconcile applied: a retry needing the same call skips it. */
+  readonly before?: Applied | undefined;
+}
+
+/** A write refused because its precondition failed: the claim it was decided from is stale. */
+export function isConflict(error: unknown): boolean {
+  return apiStatus(error) === 409 || apiStatus((error as { cause?: unknown } | undefined)?.cause) === 409;
 }
 
 /** `Service/<namespace>/<name>`: a Service's key in reports and in the serializer. */
@@ -185,13 +208,22 @@ async function patchServiceStatus(
 ): Promise<void> {
   const name = run.service.metadata?.name ?? '';
   const namespace = run.service.metadata?.namespace ?? '';
-  run.changes.push({ action: 'patch-status', target: run.key, detail: body });
+  // A claim's first write holds only if the Service is still the version claimed (the API server
+  // compares metadata.resourceVersion in a patch, on the status subresource too: 409 otherwise).
+  const version = run.unconfirmed;
+  const sent =
+    version === undefined
+      ? body
+      : { ...body, metadata: { ...(body as { metadata?: object }).metadata, resourceVersion: version } };
+  run.changes.push({ action: 'patch-status', target: run.key, detail: sent });
   try {
     await run.deps.core.patchNamespacedServiceStatus(
-      run.options.dryRun ? { name, namespace, body, dryRun: 'All' } : { name, namespace, body },
+      run.options.dryRun ? { name, namespace, body: sent, dryRun: 'All' } : { name, namespace, body: sent },
       contentType,
     );
   } catch (error) {
+    if (apiStatus(error) === 409) run.changes.pop(); // refused: not a change; the reconcile starts over
     throw new Error(`${failure}: ${apiMessage(error)}`, { cause: error });
   }
+  run.unconfirmed = undefined;
 }

@@ -4,13 +4,16 @@
 // itself (annotation `syncedAnnotation`), written with the status after each successful sync. A
 // Service whose spec and node set match its record costs one GET, and no cloud call: the node list
 // comes from the instance's last one when the event says it is current (./nodes.ts), so a reconcile
-// of one Service lists nothing.
+// of one Service lists nothing. A verified claim (the relay's copy, ADR 0022) saves the GET: its
+// first write carries its resourceVersion, and a 409 reads the Service and starts over without
+// repeating a provider call made with the same inputs.
 
 import type { V1LoadBalancerStatus, V1Node, V1Service } from '@kubernetes/client-node';
 import { findCause, ImplementedElsewhereError } from '../../shared/cloud/errors.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage } from '../../shared/kube/api.ts';
+import { verifiedClaim } from '../../shared/kube/claims.ts';
 import { releaseOrphans, vanished } from './orphans.ts';
 import { dryRunResult } from './plan.ts';
 import {
@@ -30,10 +33,12 @@ import {
   deleting,
   ensureDeleted,
   event,
+  isConflict,
   patchStatus,
   readService,
   removeFinalizer,
   serviceKey,
+  type Applied,
   type Run,
   type ServiceLbDeps,
   type ServiceSyncOptions,
@@ -41,8 +46,10 @@ import {
 
 /**
  * Reconciles the Service `namespace/name`. An event whose object has no load balancer to ensure
- * or clean up (an ApiServerSource sends every Service change) costs no request; anything else is
- * decided on the Service as the API server has it.
+ * or clean up (an ApiServerSource sends every Service change) costs no request. A verified claim of
+ * a Service whose load balancer is ensured for its spec is worked from (a node-set update, or
+ * nothing), its first write conditional on its resourceVersion; a cleanup (it deletes), a full
+ * ensure and anything else is decided on the Service as the API server has it.
  */
 export async function syncService(
   deps: ServiceLbDeps,
@@ -57,14 +64,65 @@ export async function syncService(
     !needsCleanup(claimed, deps.loadBalancerClass)
   )
     return { key: `Service/${namespace}/${name}`, result: 'ignored', changes: [] };
-  return deps.serializer.run(`Service/${namespace}/${name}`, () => readAndSync(deps, namespace, name, options));
+  return deps.serializer.run(`Service/${namespace}/${name}`, (waited) => {
+    const start = verifiedClaim(options, waited) as V1Service | undefined;
+    if (start === undefined || !inSync(start, deps.loadBalancerClass))
+      return readAndSync(deps, namespace, name, options);
+    return syncClaimed(deps, start, options);
+  });
 }
+
+// A claim is worked from when it shows the load balancer ensured for its spec (the record and the
+// finalizer): what is left is a node-set update, or nothing. A cleanup deletes, and is decided on
+// the Service as read; so is a full ensure, whose most frequent claim is stale in a way the
+// relay cannot help: a queued event sent before the relay's watch has the status write of the
+// reconcile before it (the record missing), which would ensure the load balancer twice.
+function inSync(service: V1Service, loadBalancerClass: string | undefined): boolean {
+  const record = syncRecord(service);
+  return (
+    !needsCleanup(service, loadBalancerClass) &&
+    hasFinalizer(service) &&
+    record?.spec === specFingerprint(service) &&
+    record.class === loadBalancerClass
+  );
+}
+
+// A verified claim as the starting point. Its first write (the finalizer, else the status) carries
+// its resourceVersion; refused (409), the Service is read and reconciled again, and a provider call
+// this attempt made is not repeated when the Service read asks for the same one.
+async function syncClaimed(
+  deps: ServiceLbDeps,
+  service: V1Service,
+  options: ServiceSyncOptions,
+): Promise<ObjectReport> {
+  const nodes = (): Promise<readonly V1Node[]> => deps.nodes.nodes(options.nodeSet, options.signal);
+  const run: Run = {
+    deps,
+    options,
+    service,
+    key: serviceKey(service),
+    changes: [],
+    unconfirmed: service.metadata?.resourceVersion,
+  };
+  try {
+    return await syncRun(run, nodes);
+  } catch (error) {
+    if (!isConflict(error)) throw error;
+    options.log.debug({ key: run.key }, 'the claim was stale: reading the Service');
+    const { namespace = '', name = '' } = service.metadata ?? {};
+    const report = await readAndSync(deps, namespace, name, { ...options, before: run.applied });
+    return { ...report, changes: [...run.changes, ...report.changes] };
+  }
+}
+
+// What an earlier attempt of the reconcile applied, when there was one (a stale claim's).
+type Attempt = ServiceSyncOptions & { readonly before?: Applied | undefined };
 
 async function readAndSync(
   deps: ServiceLbDeps,
   namespace: string,
   name: string,
-  options: ServiceSyncOptions,
+  options: Attempt,
 ): Promise<ObjectReport> {
   const key = `Service/${namespace}/${name}`;
   const service = await readService(deps.core, namespace, name);
@@ -127,16 +185,22 @@ async function syncFetched(
   deps: ServiceLbDeps,
   service: V1Service,
   nodes: () => Promise<readonly V1Node[]>,
-  options: ServiceSyncOptions,
+  options: Attempt,
 ): Promise<ObjectReport> {
-  const run: Run = { deps, options, service, key: serviceKey(service), changes: [] };
-  const cleanup = needsCleanup(service, deps.loadBalancerClass);
-  if (!cleanup && !wantsLoadBalancer(service, deps.loadBalancerClass))
+  return syncRun({ deps, options, service, key: serviceKey(service), changes: [], before: options.before }, nodes);
+}
+
+async function syncRun(run: Run, nodes: () => Promise<readonly V1Node[]>): Promise<ObjectReport> {
+  const { service } = run;
+  const cleanup = needsCleanup(service, run.deps.loadBalancerClass);
+  if (!cleanup && !wantsLoadBalancer(service, run.deps.loadBalancerClass))
     return { key: run.key, result: 'ignored', changes: [] };
   try {
     const result = cleanup ? await deleteBranch(run) : await ensureBranch(run, await nodes());
     return { key: run.key, result, changes: run.changes };
   } catch (error) {
+    // A stale claim's refused write is no failure: the caller reads the Service and goes on.
+    if (run.unconfirmed !== undefined && isConflict(error)) throw error;
     await event(run, {
       type: 'Warning',
       reason: 'SyncLoadBalancerFailed',
@@ -176,17 +240,45 @@ async function ensureBranch(run: Run, nodes: readonly V1Node[]): Promise<string>
   const next = recordOf(spec, nodeSet, run.deps.loadBalancerClass);
   if (record?.spec === spec && record.class === next.class && hasFinalizer(run.service)) {
     if (record.nodes === nodeSet) return 'unchanged';
-    if (await updateHosts(run, nodes)) {
+    if (await hostsUpdated(run, nodes, next)) {
       await patchStatus(run, run.service.status?.loadBalancer ?? {}, next);
       return run.options.dryRun ? dryRunResult(run, nodes, 'hosts-updated') : 'hosts-updated';
     }
   }
-  return ensure(run, nodes, next);
+  return ensureOnce(run, nodes, next);
 }
 
 // The record of a sync: the fingerprints, and the class it was made under when there is one.
 function recordOf(spec: string, nodes: string, loadBalancerClass: string | undefined): SyncRecord {
   return loadBalancerClass === undefined ? { spec, nodes } : { spec, nodes, class: loadBalancerClass };
+}
+
+// The ensure, unless the attempt before made it with these inputs: then only what followed it.
+async function ensureOnce(run: Run, nodes: readonly V1Node[], record: SyncRecord): Promise<string> {
+  const ensured = madeBefore(run, record)?.status;
+  return ensured === undefined ? ensure(run, nodes, record) : ensuredBefore(run, ensured, record);
+}
+
+// The call an earlier attempt of this reconcile (from a stale claim) made with these inputs.
+function madeBefore(run: Run, record: SyncRecord): Applied | undefined {
+  const { before } = run;
+  return before?.spec === record.spec && before.nodes === record.nodes ? before : undefined;
+}
+
+// The node set applied: by the attempt before, or now (false: it failed, ensure in full).
+async function hostsUpdated(run: Run, nodes: readonly V1Node[], record: SyncRecord): Promise<boolean> {
+  if (madeBefore(run, record) !== undefined) return true;
+  if (!(await updateHosts(run, nodes))) return false;
+  run.applied = record;
+  return true;
+}
+
+// The load balancer was ensured for this spec and node set by the attempt before (its Events
+// recorded): what is left is the finalizer and the status.
+async function ensuredBefore(run: Run, status: V1LoadBalancerStatus, record: SyncRecord): Promise<string> {
+  await addFinalizer(run);
+  await patchStatus(run, status, record);
+  return 'ensured';
 }
 
 // UpdateLoadBalancer for a changed node set. False when it failed and the load balancer exists:
@@ -248,6 +340,7 @@ async function ensure(run: Run, nodes: readonly V1Node[], record: SyncRecord): P
     throw new Error(`failed to ensure load balancer: ${(error as Error).message}`, { cause: error });
   }
   if (status === undefined) throw new Error('service status returned by EnsureLoadBalancer is nil');
+  run.applied = { ...record, status };
   await event(run, { type: 'Normal', reason: 'EnsuredLoadBalancer', message: 'Ensured load balancer' });
   await patchStatus(run, status, record);
   return 'ensured';

@@ -26,9 +26,11 @@ export interface ReconcileOptions {
   /**
    * For a Resource-mode add or update event: the object as the event states it. A claim — a
    * function may decide from it that there is nothing to do (and so read nothing), but re-reads the
-   * object from the API server before it writes anything or mutates the cloud.
+   * object from the API server before it writes anything or mutates the cloud (but see claimVerified).
    */
   readonly claimed?: unknown;
+  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
+  readonly claimVerified?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
 }

@@ -21,6 +21,8 @@ export interface Job {
   readonly eventId?: string;
   readonly lastKnown?: unknown;
   readonly claimed?: unknown;
+  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
+  readonly claimVerified?: boolean;
   readonly nodeSet?: string;
   /** A trigger's share of the relay's cloud call budget: the pass's calls are paced to it. */
   readonly callBudget?: CallBudgetSettings;
@@ -29,11 +31,13 @@ export interface Job {
 /**
  * The Job of a CloudEvent request to `definition`; answered 202. `noteTrigger` hears the event's
  * type as soon as it is known to be accepted, for the metrics of a request that fails later.
+ * `signed`: the host verified the request's signature (./auth.ts), so its claim is the relay's.
  */
 export function eventJob(
   definition: FunctionDefinition,
   request: FastifyRequest,
   noteTrigger: (type: string) => void,
+  signed: boolean,
 ): Job {
   const dryRun = readDryRun(request.url);
   const event = readCloudEvent(request.headers, request.body);
@@ -59,6 +63,7 @@ export function eventJob(
     eventId: event.id,
     lastKnown,
     claimed,
+    ...verifiedIf(signed, claimed),
     ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
     ...(callBudget === undefined ? {} : { callBudget }),
   };
@@ -91,6 +96,11 @@ function claimFor(target: ObjectKey | 'all', data: unknown): unknown {
   const sameName = metadata?.name === target.name;
   const sameNamespace = (metadata?.namespace ?? '') === (target.namespace ?? '');
   return sameName && sameNamespace ? data : undefined;
+}
+
+// A claim in a request whose signature the host verified is the relay's (ReconcileOptions.claimVerified).
+function verifiedIf(signed: boolean, claimed: unknown): { claimVerified?: true } {
+  return signed && claimed !== undefined ? { claimVerified: true } : {};
 }
 
 // The query, read from the request target itself (the parameters the signature covers), not from

@@ -56,7 +56,8 @@ export function reconcileRoutes(host: Host, pressure: Required<PressureOptions> 
       done();
     });
     scope.post('/', (request, reply) => {
-      const job = eventJob(host.definition, request, (type) => triggers.set(request, type));
+      // With signatures on, every request here passed the signature check (the first hook).
+      const job = eventJob(host.definition, request, (type) => triggers.set(request, type), signatures !== undefined);
       return runReconcile(host, request, reply, job);
     });
     scope.post('/reconcile', (request, reply) =>

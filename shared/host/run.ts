@@ -54,6 +54,7 @@ export async function runReconcile(
     log,
     ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
     ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
+    ...(job.claimVerified === true ? { claimVerified: true } : {}),
     ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
   };
   const started = performance.now();

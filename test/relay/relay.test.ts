@@ -255,6 +255,33 @@ describe('relay', { skip: controlPlaneSkip }, () => {
     assert.ok((await metric(relay.registry, 'cirrus_relay_coalesced_total', { destination: 'node-init' })) >= 4);
   });
 
+  it('sends a queued object as its watch has it when sent, with the changes its feed let pass since', async (t) => {
+    const fn = await functionServer(t);
+    const witness = await functionServer(t);
+    const held = gate();
+    const name = uniqueName('latest');
+    fn.respond = async (request) => {
+      if (request.name === name && request.type === 'add') await held.opened;
+      return { status: 202 };
+    };
+    const relay = testRelay(t, admin, { to: [`node-init=${fn.url}`, `all=${witness.url}`] });
+    await ready(relay);
+    await createNode(core, newNode(name, uninitialized));
+    await waitFor('the add to be in flight', () => fn.about(name).length === 1);
+    await label(name, { step: '1' }); // still tainted: an update for node-init, queued behind the add
+    // Initialized by someone else: node-init's feed lets this change pass (nothing to do).
+    await core.patchNode({ name, body: { metadata: { labels: { step: '2' } }, spec: { taints: [] } } }, mergePatch);
+    await waitFor('the relay to see the last change', () =>
+      witness.about(name).some((r) => r.data?.metadata?.labels?.['step'] === '2'),
+    );
+    held.open();
+    await waitFor('the queued update', () => fn.about(name).length === 2);
+    const sent = fn.about(name)[1]?.data;
+    // The function gets the object as it is (ADR 0022: it may start from it), not as it was queued.
+    assert.equal(sent?.metadata?.labels?.['step'], '2');
+    assert.deepEqual((sent as { spec?: { taints?: unknown[] } } | undefined)?.spec?.taints ?? [], []);
+  });
+
   it('keeps each key in order with one delivery in flight, while keys go in parallel', async (t) => {
     const fn = await functionServer(t);
     fn.respond = async () => {
