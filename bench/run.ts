@@ -5,7 +5,7 @@
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
-//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, relay-memory, burst, aws
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
 //
@@ -33,6 +33,7 @@ import { coldStarts } from './scenarios/coldstart.ts';
 import { loadBalancers } from './scenarios/lb.ts';
 import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
+import { relayMemory } from './scenarios/relay-memory.ts';
 import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
 import { drawChart } from './chart.ts';
@@ -40,7 +41,7 @@ import { comparisonSection, runSection } from './markdown.ts';
 import { compareWithGo } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
-const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws'] as const;
+const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'relay-memory', 'burst', 'aws'] as const;
 
 const usage = `Usage: npm run bench -- [flags]
 
@@ -166,6 +167,10 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
   if (only.has('relay')) {
     progress('relay alone');
     results['relay'] = await relayAlone(bench, ceiling);
+  }
+  if (only.has('relay-memory')) {
+    progress("relay memory: the relay's state bytes per Node and per Service");
+    results['relay-memory'] = await relayMemory(bench);
   }
   if (only.has('burst')) {
     progress('burst: 500 events, 100 of 1 MiB, at one `cirrus serve`');
