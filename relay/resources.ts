@@ -89,8 +89,11 @@ function hadLoadBalancer(service: KubeObject): boolean {
  */
 export function retained(object: KubeObject): KubeObject {
   const { status, ...kept } = object;
+  if (status === undefined) return object;
   if (object.kind !== 'Service') return kept;
-  const loadBalancer = (status as { loadBalancer?: unknown } | undefined)?.loadBalancer;
+  const { loadBalancer, ...rest } = status as { loadBalancer?: unknown };
+  // Nothing to drop (a Service's status is mostly its load balancer alone): the object itself, not a copy.
+  if (Object.keys(rest).length === 0) return object;
   return loadBalancer === undefined ? kept : { ...kept, status: { loadBalancer } };
 }
 

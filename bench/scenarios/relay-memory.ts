@@ -11,7 +11,9 @@
 //   page, go through the relist diff (relay/list.ts `diffListed`, what the store is after a LIST);
 //   "whole" is the same diff keeping each normalized object, as before.
 //
-// Heap used after a full collection (gc exposed at run time), before and after the store is built.
+// Heap used after a full collection (gc exposed at run time) while the store is reachable, less the
+// heap used once it is let go. Only the store's own objects count: strings and shapes it shares
+// with the rest of the process (property names, short interned values) do not.
 
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -43,14 +45,16 @@ function heapUsed(): number {
   return process.memoryUsage().heapUsed;
 }
 
-// Heap bytes per object that `build` leaves reachable (it returns the store and its size).
+// Heap bytes per object of a store: the heap used while it is reachable, less the heap used once
+// it is let go (so that whatever else the process made meanwhile does not count).
 function bytesPerObject(build: () => { store: unknown; size: number }): number {
-  const before = heapUsed();
-  const built = build();
-  const after = heapUsed();
-  if (built.size === 0) throw new Error('relay-memory: an empty store');
-  // Read after the measure, so that the store stays reachable until then.
-  return Math.round((after - before) / built.size);
+  const holder: { built?: { store: unknown; size: number } } = { built: build() };
+  const size = holder.built?.size ?? 0;
+  if (size === 0) throw new Error('relay-memory: an empty store');
+  const alive = heapUsed();
+  delete holder.built;
+  const released = heapUsed();
+  return Math.round((alive - released) / size);
 }
 
 const retainWhole = (type: ResourceType): ResourceType => ({ ...type, retain: (object) => object });
@@ -83,42 +87,44 @@ function directFeed(type: ResourceType, count: number, make: (i: number) => Kube
   });
 }
 
-// What one ResourceWatch keeps after its LIST through the API server; stopped once it has listed.
+// What one ResourceWatch keeps after its LIST through the API server (stopped once it has listed),
+// and what the same LIST kept whole would take.
 async function throughWatch(bench: Bench, type: ResourceType): Promise<{ kept: number; whole: number; size: number }> {
-  const metrics = createRelayMetrics({ processMetrics: false, gauges: () => undefined });
-  const log = createLogger({ name: 'relay-memory', level: 'warn' });
-  let watch: ResourceWatch | undefined;
   const abort = new AbortController();
-  const before = heapUsed();
-  watch = new ResourceWatch(type, {
+  // Made outside the watch, so that what is let go below is the watch and its store alone.
+  const deps = {
     kubeConfig: bench.kubeConfig,
     settings: defaultWatchSettings,
     onChange: () => undefined,
-    metrics,
-    log,
-  });
+    metrics: createRelayMetrics({ processMetrics: false, gauges: () => undefined }),
+    log: createLogger({ name: 'relay-memory', level: 'warn' }),
+  };
+  let watch: ResourceWatch | undefined = new ResourceWatch(type, deps);
   const running = watch.run(abort.signal);
   await until(() => watch?.listed === true, 120_000, `the LIST of ${type.resource}`);
   abort.abort();
   await running;
-  const after = heapUsed();
   const size = watch.size;
+  const alive = heapUsed();
+  watch = undefined;
+  const kept = Math.round((alive - heapUsed()) / size);
+  deps.log.debug({ resource: type.resource, size, kept }, 'measured');
   // The same LIST, kept whole (normalized), as the store kept it before.
   const listed = await listAll(bench.kubeConfig, type, {
-    pageSize: 500,
+    pageSize: defaultWatchSettings.listPageSize,
     timeoutMs: 60_000,
     signal: new AbortController().signal,
   });
+  const text = JSON.stringify(listed);
   const whole = bytesPerObject(() => {
-    const { next } = diffListed(retainWhole(type), JSON.parse(JSON.stringify(listed)) as typeof listed, {
+    const { next } = diffListed(retainWhole(type), JSON.parse(text) as typeof listed, {
       known: new Map(),
       seed: undefined,
       observedAt: 0,
     });
     return { store: next, size: next.size };
   });
-  watch = undefined;
-  return { kept: Math.round((after - before) / size), whole, size };
+  return { kept, whole, size };
 }
 
 async function createObjects(bench: Bench, count: number): Promise<void> {
