@@ -2,6 +2,7 @@
 // delivered as deletes by the next leader, carrying what the functions decide on.
 
 import assert from 'node:assert/strict';
+import { pino } from 'pino';
 import { before, describe, it, type TestContext } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
@@ -261,7 +262,10 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
 
   it('delivers without the cursor when it cannot be written, and says why', async (t) => {
     const fn = await functionServer(t);
-    const relay = start(t, fn, { namespace: uniqueName('missing-ns'), name: 'known', flushMs: 100 });
+    const records: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => records.push(JSON.parse(line) as never) });
+    const where = { namespace: uniqueName('missing-ns'), name: 'known', flushMs: 100 };
+    const relay = testRelay(t, admin, { to: [`all=${fn.url}`] }, { cursor: where, logger });
     await ready(relay);
     const name = uniqueName('nocursor');
     await createService(name);
@@ -270,6 +274,9 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
       (await metric(relay.registry, 'cirrus_relay_cursor_writes_total', { resource: 'services', result: 'failed' })) >=
         1,
     );
+    const said = records.find((r) => r.msg.startsWith("could not write the cursor's known-services"));
+    assert.ok(said, 'an error in the log names the ConfigMap');
+    assert.match(said.msg, /delivering without it: objects deleted while no relay runs will not be delivered/);
   });
 
   it('records only the Services whose delete a function needs, and a new leader delivers the deletes it missed', async (t) => {
