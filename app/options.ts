@@ -303,6 +303,14 @@ export const options = {
     nonEmpty.default('kube-system'),
     'namespace',
   ),
+  relayCursor: option(
+    'boolean',
+    "Record the objects the relay knows (the known-keys cursor, ADR 0014) in ConfigMaps beside the relay's Lease, " +
+      '`<lease name>-known-nodes` and `-known-services` (and their parts `-1` to `-3`), so that the relay that ' +
+      'delivers next — a new leader, or this one restarted — delivers the deletes made meanwhile; with or without ' +
+      'leader election (--relay-cursor=false: off, and those deletes are lost).',
+    z.boolean().default(true),
+  ),
   // Each command says what the secret does there (app/cli/main.ts).
   signingSecretFile: pathOption(
     'A file holding the secret that signs requests to the functions (X-Cirrus-Signature).',

@@ -5,7 +5,7 @@
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
-//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, burst, aws, api-client
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, relay-memory, burst, aws, api-client
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   npm run bench -- --only nodes --objects 50   the nodes and lb scenarios with 50 objects each
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
@@ -36,6 +36,7 @@ import { coldStarts } from './scenarios/coldstart.ts';
 import { loadBalancers } from './scenarios/lb.ts';
 import { nodeInit } from './scenarios/nodes.ts';
 import { relayAlone } from './scenarios/relay.ts';
+import { relayMemory } from './scenarios/relay-memory.ts';
 import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
 import { apiClient } from './scenarios/api-client.ts';
@@ -44,7 +45,17 @@ import { comparisonSection, runSection } from './markdown.ts';
 import { compareWithGo, sizesOf } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
 
-const scenarioNames = ['calibration', 'nodes', 'lb', 'coldstart', 'relay', 'burst', 'aws', 'api-client'] as const;
+const scenarioNames = [
+  'calibration',
+  'nodes',
+  'lb',
+  'coldstart',
+  'relay',
+  'relay-memory',
+  'burst',
+  'aws',
+  'api-client',
+] as const;
 
 const usage = `Usage: npm run bench -- [flags]
 
@@ -175,6 +186,10 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
   if (only.has('relay')) {
     progress('relay alone');
     results['relay'] = await relayAlone(bench, ceiling);
+  }
+  if (only.has('relay-memory')) {
+    progress("relay memory: the relay's state bytes per Node and per Service");
+    results['relay-memory'] = await relayMemory(bench);
   }
   if (only.has('burst')) {
     progress('burst: 500 events, 100 of 1 MiB, at one `cirrus serve`');

@@ -1,7 +1,8 @@
 // The known-keys cursor (ADR 0014): which objects the relay's leader knows, recorded in the cluster,
 // so that a new leader — after a fail-over, a restart, or a gap in which no replica led — delivers
 // as a `delete` every object that was known and is gone from its first LIST. Without it a new
-// leader starts from nothing and such deletes are never delivered.
+// leader starts from nothing and such deletes are never delivered. A relay without leader election
+// (one replica) is its own leader: it keeps the cursor as well, for its restarts.
 //
 // It records only what a delete needs (resources.ts `needsTombstone`): every Node, and the
 // Services that have or had a load balancer — not every Service, which tenants could use to push
@@ -23,7 +24,8 @@
 //   new leader rewrites what its LIST and deletes make of it.
 //
 // When the cursor cannot be read or written (no permission, a missing ConfigMap it may not create),
-// the relay says so in its log and metrics and delivers without it, as before the cursor existed.
+// the relay says so in its log (an error naming the ConfigMap and the API server's answer, once
+// until it works again) and metrics, and delivers without it, as before the cursor existed.
 
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -318,7 +320,12 @@ export class KnownKeys {
   }
 
   #unhealthy(message: string, error: unknown): void {
-    if (this.#healthy) this.#log.error({ err: error }, `${message}; delivering without it`);
+    if (this.#healthy)
+      this.#log.error(
+        { err: error },
+        `${message}; delivering without it: objects deleted while no relay runs will not be delivered as deletes ` +
+          "(the relay needs get, create and patch on the cursor's ConfigMaps; or turn the cursor off)",
+      );
     this.#setHealthy(false);
   }
 

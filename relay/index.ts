@@ -7,7 +7,8 @@
 // Several replicas may run; a Lease (./lease.ts) elects the one that delivers. A replica that
 // becomes the leader lists, and delivers the current state of every object as an `add`, so no
 // final state is lost across a hand-over; with the known-keys cursor (./cursor.ts, ADR 0014) it
-// also delivers as a `delete` every object its predecessors knew that is gone. One that stops
+// also delivers as a `delete` every object its predecessors knew that is gone (a single relay
+// without leader election keeps the cursor too, for its own restarts). One that stops
 // leading drops its queue at once, so that two replicas never deliver together for longer than
 // it takes to notice the lost Lease. What the leader does is ./leader.ts.
 
@@ -61,8 +62,9 @@ export interface RelayOptions {
   /**
    * The known-keys cursor (ADR 0014): ConfigMaps `<namespace>/<name>-nodes` and `-services` (and
    * `-nodes-1`, … up to `parts`, default 4) where the leader records the objects it knows, so that a new leader delivers the deletes of those gone
-   * meanwhile. Default with leader election: on, in the Lease's namespace, named `<lease name>-known`,
-   * written at most once a second; without leader election: off unless given. False: off.
+   * meanwhile — a new leader, or the one relay restarted. Default: on, in the Lease's namespace, named
+   * `<lease name>-known` (without leader election, the default Lease's: `kube-system/cirrus-relay-known`),
+   * written at most once a second; with or without leader election (ADR 0014). False: off.
    */
   readonly cursor?: Partial<CursorSettings> | false | undefined;
   /**
@@ -152,6 +154,7 @@ export function startRelay(options: RelayOptions): Relay {
     {
       identity: election.identity,
       leaderElection: election.election !== undefined,
+      cursor: settings.cursor === undefined ? 'off' : `${settings.cursor.namespace}/${settings.cursor.name}`,
       destinations: settings.table.destinations.map((d) => ({ name: d.name, url: d.url, feed: d.feed })),
       periods: settings.table.periods,
     },
@@ -204,7 +207,7 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
 // The cursor's settings from the options: see RelayOptions.cursor.
 function cursorSettings(options: RelayOptions): CursorSettings | undefined {
   const given = options.cursor;
-  if (given === false || (given === undefined && options.leaderElection === false)) return undefined;
+  if (given === false) return undefined;
   const lease = { ...defaultLeaseSettings, ...(options.leaderElection === false ? {} : options.leaderElection) };
   const cursor = {
     namespace: lease.namespace,

@@ -96,7 +96,8 @@ export interface Before {
 }
 
 /**
- * The state `listed` makes, and the changes from `before.known` to it: first the deletes of what
+ * The state `listed` makes (what the resource's `retain` keeps of each object), and the changes
+ * from `before.known` to it, each add and update carrying the whole listed object: first the deletes of what
  * the cursor recorded that the LIST lacks or has with another uid (deleted while no relay led), so
  * that the delete of an old incarnation goes out before the add of the new one; then adds,
  * updates (a resourceVersion that moved) and deletes (known, not listed).
@@ -113,7 +114,7 @@ export function diffListed(
     const object = normalize(type, raw);
     const key = objectKey(type, object);
     if (key === undefined) continue;
-    next.set(key, object);
+    next.set(key, type.retain(object));
     const previous = known.get(key);
     if (previous !== undefined && resourceVersionOf(previous) === resourceVersionOf(object)) continue;
     changes.push({

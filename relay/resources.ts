@@ -13,9 +13,12 @@ export interface ResourceChange extends WatchChange {
   readonly resource: ResourceType;
   /** `Node/worker-1`, `Service/default/web`. */
   readonly key: string;
-  /** The new state; for `delete`, the last known one. */
+  /**
+   * The new state, whole; for `delete`, the last known one: the watch's whole object, or, for a
+   * delete a LIST found, what the relay kept (or the cursor recorded) of it.
+   */
   readonly object: KubeObject;
-  /** The state before this change, when the relay knew one. */
+  /** What the relay kept of the state before this change (the resource's `retain`), when it knew one. */
   readonly previous?: KubeObject | undefined;
   /** When the relay saw the change (its clock's now()). */
   readonly observedAt: number;
@@ -43,6 +46,12 @@ export interface ResourceType {
    * wantsLoadBalancer and needsCleanup). Other Services' deletes need nothing from any function.
    */
   readonly needsTombstone: (object: KubeObject) => boolean;
+  /**
+   * What the relay keeps of a delivered object (of its normalized form) until its next change: see
+   * {@link retained}. The change itself, while it waits in the delivery queue, carries the whole
+   * object.
+   */
+  readonly retain: (object: KubeObject) => KubeObject;
 }
 
 /** The finalizer the service controller (and cirrus's service-lb) puts on a Service with a load balancer. */
@@ -58,6 +67,36 @@ function hadLoadBalancer(service: KubeObject): boolean {
   );
 }
 
+/**
+ * What the relay keeps of an object between its changes (ADR 0024): its metadata (without
+ * managedFields) and spec, and of its status only a Service's `loadBalancer` — not a Node's status
+ * (conditions, addresses, capacity, the kubelet's images list: most of a Node's bytes, rewritten
+ * every heartbeat). The kept state is what every reader of the relay's store needs:
+ *
+ * - change detection: the `previous` state the functions' feeds compare (functions/<step>/feed.ts:
+ *   a Node's labels, taints, deletionTimestamp, providerID, podCIDR(s); a Service's spec,
+ *   annotations, finalizers and deletionTimestamp); a feed that reads the status (node-lifecycle's
+ *   Ready condition) reads it from the change's new state, which is whole;
+ * - the fan-out (routing.ts `fanOut`): the Services a node-set change sends service-lb, whose
+ *   feed reads their type, class, finalizers and sync record, and whose claim (shared/host) the
+ *   same fields and status.loadBalancer;
+ * - the node-set digest (service-lb's `nodeListDigest`: names, resourceVersions, the exclude label,
+ *   deletionTimestamp, the autoscaler's taint);
+ * - the diff of a LIST (resourceVersion, uid) and the deletes it finds, whose data is this state: the
+ *   cursor's tombstone fields (`tombstoneSpec`), what `needsTombstone` reads (a Service's
+ *   status.loadBalancer.ingress), and what a function decides a delete on (service-lb's
+ *   `lastKnown`: kind, uid, type, class, annotations).
+ */
+export function retained(object: KubeObject): KubeObject {
+  const { status, ...kept } = object;
+  if (status === undefined) return object;
+  if (object.kind !== 'Service') return kept;
+  const { loadBalancer, ...rest } = status as { loadBalancer?: unknown };
+  // Nothing to drop (a Service's status is mostly its load balancer alone): the object itself, not a copy.
+  if (Object.keys(rest).length === 0) return object;
+  return loadBalancer === undefined ? kept : { ...kept, status: { loadBalancer } };
+}
+
 export const nodes: ResourceType = {
   resource: 'nodes',
   kind: 'Node',
@@ -66,6 +105,7 @@ export const nodes: ResourceType = {
   path: '/api/v1/nodes',
   tombstoneSpec: ['providerID'],
   needsTombstone: () => true,
+  retain: retained,
 };
 export const services: ResourceType = {
   resource: 'services',
@@ -75,6 +115,7 @@ export const services: ResourceType = {
   path: '/api/v1/services',
   tombstoneSpec: ['type', 'loadBalancerClass'],
   needsTombstone: hadLoadBalancer,
+  retain: retained,
 };
 
 /** Every kind the relay watches. */

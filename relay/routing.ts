@@ -17,7 +17,10 @@ export type RoutedFunction = Pick<
   'name' | 'feed' | 'watches' | 'period' | 'fanOut' | 'nodeSetDigest' | 'cloudCallsPerObject'
 >;
 
-/** The objects the relay knows of a kind, by key, for a fan-out; undefined when it does not watch that kind. */
+/**
+ * The objects the relay knows of a kind, by key, for a fan-out — what it keeps of each (resources.ts
+ * `retained`: no Node status); undefined when it does not watch that kind.
+ */
 export type Known = (
   kind: string,
 ) => { readonly resource: ResourceType; readonly objects: Iterable<readonly [string, KubeObject]> } | undefined;
@@ -318,7 +321,9 @@ function trigger(target: string): Outgoing {
 
 // A change that concerns many objects, as one event per known object of `kind` the function's feed
 // accepts: each goes through that object's own queue key, so it coalesces with the object's own
-// events and never runs beside them. Objects not listed yet are delivered by their LIST anyway.
+// events and never runs beside them. Objects not listed yet are delivered by their LIST anyway. Each
+// event carries what the relay keeps of its object (resources.ts `retained`), which has every field
+// a feed and a claim read.
 function fanOut(
   fn: RoutedFunction,
   kind: string,

@@ -15,8 +15,11 @@
 //   `delete` changes carrying their last known state;
 // - nothing ends the loop but the stop signal: every failure is logged, counted and retried.
 //
-// What is kept in memory per object: its last state (without managedFields), which is both what
-// the diff compares (by resourceVersion) and what a `delete` carries.
+// What is kept in memory per object: what the resource's `retain` keeps of its last state
+// (resources.ts `retained`: metadata without managedFields, spec, a Service's load balancer status),
+// which is what the diff compares (by resourceVersion), what feeds see as `previous`, what fan-outs
+// and the node-set digest read, and what a `delete` found by a LIST carries. A change carries the
+// whole object to the queue, which holds it until it is delivered (ADR 0024).
 
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -48,7 +51,7 @@ export class ResourceWatch {
   readonly #backoff: Backoff;
   readonly #random: () => number;
   readonly #clock: Clock;
-  // Last known state per key; undefined until the first LIST.
+  // What is kept of the last known state per key (the resource's `retain`).
   #known = new Map<string, KubeObject>();
   // Where the next watch starts; undefined means a LIST is needed first.
   #resourceVersion: string | undefined;
@@ -83,7 +86,7 @@ export class ResourceWatch {
     return this.#known.size;
   }
 
-  /** The last known state of every object, by key. */
+  /** What is kept of the last known state of every object (the resource's `retain`), by key. */
   objects(): IterableIterator<[string, KubeObject]> {
     return this.#known.entries();
   }
@@ -300,7 +303,7 @@ export class ResourceWatch {
       if (previous === undefined || resourceVersionOf(previous) !== resourceVersionOf(object)) {
         // Recorded before it is emitted (a handler reading objects() sees it), and taken back if
         // emitting throws, so that the relist sees the change as new.
-        this.#known.set(key, object);
+        this.#known.set(key, this.type.retain(object));
         const type = previous === undefined ? 'add' : 'update';
         this.#emitOrRestore({ resource: this.type, type, key, object, previous, observedAt: this.#clock.now() });
       }

@@ -86,7 +86,7 @@ const signingHelp = {
 // The periods of the periodic triggers that start and relay both send.
 const periodOptions = ['nodeMonitorPeriod', 'routeReconciliationPeriod', 'nodeStatusUpdateFrequency'] as const;
 
-// The cloud call budget and leader election: start and relay.
+// The cloud call budget, leader election and the known-keys cursor: start and relay.
 const relayOptions = [
   'cloudCallRate',
   'cloudCallBurst',
@@ -96,6 +96,7 @@ const relayOptions = [
   'leaderElectRetryPeriod',
   'leaderElectResourceName',
   'leaderElectResourceNamespace',
+  'relayCursor',
 ] as const;
 
 /**

@@ -25,6 +25,7 @@ export type RelayCommandOptions =
   | 'leaderElectRetryPeriod'
   | 'leaderElectResourceName'
   | 'leaderElectResourceNamespace'
+  | 'relayCursor'
   | 'signingSecretFile'
   | 'bindAddress'
   | 'port'
@@ -63,6 +64,7 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
     concurrency: config.concurrentDeliveries,
     cloudCallBudget: callBudget(config),
     leaderElection: config.leaderElect ? leaseSettings(config) : false,
+    cursor: relayCursor(config),
     ceOverrides: knative.ceOverrides,
   });
   const { serve } = await import('../../shared/host/serve.ts');
@@ -129,4 +131,15 @@ export function leaseSettings(config: Config<LeaseOption>): Omit<LeaseSettings, 
     renewDeadlineMs: config.leaderElectRenewDeadline,
     retryPeriodMs: config.leaderElectRetryPeriod,
   };
+}
+
+/**
+ * Where the relay keeps its known-keys cursor (ADR 0014), from --relay-cursor and the Lease flags:
+ * beside the Lease, `<lease name>-known`, with or without leader election; false when turned off.
+ */
+export function relayCursor(
+  config: Config<'relayCursor' | 'leaderElectResourceName' | 'leaderElectResourceNamespace'>,
+): { readonly namespace: string; readonly name: string } | false {
+  if (!config.relayCursor) return false;
+  return { namespace: config.leaderElectResourceNamespace, name: `${config.leaderElectResourceName}-known` };
 }

@@ -16,7 +16,7 @@ import type { FunctionDefinition } from '../../shared/host/function.ts';
 import type { Serving } from '../../shared/host/serve.ts';
 import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
-import { callBudget, leaseSettings, periodsOf, type CallBudgetOption, type LeaseOption } from './relay.ts';
+import { callBudget, leaseSettings, periodsOf, relayCursor, type CallBudgetOption, type LeaseOption } from './relay.ts';
 import { catalogue, loadRelay } from '../root.ts';
 import { announceStart } from './running.ts';
 import { readSecret } from './secret.ts';
@@ -34,6 +34,7 @@ export type StartOptions =
   | CallBudgetOption
   | 'leaderElect'
   | LeaseOption
+  | 'relayCursor'
   | 'dataDir'
   | 'useExistingCluster'
   | 'logFormat';
@@ -202,6 +203,7 @@ async function serveAll(
     logger,
     secret,
     leaderElection: config.leaderElect ? lease : false,
+    cursor: relayCursor(config),
     cloudCallBudget: callBudget(config),
     // The process's metrics are collected once, by the functions' registry.
     processMetrics: false,

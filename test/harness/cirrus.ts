@@ -78,6 +78,8 @@ export async function startCirrus(
     logger: createLogger({ name: 'relay', level: logLevel }),
     secret,
     leaderElection: false,
+    // Not the default cursor in kube-system: relays of other test files on the same API server would share it.
+    cursor: false,
   });
   await relay.ready;
   return {

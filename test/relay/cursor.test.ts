@@ -2,17 +2,37 @@
 // delivered as deletes by the next leader, carrying what the functions decide on.
 
 import assert from 'node:assert/strict';
+import { pino } from 'pino';
 import { before, describe, it, type TestContext } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { defaultCursorParts, type CursorSettings, type Relay, type RelayOptions } from '../../relay/index.ts';
+import {
+  buildRoutingTable,
+  defaultCursorParts,
+  startRelay,
+  type CursorSettings,
+  type Relay,
+  type RelayOptions,
+} from '../../relay/index.ts';
+import { catalogue } from '../../functions/catalogue.ts';
+import { relayCursor } from '../../app/cli/relay.ts';
+import { parseConfig } from '../../app/config.ts';
 import { KnownKeys, partLimitBytes } from '../../relay/cursor.ts';
 import { placeOf } from '../../relay/cursor-format.ts';
 import { createRelayMetrics } from '../../relay/metrics.ts';
 import { services, type KubeObject } from '../../relay/resources.ts';
 import { createNode, newNode, silentLogger } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
-import { functionServer, metric, ready, testRelay, waitFor, type FunctionServer } from './harness.ts';
+import {
+  fastTimings,
+  functionServer,
+  metric,
+  noPeriods,
+  ready,
+  testRelay,
+  waitFor,
+  type FunctionServer,
+} from './harness.ts';
 
 describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
   let admin: KubeConfig;
@@ -145,7 +165,7 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     t.diagnostic(`${writes} cursor writes for 40 new Services in ${elapsed} ms`);
   });
 
-  it('is on by default with leader election, named after the Lease, and off without', async (t) => {
+  it('is on by default with leader election, named after the Lease', async (t) => {
     const lease = { name: uniqueName('lease'), namespace };
     const fn = await functionServer(t);
     const relay = testRelay(t, admin, { to: [`all=${fn.url}`] }, { leaderElection: lease });
@@ -154,14 +174,56 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     await createService(name);
     await waitFor('the add', () => fn.about(name).length > 0);
     assert.ok((await recorded(`${lease.name}-known`, 'services'))[`Service/${namespace}/${name}`]);
+  });
 
-    // Without leader election (and no cursor option), nothing is written anywhere.
+  it("is on by default without leader election too, after the default Lease's name", async (t) => {
+    // Not testRelay, which turns it off: other tests' relays would share kube-system's.
+    const fn = await functionServer(t);
+    const relay = startRelay({
+      kubeConfig: admin,
+      routing: buildRoutingTable(catalogue, { to: [`all=${fn.url}`], periods: noPeriods }),
+      logger: silentLogger(),
+      leaderElection: false,
+      ...fastTimings,
+    });
+    const configMaps = ['nodes', 'services'].flatMap((resource) =>
+      Array.from(
+        { length: defaultCursorParts },
+        (_, i) => `cirrus-relay-known-${resource}${i === 0 ? '' : `-${String(i)}`}`,
+      ),
+    );
+    t.after(async () => {
+      await relay.stop();
+      await Promise.all(
+        configMaps.map((name) =>
+          core.deleteNamespacedConfigMap({ namespace: 'kube-system', name }).catch(() => undefined),
+        ),
+      );
+    });
+    await ready(relay);
+    const name = uniqueName('single');
+    await createService(name);
+    await waitFor('the add', () => fn.about(name).length > 0);
+    const inKubeSystem = async (): Promise<boolean> => {
+      const found = await Promise.all(
+        configMaps.map((cm) =>
+          core.readNamespacedConfigMap({ namespace: 'kube-system', name: cm }).catch(() => undefined),
+        ),
+      );
+      return found.some((cm) =>
+        Object.values(cm?.data ?? {}).some((text) => text.includes(`Service/${namespace}/${name}`)),
+      );
+    };
+    await waitFor('kube-system/cirrus-relay-known-services to record it', inKubeSystem);
+  });
+
+  it('is off when turned off', async (t) => {
     const count = async (ns: string): Promise<number> =>
       (await core.listNamespacedConfigMap({ namespace: ns })).items.length;
     const before = { here: await count(namespace), kubeSystem: await count('kube-system') };
     const other = uniqueName('plain');
     const fnPlain = await functionServer(t);
-    const plain = testRelay(t, admin, { to: [`all=${fnPlain.url}`] });
+    const plain = testRelay(t, admin, { to: [`all=${fnPlain.url}`] }, { cursor: false });
     await ready(plain);
     await createService(other);
     await waitFor('the add', () => fnPlain.about(other).length > 0);
@@ -173,9 +235,37 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     assert.deepEqual({ here: await count(namespace), kubeSystem: await count('kube-system') }, before);
   });
 
+  it('delivers every delete made while a single relay without leader election was stopped (0 lost)', async (t) => {
+    const cursor = { namespace, name: uniqueName('single'), flushMs: 100 };
+    const fnA = await functionServer(t);
+    const a = start(t, fnA, cursor);
+    await ready(a);
+    const nodeNames = Array.from({ length: 20 }, () => uniqueName('gone-node'));
+    const serviceNames = Array.from({ length: 17 }, () => uniqueName('gone-svc'));
+    const uids = new Map<string, string>();
+    const uidOf = (object: { metadata?: { uid?: string } }): string => object.metadata?.uid ?? '';
+    for (const name of nodeNames) uids.set(name, uidOf(await createNode(core, newNode(name))));
+    for (const name of serviceNames) uids.set(name, uidOf(await createService(name)));
+    const names = [...nodeNames, ...serviceNames];
+    await waitFor('the adds', () => names.every((name) => fnA.about(name).length > 0));
+    await a.stop();
+
+    for (const name of nodeNames) await core.deleteNode({ name });
+    for (const name of serviceNames) await core.deleteNamespacedService({ namespace, name });
+    const fnB = await functionServer(t);
+    const b = start(t, fnB, cursor);
+    await ready(b);
+    await waitFor('every delete', () => names.every((name) => fnB.about(name).some((r) => r.type === 'delete')));
+    assert.deepEqual(lostDeletes(fnB, uids), [], 'every delete, each carrying the uid of what was deleted');
+    for (const name of serviceNames) assert.equal(carried(fnB, name)?.spec?.type, 'LoadBalancer');
+  });
+
   it('delivers without the cursor when it cannot be written, and says why', async (t) => {
     const fn = await functionServer(t);
-    const relay = start(t, fn, { namespace: uniqueName('missing-ns'), name: 'known', flushMs: 100 });
+    const records: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => records.push(JSON.parse(line) as never) });
+    const where = { namespace: uniqueName('missing-ns'), name: 'known', flushMs: 100 };
+    const relay = testRelay(t, admin, { to: [`all=${fn.url}`] }, { cursor: where, logger });
     await ready(relay);
     const name = uniqueName('nocursor');
     await createService(name);
@@ -184,6 +274,9 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
       (await metric(relay.registry, 'cirrus_relay_cursor_writes_total', { resource: 'services', result: 'failed' })) >=
         1,
     );
+    const said = records.find((r) => r.msg.startsWith("could not write the cursor's known-services"));
+    assert.ok(said, 'an error in the log names the ConfigMap');
+    assert.match(said.msg, /delivering without it: objects deleted while no relay runs will not be delivered/);
   });
 
   it('records only the Services whose delete a function needs, and a new leader delivers the deletes it missed', async (t) => {
@@ -317,5 +410,47 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
         ),
       /relay cursor: parts must be a whole number of at least 1, got 0/,
     );
+  });
+});
+
+// What the delete of `name` that `fn` received carries, if it received one.
+function carried(
+  fn: FunctionServer,
+  name: string,
+): { metadata?: { uid?: string }; spec?: { type?: string } } | undefined {
+  const deleted = fn.about(name).find((r) => r.type === 'delete');
+  return deleted === undefined ? undefined : (JSON.parse(deleted.body) as { metadata?: { uid?: string } });
+}
+
+// The names in `uids` whose delete `fn` did not receive, with the uid of the incarnation deleted.
+function lostDeletes(fn: FunctionServer, uids: ReadonlyMap<string, string>): string[] {
+  return [...uids].filter(([name, uid]) => carried(fn, name)?.metadata?.uid !== uid).map(([name]) => name);
+}
+
+describe('cirrus relay and start: --relay-cursor', () => {
+  const command = {
+    options: ['relayCursor', 'leaderElect', 'leaderElectResourceName', 'leaderElectResourceNamespace'] as const,
+  };
+  const where = (args: readonly string[], env: NodeJS.ProcessEnv = {}) => relayCursor(parseConfig(command, args, env));
+
+  it("is on by default, beside the relay's Lease, with or without leader election", () => {
+    const beside = { namespace: 'kube-system', name: 'cirrus-relay-known' };
+    assert.deepEqual(where([]), beside);
+    assert.deepEqual(where(['--leader-elect=false']), beside);
+    assert.deepEqual(
+      where([
+        '--leader-elect=false',
+        '--leader-elect-resource-namespace',
+        'cirrus-system',
+        '--leader-elect-resource-name',
+        'r',
+      ]),
+      { namespace: 'cirrus-system', name: 'r-known' },
+    );
+  });
+
+  it('is off with --relay-cursor=false or CIRRUS_RELAY_CURSOR=false', () => {
+    assert.equal(where(['--relay-cursor=false']), false);
+    assert.equal(where(['--leader-elect=false'], { CIRRUS_RELAY_CURSOR: 'false' }), false);
   });
 });

@@ -173,7 +173,11 @@ export const fastTimings = {
 /** No periodic triggers, unless a test asks for them. */
 export const noPeriods = { 'node-init': 0, 'node-lifecycle': 0, 'service-lb': 0, routes: 0 } as const;
 
-/** Starts a relay with {@link fastTimings} and no leader election unless given; stopped after the test. */
+/**
+ * Starts a relay with {@link fastTimings} and no leader election unless given, and without the
+ * known-keys cursor unless leader election or a cursor is given (the default one, in kube-system,
+ * would be shared by the relays of every test on the API server); stopped after the test.
+ */
 export function testRelay(
   t: TestContext,
   kubeConfig: KubeConfig,
@@ -185,6 +189,7 @@ export function testRelay(
     routing: buildRoutingTable(catalogue, { periods: noPeriods, ...routing }),
     logger: silentLogger(),
     leaderElection: false,
+    ...(options.leaderElection === undefined && options.cursor === undefined ? { cursor: false } : {}),
     ...fastTimings,
     ...options,
   });

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ControlPlane, resolveAssets } from '../../tools/control-plane/index.ts';
+import type { KubeObject } from '../../relay/resources.ts';
 import { createNode, newNode } from '../harness/builders.ts';
 import { controlPlaneSkip, uniqueName } from '../harness/cluster.ts';
 import {
@@ -18,6 +19,7 @@ import {
   testRelay,
   throughProxy,
   waitFor,
+  type FunctionServer,
 } from './harness.ts';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -153,6 +155,7 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
         core,
         newNode(name, (n) => {
           n.metadata = { ...n.metadata, labels: { state: 'initial' } };
+          n.spec = { providerID: `fake:///${name}` };
         }),
       );
     await core.createNamespacedService({
@@ -191,6 +194,7 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
       'initial',
       'a delete found by the relist carries the last known state',
     );
+    assertKeptDeletes(fn, gone, service);
     assert.equal(fn.about(changed).at(-1)?.data?.metadata?.labels?.['state'], 'changed');
     assert.deepEqual(
       fn.about(keep).map((r) => r.type),
@@ -210,3 +214,21 @@ describe('relay watch recovery', { skip: controlPlaneSkip }, () => {
     await waitFor('readiness to come back', () => relay.status().ready);
   });
 });
+
+// The deletes a relist found carry the state as the relay kept it (ADR 0024): what the functions
+// decide a delete on, the cursor's tombstone fields among it (a Node's providerID, a Service's
+// type), the uid, and no status.
+function assertKeptDeletes(fn: FunctionServer, node: string, service: string): void {
+  const body = (name: string): KubeObject => {
+    const deletion = fn.about(name).find((r) => r.type === 'delete');
+    assert.ok(deletion, `the delete of ${name}`);
+    return JSON.parse(deletion.body) as KubeObject;
+  };
+  const deletedNode = body(node);
+  assert.equal((deletedNode['spec'] as { providerID?: string } | undefined)?.providerID, `fake:///${node}`);
+  assert.ok(deletedNode.metadata?.uid, 'with its uid');
+  assert.equal(deletedNode['status'], undefined, 'without the status the relay does not keep');
+  const deletedService = body(service);
+  assert.equal((deletedService['spec'] as { type?: string } | undefined)?.type, 'LoadBalancer');
+  assert.ok(deletedService.metadata?.uid);
+}

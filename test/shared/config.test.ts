@@ -69,6 +69,7 @@ describe('option names', () => {
       flag: 'leader-elect-resource-namespace',
       env: 'CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE',
     },
+    { option: 'relayCursor', flag: 'relay-cursor', env: 'CIRRUS_RELAY_CURSOR' },
     { option: 'signingSecretFile', flag: 'signing-secret-file', env: 'CIRRUS_SIGNING_SECRET_FILE' },
     { option: 'kubeconfigSecretId', flag: 'kubeconfig-secret-id', env: 'CIRRUS_KUBECONFIG_SECRET_ID' },
     { option: 'cloudConfigSecretId', flag: 'cloud-config-secret-id', env: 'CIRRUS_CLOUD_CONFIG_SECRET_ID' },
