@@ -201,8 +201,19 @@ export class KnownKeys {
     this.#release();
   }
 
-  /** Writes the shards that differ from what was last written; one request per part changed at most. */
+  /**
+   * Writes the shards that differ from what was last written; one request per part changed at most.
+   * One write at a time: a flush asked for while one runs (the loop's, a stop's) follows it.
+   */
   async flush(pending: ReadonlySet<string>): Promise<void> {
+    const next = this.#flushing.then(() => this.#flushNow(pending));
+    this.#flushing = next.catch(() => undefined);
+    return next;
+  }
+
+  #flushing: Promise<void> = Promise.resolve();
+
+  async #flushNow(pending: ReadonlySet<string>): Promise<void> {
     for (const key of [...this.#deleting.keys()]) if (!pending.has(key)) this.#deleting.delete(key);
     const texts = shardTexts(this.#live, this.#deleting, this.#parts.length);
     for (const [index, part] of this.#parts.entries()) {

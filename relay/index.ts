@@ -82,6 +82,9 @@ export interface RelayOptions {
   readonly clock?: Clock | undefined;
 }
 
+// How long a requested stop waits for the cursor's last write before it lets the Lease go.
+const cursorStopFlushMs = 2_000;
+
 /** The defaults of {@link RelayOptions}' delivery settings. */
 export const defaultDelivery = {
   concurrency: 512,
@@ -168,6 +171,8 @@ export function startRelay(options: RelayOptions): Relay {
     stop: async () => {
       if (stopped) return;
       stopped = true;
+      // While still leading: the cursor's last changes, so that the next relay knows them.
+      await delivering?.flushCursors(cursorStopFlushMs);
       abort.abort();
       await election.done;
       callbacks.onStoppedLeading();

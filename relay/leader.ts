@@ -118,6 +118,27 @@ export class Delivering {
     this.#startPeriodicTriggers();
   }
 
+  /**
+   * Writes the cursor once more (what changed since its last write), for a requested stop, before
+   * the Lease is let go: a relay stopped and started again (or its successor) then knows every
+   * object it delivered, the deliveries that did not wait for the cursor (#wantsDelete) included.
+   * At most `timeoutMs`; a cursor not listed yet is not written (it would erase its predecessors').
+   */
+  async flushCursors(timeoutMs: number): Promise<void> {
+    const pending = this.#pendingKeys();
+    const writes = this.#watches.flatMap((watch) => {
+      const known = this.#cursors.get(watch.type.kind);
+      return known !== undefined && watch.listed ? [known.flush(pending)] : [];
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.all(writes), timeout]).finally(() => {
+      clearTimeout(timer);
+    });
+  }
+
   watches(): Record<string, boolean> {
     return Object.fromEntries(this.#watches.map((watch) => [watch.type.resource, watch.established]));
   }
@@ -169,12 +190,7 @@ export class Delivering {
   // Waits until the delivery may go: its object recorded by the cursor, its tokens of the budget
   // taken; what it was charged, and from which flow.
   async #mayGo(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<Charge | undefined> {
-    // No function hears of an object before the cursor records it: a leader that dies after this
-    // delivery leaves its successor the key, and so the delete if the object goes meanwhile.
-    if (outgoing.kind === 'object' && outgoing.change.type !== 'delete') {
-      const { change } = outgoing;
-      await this.#cursors.get(change.resource.kind)?.whenDurable(change.key, change.object.metadata?.uid ?? '', signal);
-    }
+    await this.#whenRecorded(destinationName, outgoing, signal);
     const { budget } = this.#settings;
     if (budget === undefined || signal.aborted) return undefined;
     const flow = flowOf(destinationName, outgoing);
@@ -182,6 +198,32 @@ export class Delivering {
     const { waitedMs, tokens } = await budget.take(signal, calls, flow);
     if (waitedMs > 0) this.#settings.metrics.budgetWait.inc({ destination: destinationName }, waitedMs / 1000);
     return { flow, tokens };
+  }
+
+  // Waits until the cursor has recorded the object of `outgoing`, where that is needed.
+  async #whenRecorded(destinationName: string, outgoing: Outgoing, signal: AbortSignal): Promise<void> {
+    // No function that acts on an object's delete hears of the object before the cursor records
+    // it: a leader that dies after this delivery leaves its successor the key, and so the delete
+    // if the object goes meanwhile. A function its delete would not reach (node-init, for one)
+    // need not wait for the cursor's next write.
+    if (
+      outgoing.kind === 'object' &&
+      outgoing.change.type !== 'delete' &&
+      this.#wantsDelete(destinationName, outgoing.change)
+    ) {
+      const { change } = outgoing;
+      await this.#cursors.get(change.resource.kind)?.whenDurable(change.key, change.object.metadata?.uid ?? '', signal);
+    }
+  }
+
+  // Whether the object's delete, were it deleted now, would reach `destinationName` as an event of
+  // its own: what its function's feed (or, for a destination fed everything, any function's) decides.
+  #wantsDelete(destinationName: string, change: ResourceChange): boolean {
+    const { table } = this.#settings;
+    const feed = this.#destinations.get(destinationName)?.feed;
+    const fns = feed === undefined || feed === 'all' ? [...table.functions.values()] : [table.functions.get(feed)];
+    const deleted: ResourceChange = { ...change, type: 'delete', previous: undefined };
+    return fns.some((fn) => fn === undefined || fn.feed(deleted) === 'object');
   }
 
   // Gives back the tokens of `charge` the function says it did not use: a reply that reports its

@@ -104,7 +104,7 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
       'the cursor to forget them',
       async () => (await recorded(cursor.name, 'services'))[`Service/${namespace}/${service}`] === undefined,
     );
-    assert.equal((await recorded(cursor.name, 'nodes'))[`Node//${node}`], undefined);
+    assert.equal((await recorded(cursor.name, 'nodes'))[`Node/${node}`], undefined);
   });
 
   it('delivers the delete of an incarnation replaced while no relay ran, then the add of the new one', async (t) => {
@@ -129,6 +129,20 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
       ['delete', oldUid],
       ['add', newUid],
     ]);
+  });
+
+  it('delivers a Node without waiting for the cursor (no function acts on its delete), and records it when stopped', async (t) => {
+    // No periodic write within the test: a delivery that waited for one would not arrive.
+    const cursor = { namespace, name: uniqueName('known'), flushMs: 120_000 };
+    const fn = await functionServer(t);
+    const relay = start(t, fn, cursor);
+    await ready(relay);
+    const node = uniqueName('node');
+    await createNode(core, newNode(node));
+    await waitFor('the Node delivered', () => fn.about(node).length > 0, 10_000);
+    assert.equal((await recorded(cursor.name, 'nodes'))[`Node/${node}`], undefined, 'not written yet');
+    await relay.stop();
+    assert.ok((await recorded(cursor.name, 'nodes'))[`Node/${node}`], 'written by the stop, before the Lease went');
   });
 
   it('records an object before any function hears of it, in about one write per flush however many change', async (t) => {
