@@ -7,6 +7,7 @@ import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { catalogue, loadRelay, type LeaseSettings } from '../root.ts';
 import { readSecret } from './secret.ts';
+import { checkAccess, checkReachable, kubeconfigSource, relayAccess } from './preflight.ts';
 
 /** The options `cirrus relay` takes. */
 export type RelayCommandOptions =
@@ -55,8 +56,12 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
     level: config.logLevel,
     destination: await logDestination(config.logFormat),
   });
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const source = kubeconfigSource(config.kubeconfig, io.env);
+  await checkReachable(kubeConfig, source);
+  await checkAccess(kubeConfig, source, [relayAccess(config.leaderElect ? leaseSettings(config) : false)]);
   const relay = relayModule.startRelay({
-    kubeConfig: loadKubeConfig(config.kubeconfig),
+    kubeConfig,
     routing,
     logger,
     secret: await readSecret(config.signingSecretFile),
