@@ -51,7 +51,11 @@ async function closedPort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await new Promise<void>((resolve) =>
+    server.close(() => {
+      resolve();
+    }),
+  );
   return port;
 }
 
@@ -356,8 +360,7 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
   it('creates the allocations namespace when it is missing and the identity may', async () => {
     const namespace = uniqueName('alloc');
     const cloud = await provider(namespace);
-    assert.ok(cloud.preflight);
-    const report = await cloud.preflight({
+    const report = await cloud.preflight?.({
       kubeConfig: cluster.admin,
       mayCreate: true,
       functions: ['service-lb'],
@@ -445,7 +448,7 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     });
     assert.equal(report?.problems.length, 1);
     assert.match(
-      report?.problems[0] ?? '',
+      String(report.problems[0]),
       new RegExp(
         `but this identity may not get configmaps/cirrus-lb-ipam in ${namespace}, patch configmaps/cirrus-lb-ipam in ${namespace}, create configmaps in ${namespace}: grant them`,
       ),
