@@ -10,7 +10,7 @@
 // there would add a round trip to every cold start; a Lambda that cannot reach its cluster fails
 // its first reconcile with the same API error, which its logs show.
 
-import { VersionApi, type KubeConfig } from '@kubernetes/client-node';
+import { AuthorizationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { FunctionEntry } from '../../shared/catalogue.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
@@ -121,11 +121,16 @@ export interface AccessNeed {
   readonly access: readonly ApiAccess[];
 }
 
-/** The relay's rights (deploy/knative/relay/rbac.yaml): its watches and, when it elects, its Lease. */
-export function relayAccess(lease: { namespace: string; name: string } | false): AccessNeed {
-  const watches = ['nodes', 'services'].flatMap((resource) =>
-    ['list', 'watch'].map((verb) => ({ group: '', resource, verb })),
-  );
+/**
+ * The relay's rights (deploy/knative/relay/rbac.yaml): its watches of the kinds its destinations
+ * read (`Node`, `Service`) and, when it elects, its Lease.
+ */
+export function relayAccess(
+  lease: { namespace: string; name: string } | false,
+  kinds: Iterable<string> = ['Node', 'Service'],
+): AccessNeed {
+  const resources = [...new Set(kinds)].map((kind) => `${kind.toLowerCase()}s`);
+  const watches = resources.flatMap((resource) => ['list', 'watch'].map((verb) => ({ group: '', resource, verb })));
   const leases =
     lease === false
       ? []
@@ -164,6 +169,7 @@ export async function checkAccess(kubeConfig: KubeConfig, source: string, needs:
       { cause: error },
     );
   }
+  missing = await withoutNamedGrants(kubeConfig, missing);
   if (missing.length === 0) return;
   const lacking = new Set(missing.map(formatAccess));
   const lines = needs.flatMap((need) => {
@@ -174,6 +180,27 @@ export async function checkAccess(kubeConfig: KubeConfig, source: string, needs:
     `the kubeconfig's user (${source}) lacks rights that will be used:\n${lines.join('\n')}\n` +
       'grant them (deploy/knative/<function>/rbac/ and deploy/knative/relay/rbac.yaml hold the Roles), or use a kubeconfig that has them',
   );
+}
+
+// A right granted on named objects only (`resourceNames`) is one an operator scoped on purpose
+// (to the Nodes cirrus may delete, say): SelfSubjectAccessReview denies it without a name, so the
+// rules the identity has are asked for once, and such a right counts as granted.
+async function withoutNamedGrants(kubeConfig: KubeConfig, missing: ApiAccess[]): Promise<ApiAccess[]> {
+  if (missing.length === 0) return missing;
+  const review = await kubeConfig
+    .makeApiClient(AuthorizationV1Api)
+    .createSelfSubjectRulesReview({ body: { spec: { namespace: 'default' } } })
+    .catch(() => undefined);
+  const rules = review?.status?.resourceRules ?? [];
+  const named = (access: ApiAccess): boolean =>
+    rules.some(
+      (rule) =>
+        (rule.resourceNames ?? []).length > 0 &&
+        rule.verbs.some((v) => v === access.verb || v === '*') &&
+        (rule.apiGroups ?? []).some((g) => g === access.group || g === '*') &&
+        (rule.resources ?? []).some((r) => r === access.resource || r === '*'),
+    );
+  return missing.filter((access) => access.name !== undefined || !named(access));
 }
 
 /** Runs the provider's own preflight, when it has one (it logs what it creates); throws PreflightError with its problems. */

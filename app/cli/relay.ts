@@ -59,7 +59,9 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const source = kubeconfigSource(config.kubeconfig, io.env);
   await checkReachable(kubeConfig, source);
-  await checkAccess(kubeConfig, source, [relayAccess(config.leaderElect ? leaseSettings(config) : false)]);
+  const feeds = routing.destinations.map((d) => d.feed);
+  const kinds = catalogue.filter((e) => feeds.includes(e.name) || feeds.includes('all')).flatMap((e) => e.watches);
+  await checkAccess(kubeConfig, source, [relayAccess(config.leaderElect ? leaseSettings(config) : false, kinds)]);
   const relay = relayModule.startRelay({
     kubeConfig,
     routing,

@@ -130,7 +130,10 @@ async function preflight(context: {
   const running = context.selected.filter((e) => context.definitions.some((d) => d.name === e.name));
   await checkAccess(kubeConfig, context.source, [
     ...functionAccess(running),
-    relayAccess(config.leaderElect ? leaseSettings(config) : false),
+    relayAccess(
+      config.leaderElect ? leaseSettings(config) : false,
+      running.flatMap((e) => e.watches),
+    ),
   ]);
   await checkProvider(context.cloud, {
     kubeConfig,
