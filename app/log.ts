@@ -33,22 +33,25 @@ export async function logDestination(
 ): Promise<DestinationStream | undefined> {
   if (resolveLogFormat(format, stdoutIsTty) === 'json') return undefined;
   const { default: pretty } = await import('pino-pretty');
-  return pretty({
-    // Synchronous, as pino's own destination: the last lines before an exit are not lost.
-    sync: true,
-    singleLine: true,
-    translateTime: 'HH:MM:ss.l',
-    // `fn` leads the message; an error is its message (the stack is in --log-format json).
-    ignore: 'fn,err',
-    messageFormat: (line, messageKey) => {
-      const err = line['err'] as { message?: unknown } | undefined;
-      const error = typeof err?.message === 'string' ? `: ${err.message}` : '';
-      const text = (value: unknown): string =>
-        typeof value === 'string' || value === undefined ? (value ?? '') : JSON.stringify(value);
-      return `${text(line['fn'])}: ${text(line[messageKey])}${error}`;
-    },
-  });
+  // Synchronous, as pino's own destination: the last lines before an exit are not lost.
+  return pretty({ ...prettyOptions, sync: true });
 }
+
+/** How pino-pretty shows a line (logDestination); exported for the tests that read lines back. */
+export const prettyOptions = {
+  singleLine: true,
+  translateTime: 'HH:MM:ss.l',
+  // The function leads the message (`function` where many share one process's `fn`, as under
+  // cirrus start); an error is its message (the stack is in --log-format json).
+  ignore: 'fn,function,err',
+  messageFormat: (line: Record<string, unknown>, messageKey: string): string => {
+    const err = line['err'] as { message?: unknown } | undefined;
+    const error = typeof err?.message === 'string' ? `: ${err.message}` : '';
+    const text = (value: unknown): string =>
+      typeof value === 'string' || value === undefined ? (value ?? '') : JSON.stringify(value);
+    return `${text(line['function'] ?? line['fn'])}: ${text(line[messageKey])}${error}`;
+  },
+};
 
 /** How to create a function's logger. */
 export interface LogOptions {
