@@ -95,8 +95,8 @@ const secretFields = [
 
 /**
  * The paths censored (createLogger): each secret-like field at the top level of a line and one and two
- * levels down (`token`, `user.token`, `req.headers.authorization`). pino's redaction has no
- * "any depth" wildcard; deeper secrets must not be logged in the first place.
+ * levels down (`token`, `user.token`, `req.headers.authorization`); in a child logger's bindings,
+ * the top level only. Deeper secrets must not be logged in the first place.
  */
 export const redactedPaths: readonly string[] = secretFields.flatMap((field) => {
   const key = /^[A-Za-z_$][\w$]*$/.test(field) ? `.${field}` : `["${field}"]`;
@@ -105,8 +105,8 @@ export const redactedPaths: readonly string[] = secretFields.flatMap((field) => 
 
 const secretFieldSet = new Set(secretFields);
 
-const secretSerializers: Record<string, () => string> = Object.fromEntries(secretFields.map((f) => [f, () => censor]));
 const censor = '[redacted]';
+const secretSerializers: Record<string, () => string> = Object.fromEntries(secretFields.map((f) => [f, () => censor]));
 
 /**
  * `value` with the values of secret-like fields replaced by `[redacted]` at the depths of
