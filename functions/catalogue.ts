@@ -43,7 +43,8 @@ const nodeInit: FunctionEntry = {
     { group: '', resource: 'nodes', verb: 'list' },
     { group: '', resource: 'nodes', verb: 'patch' },
     { group: '', resource: 'nodes/status', verb: 'patch' },
-    { group: '', resource: 'events', verb: 'create' },
+    // Events about Nodes are written in namespace default.
+    { group: '', resource: 'events', verb: 'create', namespace: 'default' },
   ],
   skipReason: noInstances,
   load: async ({ core, cloud, config }) => {
@@ -72,7 +73,8 @@ const nodeLifecycle: FunctionEntry = {
     { group: '', resource: 'nodes', verb: 'list' },
     { group: '', resource: 'nodes', verb: 'patch' },
     { group: '', resource: 'nodes', verb: 'delete' },
-    { group: '', resource: 'events', verb: 'create' },
+    // Events about Nodes are written in namespace default.
+    { group: '', resource: 'events', verb: 'create', namespace: 'default' },
   ],
   skipReason: noInstances,
   load: async ({ core, cloud, config }) => {
@@ -105,6 +107,7 @@ const serviceLb: FunctionEntry = {
     { group: '', resource: 'services', verb: 'list' },
     { group: '', resource: 'services/status', verb: 'patch' },
     { group: '', resource: 'nodes', verb: 'list' },
+    // Events in each Service's own namespace: any.
     { group: '', resource: 'events', verb: 'create' },
   ],
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),
@@ -135,7 +138,8 @@ const routes: FunctionEntry = {
   access: [
     { group: '', resource: 'nodes', verb: 'list' },
     { group: '', resource: 'nodes/status', verb: 'patch' },
-    { group: '', resource: 'events', verb: 'create' },
+    // Events about Nodes are written in namespace default.
+    { group: '', resource: 'events', verb: 'create', namespace: 'default' },
   ],
   skipReason: (cloud, config) => {
     if (!config.configureCloudRoutes) return '--configure-cloud-routes=false';

@@ -15,6 +15,8 @@ import { catalogue } from '../../app/root.ts';
 import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../harness/cluster.ts';
 import { pino } from 'pino';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
+import { loadAll } from 'js-yaml';
+import { formatAccess } from '../../shared/kube/access.ts';
 
 interface Ran {
   code: number;
@@ -324,7 +326,7 @@ describe('an API server that refuses', { skip: controlPlaneSkip }, () => {
     assert.match(error.message, /^the kubeconfig's user \(test\) lacks rights that will be used:$/m);
     assert.match(
       error.message,
-      /^ {2}node-init: get nodes, list nodes, patch nodes, patch nodes\/status, create events$/m,
+      /^ {2}node-init: get nodes, list nodes, patch nodes, patch nodes\/status, create events in default$/m,
     );
     assert.match(
       error.message,
@@ -454,4 +456,38 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
       ),
     );
   });
+});
+
+interface RbacDocument {
+  kind?: string;
+  metadata?: { namespace?: string };
+  rules?: { apiGroups?: string[]; resources?: string[]; verbs?: string[]; resourceNames?: string[] }[];
+}
+
+describe("the functions' declared rights (the catalogue's access)", () => {
+  for (const entry of catalogue) {
+    it(`${entry.name}: exactly what deploy/knative/${entry.name}/rbac/rbac.yaml grants`, async () => {
+      const file = new URL(`../../deploy/knative/${entry.name}/rbac/rbac.yaml`, import.meta.url);
+      const documents = loadAll(await readFile(file, 'utf8')) as RbacDocument[];
+      const granted = documents
+        .filter((d) => d.kind === 'ClusterRole' || d.kind === 'Role')
+        .flatMap((d) =>
+          (d.rules ?? []).flatMap((rule) =>
+            (rule.resources ?? []).flatMap((resource) =>
+              (rule.verbs ?? []).map((verb) =>
+                formatAccess({
+                  group: rule.apiGroups?.[0] ?? '',
+                  resource,
+                  verb,
+                  ...(d.kind === 'Role' && d.metadata?.namespace !== undefined
+                    ? { namespace: d.metadata.namespace }
+                    : {}),
+                }),
+              ),
+            ),
+          ),
+        );
+      assert.deepEqual(entry.access.map(formatAccess).sort(), [...new Set(granted)].sort());
+    });
+  }
 });
