@@ -45,18 +45,20 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
   const log = createLogger({ name, level: config.logLevel });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const source = kubeconfigSource(config.kubeconfig, io.env);
-  // The first request to the API server runs while the function loads (a Knative cold start waits
-  // for it no longer than for the imports); nothing listens before it has answered.
-  const reached = checkReachable(kubeConfig, source);
-  reached.catch(() => undefined);
+  // The requests to the API server (reaching it, then the rights the function uses) run while the
+  // function loads, so a Knative cold start waits for them no longer than for its imports;
+  // nothing listens before they have answered.
+  const checked = checkReachable(kubeConfig, source).then(() =>
+    checkAccess(kubeConfig, source, functionAccess([entry])),
+  );
+  checked.catch(() => undefined);
   const { app, providerName, cloud } = await buildFunctionApp(entry, config, {
     signal: io.signal,
     log,
     pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
     kubeConfig,
   });
-  await reached;
-  await checkAccess(kubeConfig, source, functionAccess([entry]));
+  await checked;
   await checkProvider(cloud, { kubeConfig, functions: [name], mayCreate: true, log, signal: io.signal });
   const { serve } = await import('../../shared/host/index.ts');
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
