@@ -9,7 +9,7 @@
 import { createLogger } from '../app/log.ts';
 
 const iterations = Number(process.argv[2] ?? 200_000);
-const log = createLogger({ name: 'service-lb', destination: { write: () => undefined } });
+const log = createLogger({ name: 'bench', destination: { write: () => undefined } });
 
 function once(i: number): void {
   const child = log.child({ reqId: `req-${String(i)}`, key: 'Service/default/web', trigger: 'event', dryRun: false });

@@ -47,7 +47,7 @@ export async function runConformanceCommand(line: CommandLine<ConformanceCommand
     });
     // The kit exercises load balancers as service-lb would: the provider prepares for them first.
     if (kubeConfig !== undefined) {
-      await checkProvider(provider, { kubeConfig, functions: ['service-lb'], mayCreate: true, log, signal: io.signal });
+      await checkProvider(provider, { kubeConfig, loadBalancers: true, mayCreate: true, log, signal: io.signal });
     }
     io.stdout.write(
       `cirrus conformance: provider ${config.cloudProvider ?? ''} (providerName() ${provider.providerName()}), ` +

@@ -147,6 +147,11 @@ export function relayAccess(
   return { who: 'the relay', access: [...watches, ...leases] };
 }
 
+/** Whether one of `entries` uses the provider's load balancers: the function whose objects are Services. */
+export function usesLoadBalancers(entries: readonly FunctionEntry[]): boolean {
+  return entries.some((e) => e.target.kind === 'Service');
+}
+
 /** The functions' rights, from the catalogue. */
 export function functionAccess(entries: readonly FunctionEntry[]): AccessNeed[] {
   return entries.map((entry) => ({ who: entry.name, access: entry.access }));
@@ -208,7 +213,7 @@ export async function checkProvider(
   cloud: CloudProvider,
   context: {
     kubeConfig: KubeConfig;
-    functions: readonly string[];
+    loadBalancers: boolean;
     mayCreate: boolean;
     log: Logger;
     signal: AbortSignal;

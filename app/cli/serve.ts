@@ -17,7 +17,14 @@ import { createLogger } from '../log.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
 import { readSecret } from './secret.ts';
-import { checkAccess, checkProvider, checkReachable, functionAccess, kubeconfigSource } from './preflight.ts';
+import {
+  checkAccess,
+  checkProvider,
+  checkReachable,
+  functionAccess,
+  kubeconfigSource,
+  usesLoadBalancers,
+} from './preflight.ts';
 
 /** The options `cirrus serve` takes. */
 export type ServeCommandOptions =
@@ -59,7 +66,13 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
     kubeConfig,
   });
   await checked;
-  await checkProvider(cloud, { kubeConfig, functions: [name], mayCreate: true, log, signal: io.signal });
+  await checkProvider(cloud, {
+    kubeConfig,
+    loadBalancers: usesLoadBalancers([entry]),
+    mayCreate: true,
+    log,
+    signal: io.signal,
+  });
   const { serve } = await import('../../shared/host/index.ts');
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
   log.info({ address: server.address, provider: providerName }, `${name} serving`);

@@ -21,7 +21,14 @@ import { catalogue, loadRelay } from '../root.ts';
 import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
 import { connectCluster, exampleInventory, planCluster, planSummary } from './start-cluster.ts';
-import { checkAccess, checkProvider, checkReachable, functionAccess, relayAccess } from './preflight.ts';
+import {
+  checkAccess,
+  checkProvider,
+  checkReachable,
+  functionAccess,
+  relayAccess,
+  usesLoadBalancers,
+} from './preflight.ts';
 
 /** The options `cirrus start` takes. */
 export type StartOptions =
@@ -137,7 +144,7 @@ async function preflight(context: {
   ]);
   await checkProvider(context.cloud, {
     kubeConfig,
-    functions: running.map((e) => e.name),
+    loadBalancers: usesLoadBalancers(running),
     mayCreate: true,
     log: context.log,
     signal: context.signal,

@@ -17,7 +17,7 @@ export async function allocationsPreflight(
   location: AllocationsLocation,
   context: PreflightContext,
 ): Promise<PreflightReport> {
-  if (!context.functions.includes('service-lb')) return { created: [], problems: [] };
+  if (!context.loadBalancers) return { created: [], problems: [] };
   const { namespace, configMap, namespaceFrom } = location;
   const where = `ConfigMap ${namespace}/${configMap}`;
   const core = context.kubeConfig.makeApiClient(CoreV1Api);

@@ -41,8 +41,8 @@ export interface PreflightContext {
   readonly kubeConfig: KubeConfig;
   /** Whether the preflight may create what is missing (a namespace): false on a dry run. */
   readonly mayCreate: boolean;
-  /** The functions that will run (service-lb, node-init, …): a provider checks what those use. */
-  readonly functions: readonly string[];
+  /** Whether a function that uses the provider's load balancers will run: a provider checks what will be used. */
+  readonly loadBalancers: boolean;
   readonly log: Logger;
   readonly signal: AbortSignal;
 }

@@ -365,7 +365,7 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     const report = await cloud.preflight?.({
       kubeConfig: cluster.admin,
       mayCreate: true,
-      functions: ['service-lb'],
+      loadBalancers: true,
       log: pino({ level: 'silent' }),
       signal: AbortSignal.timeout(10_000),
     });
@@ -373,13 +373,13 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     await core.readNamespace({ name: namespace });
   });
 
-  it('without service-lb it checks nothing', async () => {
+  it('without a function that uses load balancers it checks nothing', async () => {
     const namespace = uniqueName('alloc');
     const cloud = await provider(namespace);
     const report = await cloud.preflight?.({
       kubeConfig: cluster.admin,
       mayCreate: true,
-      functions: ['node-init'],
+      loadBalancers: false,
       log: pino({ level: 'silent' }),
       signal: AbortSignal.timeout(10_000),
     });
@@ -444,7 +444,7 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     const report = await cloud.preflight?.({
       kubeConfig,
       mayCreate: true,
-      functions: ['service-lb'],
+      loadBalancers: true,
       log: pino({ level: 'silent' }),
       signal: AbortSignal.timeout(10_000),
     });
