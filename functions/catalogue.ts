@@ -38,6 +38,14 @@ const nodeInit: FunctionEntry = {
   cloudCallsPerObject: 1,
   // The Go CCM's --node-status-update-frequency: the pass that refreshes addresses.
   period: { option: 'nodeStatusUpdateFrequency', defaultMs: 300_000 },
+  access: [
+    { group: '', resource: 'nodes', verb: 'get' },
+    { group: '', resource: 'nodes', verb: 'list' },
+    { group: '', resource: 'nodes', verb: 'patch' },
+    { group: '', resource: 'nodes/status', verb: 'patch' },
+    // Events about Nodes are written in namespace default.
+    { group: '', resource: 'events', verb: 'create', namespace: 'default' },
+  ],
   skipReason: noInstances,
   load: async ({ core, cloud, config }) => {
     if (!hasInstances(cloud)) throw unsupported('node-init', cloud, 'instances');
@@ -60,6 +68,14 @@ const nodeLifecycle: FunctionEntry = {
   cloudCallsPerObject: 2,
   // The Go CCM's --node-monitor-period.
   period: { option: 'nodeMonitorPeriod', defaultMs: 5_000 },
+  access: [
+    { group: '', resource: 'nodes', verb: 'get' },
+    { group: '', resource: 'nodes', verb: 'list' },
+    { group: '', resource: 'nodes', verb: 'patch' },
+    { group: '', resource: 'nodes', verb: 'delete' },
+    // Events about Nodes are written in namespace default.
+    { group: '', resource: 'events', verb: 'create', namespace: 'default' },
+  ],
   skipReason: noInstances,
   load: async ({ core, cloud, config }) => {
     if (!hasInstances(cloud)) throw unsupported('node-lifecycle', cloud, 'instances');
@@ -86,6 +102,14 @@ const serviceLb: FunctionEntry = {
   cloudCallsPerObject: 2,
   // The service controller has no periodic pass over all Services (its resyncs are filtered out).
   period: { option: 'serviceSyncPeriod', defaultMs: 0 },
+  access: [
+    { group: '', resource: 'services', verb: 'get' },
+    { group: '', resource: 'services', verb: 'list' },
+    { group: '', resource: 'services/status', verb: 'patch' },
+    { group: '', resource: 'nodes', verb: 'list' },
+    // Events in each Service's own namespace: any.
+    { group: '', resource: 'events', verb: 'create' },
+  ],
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),
   load: async ({ core, cloud, config }) => {
     const loadBalancer = cloud.loadBalancer();
@@ -112,6 +136,12 @@ const routes: FunctionEntry = {
   cloudCallsPerObject: 1,
   // The Go CCM's --route-reconciliation-period.
   period: { option: 'routeReconciliationPeriod', defaultMs: 10_000 },
+  access: [
+    { group: '', resource: 'nodes', verb: 'list' },
+    { group: '', resource: 'nodes/status', verb: 'patch' },
+    // Events about Nodes are written in namespace default.
+    { group: '', resource: 'events', verb: 'create', namespace: 'default' },
+  ],
   skipReason: (cloud, config) => {
     if (!config.configureCloudRoutes) return '--configure-cloud-routes=false';
     if (!cloud.routes()) return `provider ${cloud.providerName()} has no routes`;

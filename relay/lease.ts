@@ -129,7 +129,7 @@ export class LeaderElection {
       await this.#clock.sleep(this.#afterAttempt(acquired, startedAt), signal);
     }
     if (this.#leading) {
-      this.#stepDown('stopping');
+      this.#stepDown('stopping', 'requested');
       await this.#release();
     }
   }
@@ -155,9 +155,10 @@ export class LeaderElection {
     return expiresIn > 0 ? Math.min(this.#settings.retryPeriodMs, expiresIn + 1) : this.#settings.retryPeriodMs;
   }
 
-  #stepDown(reason: string): void {
+  // A stop that was asked for (Ctrl-C, SIGTERM) is routine: info; losing the Lease is a warning.
+  #stepDown(reason: string, why: 'requested' | 'lost' = 'lost'): void {
     this.#leading = false;
-    this.#log.warn({ reason }, 'stopped leading');
+    this.#log[why === 'requested' ? 'info' : 'warn']({ reason }, 'stopped leading');
     this.#callbacks.onStoppedLeading();
   }
 

@@ -7,6 +7,7 @@
 import type { CloudProvider } from './cloud/provider.ts';
 import type { FunctionDefinition } from './host/function.ts';
 import type { Core } from './kube/core.ts';
+import type { ApiAccess } from './kube/access.ts';
 import type { KubeObject } from './kube/object.ts';
 
 /** What happened to a watched object. */
@@ -102,6 +103,12 @@ export interface FunctionEntry {
   readonly cloudCallsPerObject: number;
   /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
   readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
+  /**
+   * The API rights its reconciles use (its ClusterRole in deploy/knative/<name>/rbac/): checked at
+   * start-up against an existing cluster, so that a missing one stops the command with its name
+   * instead of failing every object.
+   */
+  readonly access: readonly ApiAccess[];
   /** Why it cannot run with this provider and configuration (as the Go CCM skips a controller); undefined when it can. */
   skipReason(cloud: CloudProvider, config: FunctionSettings): string | undefined;
   /** Imports the implementation (only a process that serves the function loads it) and builds it. */

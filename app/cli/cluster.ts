@@ -24,6 +24,10 @@ export async function runCluster(config: Config<'clusterName' | 'dataDir'>, io: 
     ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
   });
   const { info } = controlPlane;
+  // Ready for `cirrus serve service-lb` and `cirrus start --kubeconfig` as `cirrus start`'s own is.
+  const { prepareControlPlane } = await import('./start-cluster.ts');
+  const { loadKubeConfig } = await import('../../shared/kube/client.ts');
+  await prepareControlPlane(loadKubeConfig(info.adminKubeconfig));
   io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
   progress(
     `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) serving at ${info.server}, ` +

@@ -3,6 +3,7 @@
 // provider's load balancers keep their allocations in the cluster) — and runs every check.
 
 import { readFile, writeFile } from 'node:fs/promises';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { initCloudProvider } from '../../shared/cloud/registry.ts';
 import { ConfigError, type CommandLine } from '../config.ts';
 import {
@@ -19,6 +20,7 @@ import { loadKubeConfig } from '../../shared/kube/client.ts';
 import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { importProviderModule } from './provider-module.ts';
+import { checkProvider, checkReachable } from './preflight.ts';
 
 /** The options `cirrus conformance` takes. */
 export type ConformanceCommandOptions =
@@ -44,7 +46,7 @@ export async function runConformanceCommand(line: CommandLine<ConformanceCommand
     level: config.logLevel,
     destination: pretty ?? { write: (text: string) => io.stderr.write(text) },
   });
-  const kubeConfig = config.kubeconfig === undefined ? undefined : loadKubeConfig(config.kubeconfig);
+  const kubeConfig = await reachableCluster(config.kubeconfig);
   const lifetime = new AbortController();
   try {
     const provider = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, {
@@ -52,6 +54,10 @@ export async function runConformanceCommand(line: CommandLine<ConformanceCommand
       log,
       ...(kubeConfig === undefined ? {} : { kubeConfig }),
     });
+    // The kit exercises load balancers as service-lb would: the provider prepares for them first.
+    if (kubeConfig !== undefined) {
+      await checkProvider(provider, { kubeConfig, loadBalancers: true, mayCreate: true, log, signal: io.signal });
+    }
     io.stdout.write(
       `cirrus conformance: provider ${config.cloudProvider ?? ''} (providerName() ${provider.providerName()}), ` +
         `cluster name ${config.clusterName}, fixture ${config.fixture ?? '(none)'}\n\n`,
@@ -70,6 +76,14 @@ export async function runConformanceCommand(line: CommandLine<ConformanceCommand
   } finally {
     lifetime.abort();
   }
+}
+
+// The cluster --kubeconfig names, once reached; undefined without one (the kit needs none).
+async function reachableCluster(path: string | undefined): Promise<KubeConfig | undefined> {
+  if (path === undefined) return undefined;
+  const kubeConfig = loadKubeConfig(path);
+  await checkReachable(kubeConfig, `--kubeconfig ${path}`);
+  return kubeConfig;
 }
 
 async function readFixture(path: string | undefined): Promise<Fixture> {

@@ -7,6 +7,7 @@ import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { catalogue, loadRelay, type LeaseSettings } from '../root.ts';
 import { readSecret } from './secret.ts';
+import { checkAccess, checkReachable, kubeconfigSource, relayAccess } from './preflight.ts';
 
 /** The options `cirrus relay` takes. */
 export type RelayCommandOptions =
@@ -56,8 +57,14 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
     level: config.logLevel,
     destination: await logDestination(config.logFormat),
   });
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const source = kubeconfigSource(config.kubeconfig, io.env);
+  await checkReachable(kubeConfig, source);
+  const feeds = routing.destinations.map((d) => d.feed);
+  const kinds = catalogue.filter((e) => feeds.includes(e.name) || feeds.includes('all')).flatMap((e) => e.watches);
+  await checkAccess(kubeConfig, source, [relayAccess(config.leaderElect ? leaseSettings(config) : false, kinds)]);
   const relay = relayModule.startRelay({
-    kubeConfig: loadKubeConfig(config.kubeconfig),
+    kubeConfig,
     routing,
     logger,
     secret: await readSecret(config.signingSecretFile),

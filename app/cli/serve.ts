@@ -1,10 +1,12 @@
 // `cirrus serve <function>`: one function over HTTP, as a container or Knative Service runs it; and
 // the building of a function's app that it shares with the AWS Lambda entry (app/lambda).
 
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findFunction, knownNames, type FunctionEntry } from '../../shared/catalogue.ts';
 import { Registry } from 'prom-client';
 import { initCloudProvider } from '../../shared/cloud/registry.ts';
+import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { importProviderModule } from './provider-module.ts';
 
 export { importProviderModule } from './provider-module.ts';
@@ -17,6 +19,14 @@ import type { Io } from './io.ts';
 import { hint } from '../suggest.ts';
 import { catalogue } from '../root.ts';
 import { readSecret } from './secret.ts';
+import {
+  checkAccess,
+  checkProvider,
+  checkReachable,
+  functionAccess,
+  kubeconfigSource,
+  usesLoadBalancers,
+} from './preflight.ts';
 
 /** The options `cirrus serve` takes. */
 export type ServeCommandOptions =
@@ -44,10 +54,28 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
   const entry = functionNamed(line.positionals[0] ?? '');
   const { name } = entry;
   const log = createLogger({ name, level: config.logLevel, destination: await logDestination(config.logFormat) });
-  const { app, providerName } = await buildFunctionApp(entry, config, {
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const source = kubeconfigSource(config.kubeconfig, io.env);
+  // The requests to the API server (reaching it, then the rights the function uses) run while the
+  // function loads, so a Knative cold start waits for them no longer than for its imports;
+  // nothing listens before they have answered.
+  const checked = checkReachable(kubeConfig, source).then(() =>
+    checkAccess(kubeConfig, source, functionAccess([entry])),
+  );
+  checked.catch(() => undefined);
+  const { app, providerName, cloud } = await buildFunctionApp(entry, config, {
     signal: io.signal,
     log,
     pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
+    kubeConfig,
+  });
+  await checked;
+  await checkProvider(cloud, {
+    kubeConfig,
+    loadBalancers: usesLoadBalancers([entry]),
+    mayCreate: true,
+    log,
+    signal: io.signal,
   });
   const { serve } = await import('../../shared/host/index.ts');
   const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
@@ -90,11 +118,13 @@ export async function buildFunctionApp(
     readonly log: Logger;
     readonly pressure?: PressureOptions | false;
     readonly publicEndpoint?: boolean;
+    /** The cluster's client configuration, when the caller loaded it already; else --kubeconfig's. */
+    readonly kubeConfig?: KubeConfig;
   },
-): Promise<{ app: FunctionApp; providerName: string }> {
+): Promise<{ app: FunctionApp; providerName: string; cloud: CloudProvider }> {
   const { signal, log } = context;
   if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const kubeConfig = context.kubeConfig ?? loadKubeConfig(config.kubeconfig);
   // One registry for /metrics, shared with the provider for its own series (the aws provider's API calls).
   const registry = new Registry();
   const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, {
@@ -114,5 +144,5 @@ export async function buildFunctionApp(
     ...(context.pressure === undefined ? {} : { pressure: context.pressure }),
     ...(context.publicEndpoint === true ? { publicEndpoint: true } : {}),
   };
-  return { app: await buildApp(definition, options), providerName: cloud.providerName() };
+  return { app: await buildApp(definition, options), providerName: cloud.providerName(), cloud };
 }

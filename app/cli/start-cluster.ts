@@ -36,6 +36,8 @@ export interface ClusterPlan {
 export interface ChosenCluster {
   readonly kubeConfig: KubeConfig;
   readonly description: string;
+  /** Where its kubeconfig comes from, for messages. */
+  readonly source: string;
 }
 
 /** Something start stops on the way out. */
@@ -130,7 +132,25 @@ export async function connectCluster(
   const server = chosen.kubeConfig.getCurrentCluster()?.server ?? '(no server)';
   const context = chosen.kubeConfig.getCurrentContext() || '(no context)';
   io.stderr.write(`cirrus start: acting on cluster ${server}, context ${context} (${chosen.source})\n`);
-  return { kubeConfig: chosen.kubeConfig, description: `${server}, context ${context}: ${chosen.source}` };
+  return {
+    kubeConfig: chosen.kubeConfig,
+    description: `${server}, context ${context}: ${chosen.source}`,
+    source: plan.existing ?? 'the local control plane',
+  };
+}
+
+/**
+ * Prepares a local control plane as a deployment prepares a cluster: the namespace of cirrus's
+ * deployments, where the static provider records load balancer allocations when it runs outside a
+ * pod (kept with --data-dir). `cirrus start` and `cirrus cluster` both call it.
+ */
+export async function prepareControlPlane(kubeConfig: KubeConfig): Promise<void> {
+  await kubeConfig
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
+    .catch((error: unknown) => {
+      if (apiStatus(error) !== 409) throw error;
+    });
 }
 
 // The embedded local control plane (its binaries built on first use, with progress lines).
@@ -161,14 +181,7 @@ async function localCluster(
     `kube-apiserver ${info.kubernetesVersion} (etcd ${info.etcdVersion}) at ${info.server}, ready in ${(info.startMs / 1000).toFixed(1)} s\n`,
   );
   const kubeConfig = loadKubeConfig(info.adminKubeconfig);
-  // The namespace of cirrus's deployments, where the static provider records load balancer
-  // allocations when it runs outside a pod: created here as a deployment would (kept with --data-dir).
-  await kubeConfig
-    .makeApiClient(CoreV1Api)
-    .createNamespace({ body: { metadata: { name: 'cirrus-system' } } })
-    .catch((error: unknown) => {
-      if (apiStatus(error) !== 409) throw error;
-    });
+  await prepareControlPlane(kubeConfig);
   return {
     kubeConfig,
     source:

@@ -23,6 +23,14 @@ import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
 import { connectCluster, exampleInventory, planCluster, planSummary } from './start-cluster.ts';
 import { LeanCore } from '../../shared/kube/core.ts';
+import {
+  checkAccess,
+  checkProvider,
+  checkReachable,
+  functionAccess,
+  relayAccess,
+  usesLoadBalancers,
+} from './preflight.ts';
 
 /** The options `cirrus start` takes. */
 export type StartOptions =
@@ -68,6 +76,7 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
     const cluster = await connectCluster(plan, config, io, stoppers);
     if (io.signal.aborted) return 0;
     const { kubeConfig } = cluster;
+    await checkReachable(kubeConfig, cluster.source);
     if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
     // One registry for the process's /metrics: the provider's series, the functions' and the relay's.
     const registry = new Registry();
@@ -78,6 +87,16 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
       metrics: registry,
     });
     const { definitions, skipped } = await buildFunctions(selected, { kubeConfig, cloud, config, log });
+    await preflight({
+      kubeConfig,
+      source: cluster.source,
+      cloud,
+      selected,
+      definitions,
+      config,
+      log,
+      signal: io.signal,
+    });
     await serveAll(definitions, { kubeConfig, config, io, log, destination, registry }, stoppers, {
       cluster: cluster.description,
       provider: `${provider}${cloudConfig === undefined ? '' : `, cloud-config ${cloudConfig}`}`,
@@ -104,6 +123,35 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
     }
     if (stoppers.length > 0) io.stderr.write(`cirrus stopped in ${Date.now() - started} ms (${steps.join(', ')})\n`);
   }
+}
+
+// Before anything runs: the rights the functions and the relay use, and what the provider needs.
+async function preflight(context: {
+  kubeConfig: KubeConfig;
+  source: string;
+  cloud: CloudProvider;
+  selected: readonly FunctionEntry[];
+  definitions: readonly FunctionDefinition[];
+  config: Config<StartOptions>;
+  log: Logger;
+  signal: AbortSignal;
+}): Promise<void> {
+  const { kubeConfig, config } = context;
+  const running = context.selected.filter((e) => context.definitions.some((d) => d.name === e.name));
+  await checkAccess(kubeConfig, context.source, [
+    ...functionAccess(running),
+    relayAccess(
+      config.leaderElect ? leaseSettings(config) : false,
+      running.flatMap((e) => e.watches),
+    ),
+  ]);
+  await checkProvider(context.cloud, {
+    kubeConfig,
+    loadBalancers: usesLoadBalancers(running),
+    mayCreate: true,
+    log: context.log,
+    signal: context.signal,
+  });
 }
 
 function controllersOf(config: Config<StartOptions>): FunctionEntry[] {

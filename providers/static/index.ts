@@ -9,14 +9,21 @@
 
 import { CoreV1Api } from '@kubernetes/client-node';
 import { CloudConfigError, findCause } from '../../shared/cloud/errors.ts';
-import type { CloudProvider, InstancesV2, LoadBalancer } from '../../shared/cloud/provider.ts';
+import type {
+  CloudProvider,
+  InstancesV2,
+  LoadBalancer,
+  PreflightContext,
+  PreflightReport,
+} from '../../shared/cloud/provider.ts';
 import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import { AllocationStore } from './allocations.ts';
 import { StaticInstances } from './instances.ts';
 import { parseInventory, type Inventory } from './inventory.ts';
 import { StaticLoadBalancer } from './load-balancer.ts';
 import { deploymentNamespace, type DeploymentNamespace } from './namespace.ts';
-import { allocationsLocation, reloadProblem, type LoadBalancerConfig } from './pools.ts';
+import { allocationsLocation, reloadProblem, type AllocationsLocation, type LoadBalancerConfig } from './pools.ts';
+import { allocationsPreflight } from './preflight.ts';
 import { watchFile } from './watch.ts';
 
 export { parseInventory, type Inventory, type StaticInstance } from './inventory.ts';
@@ -65,8 +72,11 @@ export async function createStaticProvider(
   // The namespace cirrus runs in is read only for load balancers: without them it has no use.
   let deployment: DeploymentNamespace | undefined;
   let loadBalancer: LoadBalancer | undefined;
+  let location: AllocationsLocation | undefined;
   if (initialPools !== undefined) {
     deployment = await deploymentNamespace(options.namespaceFile);
+    // A reload may not move the allocations (reloadProblem), so the first location stays the one.
+    location = allocationsLocation(initialPools.allocations, deployment);
     loadBalancer = createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools, deployment);
   }
   if (context.configPath !== undefined) {
@@ -80,7 +90,7 @@ export async function createStaticProvider(
       debounceMs: options.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     });
   }
-  return new StaticCloud(new StaticInstances(() => holder.inventory), loadBalancer);
+  return new StaticCloud(new StaticInstances(() => holder.inventory), loadBalancer, location);
 }
 
 function createLoadBalancer(
@@ -128,10 +138,18 @@ function reload(
 class StaticCloud implements CloudProvider {
   readonly #instances: InstancesV2;
   readonly #loadBalancer: LoadBalancer | undefined;
+  readonly #allocations: AllocationsLocation | undefined;
 
-  constructor(instances: InstancesV2, loadBalancer: LoadBalancer | undefined) {
+  constructor(instances: InstancesV2, loadBalancer: LoadBalancer | undefined, allocations?: AllocationsLocation) {
     this.#instances = instances;
     this.#loadBalancer = loadBalancer;
+    this.#allocations = allocations;
+  }
+
+  // With load balancers: the allocations' namespace (created when missing and allowed) and the rights on their ConfigMap.
+  async preflight(context: PreflightContext): Promise<PreflightReport> {
+    if (this.#allocations === undefined) return { created: [], problems: [] };
+    return allocationsPreflight(this.#allocations, context);
   }
 
   /** Also the default scheme of provider IDs (`static://<name>`); entries may use any other. */

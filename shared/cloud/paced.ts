@@ -88,6 +88,8 @@ export function pacedProvider(cloud: CloudProvider): CloudProvider {
     zones: () => pace(cloud.zones()),
     clusters: () => pace(cloud.clusters()),
     routes: () => pace(cloud.routes()),
+    // Not a cloud call of a reconcile: once at start-up, unpaced.
+    ...(cloud.preflight === undefined ? {} : { preflight: cloud.preflight.bind(cloud) }),
   };
 }
 

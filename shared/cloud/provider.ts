@@ -6,7 +6,8 @@
 // to call from many stateless function instances at once (nothing may rely on in-process state
 // surviving between calls). Outcomes the contract defines are the typed errors of ./errors.ts.
 
-import type { V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
+import type { KubeConfig, V1LoadBalancerStatus, V1Node, V1NodeAddress, V1Service } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 
 /** A cloud provider, as returned by the factory it was registered with. */
 export interface CloudProvider {
@@ -23,6 +24,33 @@ export interface CloudProvider {
   zones(): Zones | undefined;
   clusters(): Clusters | undefined;
   routes(): Routes | undefined;
+  /**
+   * Optional: what the provider needs of the cluster before any function runs, checked once at
+   * start-up by the commands that act on an existing cluster (`cirrus start`, `cirrus serve`,
+   * `cirrus conformance` with a kubeconfig; not the Lambda entry, whose cold start reaches no
+   * cluster). It may create what is missing where `context.mayCreate` allows and the identity
+   * has the right (and says what it did in `created`); anything it cannot have is a problem, a
+   * sentence naming what is missing and how to provide it, and the command stops with them all.
+   */
+  preflight?(context: PreflightContext): Promise<PreflightReport>;
+}
+
+/** What a provider's preflight gets. */
+export interface PreflightContext {
+  /** The cluster the functions will act on. */
+  readonly kubeConfig: KubeConfig;
+  /** Whether the preflight may create what is missing (a namespace): false on a dry run. */
+  readonly mayCreate: boolean;
+  /** Whether a function that uses the provider's load balancers will run: a provider checks what will be used. */
+  readonly loadBalancers: boolean;
+  readonly log: Logger;
+  readonly signal: AbortSignal;
+}
+
+/** What a provider's preflight found: what it created, and what it lacks (empty: all is ready). */
+export interface PreflightReport {
+  readonly created: readonly string[];
+  readonly problems: readonly string[];
 }
 
 /** What the cloud knows of the instance behind a Node. */

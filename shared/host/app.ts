@@ -122,7 +122,7 @@ async function assemble(
   addWebhookOptions(app);
   const shared = { metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0 };
   for (const definition of definitions) {
-    const host = hostFor(definition, { ...shared, signatures, bodyLimit, admission, routes });
+    const host = hostFor(definition, { ...shared, signatures, bodyLimit, admission, routes }, prefixed);
     await app.register(reconcileRoutes(host, pressure), prefixed ? { prefix: `/${definition.name}` } : {});
   }
   await app.ready();
@@ -130,11 +130,14 @@ async function assemble(
 }
 
 // One function's view of the app. Throws TypeError for a definition without kinds.
-function hostFor(definition: FunctionDefinition, app: Omit<Host, 'definition' | 'defaultKind'>): Host {
+// Many functions in one app (`shared`: cirrus start) share its logger and its `fn`: there each
+// function's lines also say `function`.
+function hostFor(definition: FunctionDefinition, app: Omit<Host, 'definition' | 'defaultKind'>, shared: boolean): Host {
   const [defaultKind] = definition.kinds;
   if (defaultKind === undefined) throw new TypeError(`function ${definition.name}: kinds must name at least one kind`);
   definition.registerMetrics?.(app.metrics.registry);
-  return { ...app, definition, defaultKind };
+  const logger = shared ? app.logger.child({ function: definition.name }) : app.logger;
+  return { ...app, logger, definition, defaultKind };
 }
 
 // Knative senders may probe with OPTIONS (CloudEvents Web Hook spec): allow any origin to POST.

@@ -12,12 +12,30 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
   } catch (error) {
     throw new Error(`could not load kubeconfig ${path ?? '(default)'}: ${(error as Error).message}`, { cause: error });
   }
-  if (config.getCurrentCluster() === null) {
+  // With no KUBECONFIG, no ~/.kube/config and no ServiceAccount, loadFromDefault makes up a cluster
+  // at http://localhost:8080 that no client may use (plain HTTP without insecure-skip-tls-verify):
+  // that is no cluster configured, and is said so here rather than on every request.
+  if (config.getCurrentCluster() === null || (path === undefined && isClientNodePlaceholder(config))) {
     throw new Error(
-      'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a pod with a ServiceAccount',
+      'no Kubernetes cluster configured (no --kubeconfig, KUBECONFIG unset, no ~/.kube/config, not in a pod): ' +
+        'pass --kubeconfig <file>, set KUBECONFIG, or run in a pod with a ServiceAccount',
     );
   }
   return reuseConnections(config);
+}
+
+function isClientNodePlaceholder(config: KubeConfig): boolean {
+  const cluster = config.getCurrentCluster();
+  const user = config.getCurrentUser();
+  return (
+    cluster?.name === 'cluster' &&
+    cluster.server === 'http://localhost:8080' &&
+    config.getClusters().length === 1 &&
+    user?.name === 'user' &&
+    user.token === undefined &&
+    user.certData === undefined &&
+    user.certFile === undefined
+  );
 }
 
 type CreateDispatcher = (cluster: unknown, agentOptions: Record<string, unknown>) => unknown;

@@ -1,0 +1,63 @@
+// app/log.ts: the function named on each line under cirrus start, an error's message said once,
+// and secrets censored wherever the redaction paths say, errors included.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { censorSecrets, createLogger, prettyOptions } from '../../app/log.ts';
+
+function capture(): { log: ReturnType<typeof createLogger>; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({
+    name: 'cirrus',
+    destination: { write: (text: string) => lines.push(JSON.parse(text) as Record<string, unknown>) },
+  });
+  return { log, lines };
+}
+
+describe('log lines', () => {
+  it("an error wrapped with its cause's message says that message once", () => {
+    const { log, lines } = capture();
+    const cause = new Error('no machine in the static inventory has the name "worker-9"');
+    log.error(
+      { err: new Error(`failed to get instance metadata for node worker-9: ${cause.message}`, { cause }) },
+      'x',
+    );
+    const err = lines[0]?.['err'] as { message: string };
+    assert.equal(
+      err.message,
+      'failed to get instance metadata for node worker-9: no machine in the static inventory has the name "worker-9"',
+    );
+  });
+
+  it('a secret an error carries is censored, its message kept', () => {
+    const { log, lines } = capture();
+    const error = Object.assign(new Error('request failed'), { headers: { authorization: 'Bearer s3cret' } });
+    log.warn({ err: error }, 'failed');
+    const text = JSON.stringify(lines[0]);
+    assert.doesNotMatch(text, /s3cret/);
+    assert.equal((lines[0]?.['err'] as { message: string }).message, 'request failed');
+    assert.deepEqual((lines[0]?.['err'] as { headers: unknown }).headers, { authorization: '[redacted]' });
+  });
+
+  it('secrets in arrays and in a child of a child are censored; a line without one is left as it is', () => {
+    const { log, lines } = capture();
+    log
+      .child({ reqId: 1 })
+      .child({ token: 't' })
+      .info({ users: [{ password: 'p', name: 'a' }] }, 'y');
+    assert.equal(lines[0]?.['token'], '[redacted]');
+    assert.deepEqual(lines[0]['users'], [{ password: '[redacted]', name: 'a' }]);
+    const plain = { a: { b: { c: 1 } }, list: [1, 2] };
+    assert.equal(censorSecrets(plain), plain);
+  });
+
+  it('pretty lines under cirrus start lead with the function, not the process', async () => {
+    const { prettyFactory } = await import('pino-pretty');
+    const format = prettyFactory({ ...prettyOptions, colorize: false });
+    const { log, lines } = capture();
+    log.child({ function: 'service-lb' }).info({ changes: 1 }, 'reconciled');
+    log.info('cirrus serving');
+    assert.match(format(lines[0] ?? {}), /INFO: service-lb: reconciled \{"changes":1\}/);
+    assert.match(format(lines[1] ?? {}), /INFO: cirrus: cirrus serving/);
+  });
+});
