@@ -284,9 +284,12 @@ export class Delivering {
   // node-set digest does: changes its feed let pass since it was queued (a function's own status
   // write) are in it, so that a function starting from it (ADR 0022) starts from the latest copy
   // the relay has. A delete keeps its last known state; another incarnation (uid) is not this one.
+  // Only for a kind whose kept copy is a whole claim (resources.ts `retainedIsClaim`: a Node's has no
+  // status): a Node's delivery carries its queued state, and a write from a stale one meets a 409.
   #latest(outgoing: Outgoing): Outgoing {
     if (outgoing.kind !== 'object' || outgoing.change.type === 'delete') return outgoing;
     const { change } = outgoing;
+    if (!change.resource.retainedIsClaim) return outgoing;
     const latest = this.#watches.find((w) => w.type.kind === change.resource.kind)?.get(change.key);
     if (latest === undefined || latest === change.object) return outgoing;
     if (latest.metadata?.uid !== change.object.metadata?.uid) return outgoing;

@@ -52,6 +52,13 @@ export interface ResourceType {
    * object.
    */
   readonly retain: (object: KubeObject) => KubeObject;
+  /**
+   * Whether what the relay keeps of an object (`retain`) holds all a function decides on, so that a
+   * delivery may carry the kept copy, when it is newer, in place of the queued change's (leader.ts
+   * `#latest`): a Service's (no function reads its status.conditions); not a Node's, whose status
+   * (conditions, addresses) node-lifecycle and node-init read.
+   */
+  readonly retainedIsClaim: boolean;
 }
 
 /** The finalizer the service controller (and cirrus's service-lb) puts on a Service with a load balancer. */
@@ -106,6 +113,7 @@ export const nodes: ResourceType = {
   tombstoneSpec: ['providerID'],
   needsTombstone: () => true,
   retain: retained,
+  retainedIsClaim: false,
 };
 export const services: ResourceType = {
   resource: 'services',
@@ -116,6 +124,7 @@ export const services: ResourceType = {
   tombstoneSpec: ['type', 'loadBalancerClass'],
   needsTombstone: hadLoadBalancer,
   retain: retained,
+  retainedIsClaim: true,
 };
 
 /** Every kind the relay watches. */
