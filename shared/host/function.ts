@@ -9,7 +9,10 @@ import type { ObjectKey } from '../wire/keys.ts';
 // The key is the wire contract's (shared/wire/keys.ts); a function names it with the rest of its definition.
 export type { ObjectKey } from '../wire/keys.ts';
 
-/** How a reconcile runs. */
+/**
+ * How a reconcile runs. `lastKnown` and `claimed` are read-only: under `cirrus start` they are the
+ * relay's own copy of the object, handed over by reference (ADR 0021), which it goes on using.
+ */
 export interface ReconcileOptions {
   /** Compute and report the changes, write nothing (cloud reads still happen). */
   readonly dryRun: boolean;
@@ -29,6 +32,8 @@ export interface ReconcileOptions {
    * object from the API server before it writes anything or mutates the cloud.
    */
   readonly claimed?: unknown;
+  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
+  readonly claimVerified?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
 }

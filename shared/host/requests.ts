@@ -5,7 +5,7 @@
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { CallBudgetSettings } from '../cloud/budget.ts';
-import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
+import { formatIssue, readCloudEvent, type CloudEvent } from '../wire/cloudevents.ts';
 import { eventObjectKey, type ObjectKey } from '../wire/keys.ts';
 import { queryParameters } from '../wire/signing.ts';
 import { acceptedEventTypes, eventMode, eventTypes, extensionNames, parseBudget } from '../wire/types.ts';
@@ -21,6 +21,8 @@ export interface Job {
   readonly eventId?: string;
   readonly lastKnown?: unknown;
   readonly claimed?: unknown;
+  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
+  readonly claimVerified?: boolean;
   readonly nodeSet?: string;
   /** A trigger's share of the relay's cloud call budget: the pass's calls are paced to it. */
   readonly callBudget?: CallBudgetSettings;
@@ -37,6 +39,19 @@ export function eventJob(
 ): Job {
   const dryRun = readDryRun(request.url);
   const event = readCloudEvent(request.headers, request.body);
+  return jobOfEvent(definition, event, { dryRun, noteTrigger });
+}
+
+/**
+ * The Job of `event` to `definition`, however the event came: read from a request (eventJob), or
+ * handed over in process by the relay (./local.ts), its data then taken as it is, by reference.
+ * Throws InvalidRequestError as eventJob does.
+ */
+export function jobOfEvent(
+  definition: FunctionDefinition,
+  event: CloudEvent,
+  { dryRun, noteTrigger }: { readonly dryRun: boolean; readonly noteTrigger: (type: string) => void },
+): Job {
   const mode = eventMode(event.type);
   if (mode === undefined) {
     throw new InvalidRequestError(
