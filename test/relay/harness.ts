@@ -38,6 +38,8 @@ export interface Received {
   readonly name: string;
   /** What the relay queues by: `<kind>/<namespace>/<name>` for an object, `all/<cirrustarget>` for a trigger. */
   readonly key: string;
+  /** In process: the signal the relay handed over with the event (aborted when it gives up). */
+  readonly signal?: AbortSignal;
   /** The body as JSON, or undefined when empty. */
   readonly data:
     | {
@@ -170,8 +172,8 @@ export class LocalFunction extends StandIn {
     return this.#url;
   }
 
-  readonly handler: LocalHandler = async (event) => {
-    const answer = await this.answer(recordEvent(event));
+  readonly handler: LocalHandler = async (event, signal) => {
+    const answer = await this.answer({ ...recordEvent(event), signal });
     if (answer === 'destroy') throw new Error('a function in process has no connection to cut');
     const headers = answer.headers ?? {};
     const retryAfter = headers['retry-after'];

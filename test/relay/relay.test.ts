@@ -389,6 +389,34 @@ for (const transport of transportNames)
       );
     });
 
+    it('gives up on a delivery at its timeout and retries it, abandoning the reconcile', async (t) => {
+      const fn = await standIn(t, transport);
+      const name = uniqueName('slow');
+      const held = gate();
+      t.after(() => {
+        held.open();
+      });
+      fn.respond = async (request) => {
+        if (request.name === name && fn.about(name).length === 1) await held.opened;
+        return { status: 202 };
+      };
+      const relay = relayTo(t, { to: [`node-init=${fn.url}`] }, { deliveryTimeoutMs: 300 });
+      await ready(relay);
+      await createNode(core, newNode(name, uninitialized));
+      await waitFor('the second attempt', () => fn.about(name).length === 2, 5_000);
+      const unanswered = await metric(relay.registry, 'cirrus_relay_retries_total', {
+        destination: 'node-init',
+        reason: 'unreachable',
+      });
+      assert.ok(unanswered >= 1, 'the timed-out attempt counts as unanswered');
+      if (transport === 'in-process')
+        assert.equal(fn.about(name)[0]?.signal?.aborted, true, 'the reconcile is abandoned');
+      await waitFor(
+        'the acceptance',
+        async () => (await metric(relay.registry, 'cirrus_relay_deliveries_total', { outcome: 'accepted' })) >= 1,
+      );
+    });
+
     it('does not retry a 400, and goes on with the next change of that key', async (t) => {
       const fn = await standIn(t, transport);
       const name = uniqueName('400');
