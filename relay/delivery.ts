@@ -90,19 +90,34 @@ export function eventRequest(outgoing: Outgoing, context: DeliveryContext, id: s
  */
 export function outgoingEvent(outgoing: Outgoing, context: DeliveryContext, id: string = randomUUID()): CloudEvent {
   const { attributes, data } = eventParts(outgoing, context);
-  const { specversion, source, type, subject, time, ...core } = attributes;
-  const extensions = { ...context.ceOverrides, ...core };
+  // Split as a receiver splits the headers: the core attributes, and every other name an extension.
+  const merged: Attributes = { ...context.ceOverrides, ...attributes };
+  const extensions = Object.fromEntries(Object.entries(merged).filter(([name]) => !coreAttributes.has(name)));
+  const { subject, dataschema } = merged;
   return {
-    specversion,
+    specversion: '1.0',
     id,
-    source,
-    type,
+    source: merged.source,
+    type: merged.type,
     ...(subject === undefined ? {} : { subject }),
-    time,
+    time: merged.time,
+    ...(dataschema === undefined ? {} : { dataschema }),
     extensions,
     ...(data === undefined ? {} : { datacontenttype: 'application/json', data }),
   };
 }
+
+// CloudEvents' core attributes: every other attribute is an extension.
+const coreAttributes: ReadonlySet<string> = new Set([
+  'specversion',
+  'id',
+  'source',
+  'type',
+  'subject',
+  'time',
+  'datacontenttype',
+  'dataschema',
+]);
 
 // An event's attributes (core and extensions, by name) and its data: the object, or none.
 function eventParts(outgoing: Outgoing, context: DeliveryContext): { attributes: Attributes; data: unknown } {

@@ -351,7 +351,11 @@ describe('relay delivery requests', () => {
       { kind: 'object', change: nodeChange } as const,
       { kind: 'trigger', target: 'node-lifecycle', reason: 'periodic' } as const,
     ]) {
-      const context = { source, ceOverrides: { cluster: 'east side' }, clock: new ManualClock(1_700_000_000_000) };
+      const context = {
+        source,
+        ceOverrides: { cluster: 'east side', dataschema: 'https://example.com/s' },
+        clock: new ManualClock(1_700_000_000_000),
+      };
       const request = eventRequest(outgoing, context, 'id-3');
       const read = readCloudEvent(request.headers, request.body === '' ? undefined : JSON.parse(request.body));
       const handed = outgoingEvent(outgoing, context, 'id-3');
