@@ -519,6 +519,7 @@ for (const transport of transportNames)
       assert.equal(trigger.headers['ce-cirrusreason'], 'periodic');
       assert.equal(trigger.headers['ce-source'], '/cirrus/relay');
       assert.equal(trigger.body, '');
+      assert.equal(trigger.headers['content-type'], undefined, 'no content type without a body');
       hold = true;
       const before = triggers();
       await waitFor('a trigger to be held', () => triggers() === before + 1);
