@@ -17,6 +17,10 @@
 // Triggers are `dev.cirrus-ccm.reconcile.all` with no body, source `/cirrus/relay`, and the
 // extensions `cirrustarget` (the function it is for) and `cirrusreason` (periodic, nodes).
 //
+// Where the relay and a function share a process (`cirrus start`), the same event is handed over
+// as values instead (./transport.ts, ADR 0021): outgoingEvent() builds it, localOutcome() reads
+// the function's answer with the same classes as a reply's.
+//
 // Reply classes (docs/adr/0005-function-http-contract.md): 2xx accepted; 400 rejected for good
 // (logged with the function's reason); 429 and 503 retried after their Retry-After when they give
 // one; anything else — other statuses, refused or reset connections, timeouts — retried with backoff. Unlike the Knative data
@@ -24,6 +28,7 @@
 // get fixed, and the relay loses nothing meanwhile.
 
 import { randomUUID } from 'node:crypto';
+import { Agent, request as httpRequest, type Dispatcher } from 'undici';
 import {
   binaryModeHeaders,
   cloudCallsHeader,
@@ -31,9 +36,13 @@ import {
   extensionNames,
   objectSubject,
   parseErrorBody,
+  readErrorBody,
   signatureHeader,
   signRequest,
   triggerSource,
+  type CloudEvent,
+  type ErrorBody,
+  type LocalReply,
 } from '../shared/wire/index.ts';
 import { maxEventBytes } from '../shared/wire/signing.ts';
 import { systemClock, type Clock } from '../shared/clock.ts';
@@ -65,14 +74,63 @@ export interface EventRequest {
 
 /** The request for `outgoing`, with `id` as `ce-id`. */
 export function eventRequest(outgoing: Outgoing, context: DeliveryContext, id: string = randomUUID()): EventRequest {
-  const { attributes, body } =
-    outgoing.kind === 'object'
-      ? objectEvent(outgoing, context.source)
-      : triggerEvent(outgoing, (context.clock ?? systemClock).now());
+  const { attributes, data } = eventParts(outgoing, context);
   const headers = binaryModeHeaders({ ...context.ceOverrides, ...attributes, id });
+  const body = data === undefined ? '' : JSON.stringify(data);
   if (body !== '') headers['content-type'] = 'application/json';
   const signingSecret = context.secret === '' ? undefined : context.secret;
   return signingSecret === undefined ? { headers, body } : { headers, body, signingSecret };
+}
+
+/**
+ * The CloudEvent for `outgoing`, with `id` as its id, as a function reads eventRequest()'s request
+ * — the same attributes and extensions — but with the object itself as `data`, by reference: for
+ * a hand-over in process (./transport.ts). The object is the relay's own copy, which the watch and
+ * the queue go on using: read-only for whoever receives it.
+ */
+export function outgoingEvent(outgoing: Outgoing, context: DeliveryContext, id: string = randomUUID()): CloudEvent {
+  const { attributes, data } = eventParts(outgoing, context);
+  // Split as a receiver splits the headers: the core attributes, and every other name an extension.
+  const merged: Attributes = { ...context.ceOverrides, ...attributes };
+  const extensions = Object.fromEntries(Object.entries(merged).filter(([name]) => !coreAttributes.has(name)));
+  const { subject, dataschema } = merged;
+  return {
+    specversion: '1.0',
+    id,
+    source: merged.source,
+    type: merged.type,
+    ...(subject === undefined ? {} : { subject }),
+    time: merged.time,
+    ...(dataschema === undefined ? {} : { dataschema }),
+    extensions,
+    ...(data === undefined ? {} : { datacontenttype: 'application/json', data }),
+  };
+}
+
+// CloudEvents' core attributes: every other attribute is an extension.
+const coreAttributes: ReadonlySet<string> = new Set([
+  'specversion',
+  'id',
+  'source',
+  'type',
+  'subject',
+  'time',
+  'datacontenttype',
+  'dataschema',
+]);
+
+// An event's attributes (core and extensions, by name) and its data: the object, or none.
+function eventParts(outgoing: Outgoing, context: DeliveryContext): { attributes: Attributes; data: unknown } {
+  return outgoing.kind === 'object'
+    ? objectEvent(outgoing, context.source)
+    : triggerEvent(outgoing, (context.clock ?? systemClock).now());
+}
+
+interface Attributes extends Record<string, string> {
+  readonly specversion: '1.0';
+  readonly source: string;
+  readonly type: string;
+  readonly time: string;
 }
 
 /** The headers to send `request` to `url` with: signed for that URL's path and query when it has a secret. */
@@ -86,13 +144,13 @@ export function headersFor(url: string, request: EventRequest): Readonly<Record<
 function objectEvent(
   outgoing: Extract<Outgoing, { kind: 'object' }>,
   source: string,
-): { attributes: Record<string, string>; body: string } {
+): { attributes: Attributes; data: unknown } {
   const { change } = outgoing;
   const { kind, apiVersion } = change.resource;
   const name = change.object.metadata?.name ?? '';
   const namespace = change.object.metadata?.namespace ?? '';
   const attributes = {
-    specversion: '1.0',
+    specversion: '1.0' as const,
     source,
     type: { add: eventTypes.resourceAdd, update: eventTypes.resourceUpdate, delete: eventTypes.resourceDelete }[
       change.type
@@ -104,39 +162,52 @@ function objectEvent(
     [extensionNames.name]: name,
     [extensionNames.namespace]: namespace,
   };
-  return { attributes, body: JSON.stringify(change.object) };
+  return { attributes, data: change.object };
 }
 
 function triggerEvent(
   outgoing: Extract<Outgoing, { kind: 'trigger' }>,
   now: number,
-): {
-  attributes: Record<string, string>;
-  body: string;
-} {
+): { attributes: Attributes; data: unknown } {
   const attributes = {
-    specversion: '1.0',
+    specversion: '1.0' as const,
     source: triggerSource,
     type: eventTypes.reconcileAll,
     time: new Date(now).toISOString(),
     [extensionNames.target]: outgoing.target,
     [extensionNames.reason]: outgoing.reason,
   };
-  return { attributes, body: '' };
+  return { attributes, data: undefined };
+}
+
+/** The connection pool deliveries go out on, and how long one may take. */
+export interface DeliverOptions {
+  /** Bounds the whole exchange, reply included: a function answers only once its work is done. */
+  readonly timeoutMs: number;
+  readonly signal: AbortSignal;
+  readonly clock?: Clock | undefined;
+  /** The connection pool (default one shared by every caller that gives none). */
+  readonly dispatcher?: Dispatcher | undefined;
 }
 
 /**
- * POSTs `request` to `url`, signed then (headersFor), and reads the reply into an outcome (see
- * the module comment). Never rejects. `timeoutMs` bounds the whole exchange: a function answers
- * only once its work is done. A body larger than a function takes (maxEventBytes) is not sent:
- * it is rejected here as the function would reject it, with a 400. A Retry-After date is read
- * against `clock` (default the system clock).
+ * A pool of keep-alive connections for deliveries, per origin: as many as there are deliveries in
+ * flight to it, kept 4 s after use; no timeouts of its own (deliver() bounds each exchange).
  */
-export async function deliver(
-  url: string,
-  request: EventRequest,
-  options: { readonly timeoutMs: number; readonly signal: AbortSignal; readonly clock?: Clock | undefined },
-): Promise<DeliveryOutcome> {
+export function deliveryAgent(): Agent {
+  return new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+}
+
+let sharedAgent: Agent | undefined;
+
+/**
+ * POSTs `request` to `url`, signed then (headersFor), on undici's `request` over a connection
+ * pool, and reads the reply into an outcome (see the module comment). Never rejects. A body
+ * larger than a function takes (maxEventBytes) is not sent: it is rejected here as the function
+ * would reject it, with a 400. A Retry-After date is read against `clock` (default the system
+ * clock).
+ */
+export async function deliver(url: string, request: EventRequest, options: DeliverOptions): Promise<DeliveryOutcome> {
   const size = Buffer.byteLength(request.body);
   if (size > maxEventBytes)
     return {
@@ -144,26 +215,79 @@ export async function deliver(
       status: 0,
       reason: `the event is ${size} bytes, more than a function takes (${maxEventBytes})`,
     };
-  let response: Response;
+  const limit = deadline(options.signal, options.timeoutMs);
+  let status: number;
+  let headers: Record<string, string | string[] | undefined>;
   let text: string;
   try {
-    response = await fetch(url, {
+    const response = await httpRequest(url, {
       method: 'POST',
       headers: headersFor(url, request),
-      // No body at all for an empty one: fetch would otherwise add `content-type: text/plain`,
-      // a header the signature covers (and that the receiver would try to parse).
+      // No body at all for an empty one: no content type either (a header the signature covers).
       ...(request.body === '' ? {} : { body: request.body }),
-      signal: AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]),
+      signal: limit.signal,
+      dispatcher: options.dispatcher ?? (sharedAgent ??= deliveryAgent()),
     });
+    ({ statusCode: status, headers } = response);
     // Read to the end either way: an unread body keeps the connection from being reused.
-    text = await response.text();
+    text = await response.body.text();
   } catch (error) {
-    return { kind: 'retry', reason: 'unreachable', detail: describeFetchError(error) };
+    return { kind: 'retry', reason: 'unreachable', detail: describeError(error) };
+  } finally {
+    limit.clear();
   }
-  const { headers } = response;
   const now = (options.clock ?? systemClock).now();
-  const outcome = classify(response.status, text, headers.get('retry-after'), now);
-  return withReportedCalls(outcome, headers.get(cloudCallsHeader));
+  const outcome = classify(status, text, single(headers['retry-after']), now);
+  return withReportedCalls(outcome, single(headers[cloudCallsHeader]));
+}
+
+/**
+ * The outcome of a function's answer to a hand-over in process (./transport.ts): the classes of
+ * {@link classify}, read from the reply's values — its status, its error body, its Retry-After in
+ * seconds and its cloud calls — rather than from an HTTP reply.
+ */
+export function localOutcome(reply: LocalReply): DeliveryOutcome {
+  const { status } = reply;
+  if (status >= 200 && status < 300)
+    return reply.cloudCalls === undefined
+      ? { kind: 'accepted', status }
+      : { kind: 'accepted', status, cloudCalls: reply.cloudCalls };
+  const reason = reasonOf(readErrorBody(reply.body), () =>
+    (JSON.stringify(reply.body) as string | undefined)?.slice(0, 300),
+  );
+  if (status === 400) return { kind: 'rejected', status, reason };
+  const detail = `status ${status}: ${reason}`;
+  if ((status === 429 || status === 503) && reply.retryAfterSeconds !== undefined)
+    return { kind: 'retry', reason: 'retry-after', status, detail, retryAfterMs: reply.retryAfterSeconds * 1000 };
+  return { kind: 'retry', reason: 'status', status, detail };
+}
+
+/**
+ * `signal`, also aborted after `ms` with a TimeoutError (as AbortSignal.timeout's), and the way to
+ * drop the timer and the listener once the exchange is over: AbortSignal.timeout's timer would
+ * live on for the whole timeout after every delivery.
+ */
+export function deadline(signal: AbortSignal, ms: number): { readonly signal: AbortSignal; clear(): void } {
+  const controller = new AbortController();
+  const onAbort = (): void => {
+    controller.abort(signal.reason);
+  };
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => {
+    controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+  }, ms);
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+function single(value: string | string[] | undefined): string | null {
+  return (Array.isArray(value) ? value[0] : value) ?? null;
 }
 
 /** The outcome of a reply with `status`, body `text` and Retry-After header `retryAfter`. */
@@ -199,18 +323,24 @@ function withReportedCalls(outcome: DeliveryOutcome, value: string | null): Deli
 
 // The host answers `{ error, problems }` (shared/wire/replies.ts); anything else is shown as it came, shortened.
 function errorReason(text: string): string {
-  const body = parseErrorBody(text);
-  if (body === undefined) return text.slice(0, 300) || '(no body)';
+  return reasonOf(parseErrorBody(text), () => text.slice(0, 300));
+}
+
+function reasonOf(body: ErrorBody | undefined, asItCame: () => string | undefined): string {
+  if (body === undefined) return asItCame() || '(no body)';
   const problems = body.problems ?? [];
   return problems.length > 0 && !(problems.length === 1 && problems[0] === body.error)
     ? `${body.error} (${problems.join('; ')})`
     : body.error;
 }
 
-// fetch wraps the reason (ECONNREFUSED, ECONNRESET, a timeout, a port fetch refuses) in a TypeError's cause.
-function describeFetchError(error: unknown): string {
-  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
-  const code = typeof cause?.code === 'string' ? `${cause.code}: ` : '';
-  if (typeof cause?.message === 'string') return `${code}${cause.message}`;
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+// What went wrong, for the log: the system error's code and message (`ECONNREFUSED: connect
+// ECONNREFUSED 127.0.0.1:80`), undici's (`UND_ERR_SOCKET: other side closed`), or the abort's
+// reason (`TimeoutError: The operation was aborted due to timeout`).
+export function describeError(error: unknown): string {
+  const cause = (error as { cause?: unknown }).cause;
+  const reason = cause instanceof Error ? cause : error;
+  if (!(reason instanceof Error)) return String(reason);
+  const code = (reason as { code?: unknown }).code;
+  return `${typeof code === 'string' ? code : reason.name}: ${reason.message}`;
 }

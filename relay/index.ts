@@ -29,12 +29,14 @@ import {
   type LeaseSettings,
 } from './lease.ts';
 import { createRelayMetrics, type RelayMetrics } from './metrics.ts';
+import { httpTransport, type DeliveryTransport } from './transport.ts';
 import type { RoutingTable } from './routing.ts';
 import { defaultWatchSettings, type WatchSettings } from './watch.ts';
 
 export { buildRoutingTable, loadRoutingFile, readKnativeEnvironment, RoutingError, defaultPeriods } from './routing.ts';
 export type { Destination, Feed, RoutedFunction, RoutingSources, RoutingTable } from './routing.ts';
 export { defaultWatchSettings, type WatchSettings } from './watch.ts';
+export { httpTransport, inProcessTransport, type Delivery, type DeliveryTransport } from './transport.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
 export { defaultCursorFlushMs, defaultCursorParts, type CursorSettings } from './cursor.ts';
@@ -72,6 +74,12 @@ export interface RelayOptions {
    * `rate` a second after a burst of `burst`, across every instance of every function. Default: none.
    */
   readonly cloudCallBudget?: CallBudgetSettings | undefined;
+  /**
+   * How deliveries reach the functions (./transport.ts): default over HTTP, on a connection pool of
+   * the relay's own; `inProcessTransport` hands them to functions of this process (`cirrus start`).
+   * The relay closes it when it stops.
+   */
+  readonly transport?: DeliveryTransport | undefined;
   /** Extensions added to every event (Knative's K_CE_OVERRIDES). */
   readonly ceOverrides?: Readonly<Record<string, string>> | undefined;
   /** Also export prom-client's process metrics (default true). */
@@ -158,7 +166,12 @@ export function startRelay(options: RelayOptions): Relay {
       identity: election.identity,
       leaderElection: election.election !== undefined,
       cursor: settings.cursor === undefined ? 'off' : `${settings.cursor.namespace}/${settings.cursor.name}`,
-      destinations: settings.table.destinations.map((d) => ({ name: d.name, url: d.url, feed: d.feed })),
+      destinations: settings.table.destinations.map((d) => ({
+        name: d.name,
+        url: d.url,
+        feed: d.feed,
+        transport: settings.transport.describe(d),
+      })),
       periods: settings.table.periods,
     },
     'relay starting',
@@ -177,6 +190,7 @@ export function startRelay(options: RelayOptions): Relay {
       await election.done;
       callbacks.onStoppedLeading();
       await Promise.all(stops);
+      await settings.transport.close();
       ready.reject(new Error('the relay stopped before it was ready'));
       settings.log.info('relay stopped');
     },
@@ -200,6 +214,7 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
     watch,
     queue: { concurrency, retry, timeoutMs: options.deliveryTimeoutMs ?? defaultDelivery.deliveryTimeoutMs },
     request: { source: cluster.server, ceOverrides: options.ceOverrides, secret: options.secret, clock },
+    transport: options.transport ?? httpTransport(),
     cursor: cursorSettings(options),
     budget: options.cloudCallBudget === undefined ? undefined : new CallBudget(options.cloudCallBudget, options.clock),
     metrics,

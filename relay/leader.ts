@@ -10,7 +10,7 @@ import { extensionNames, formatBudget } from '../shared/wire/index.ts';
 import type { CallBudget, CallBudgetSettings } from '../shared/cloud/budget.ts';
 import type { BackoffPolicy } from './backoff.ts';
 import { KnownKeys, type CursorSettings } from './cursor.ts';
-import { deliver, eventRequest, type DeliveryContext } from './delivery.ts';
+import type { DeliveryContext } from './delivery.ts';
 import type { RelayMetrics } from './metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
 import { watchedResources, type ResourceChange, type ResourceType } from './resources.ts';
@@ -24,6 +24,7 @@ import {
   type Outgoing,
   type RoutingTable,
 } from './routing.ts';
+import type { DeliveryTransport } from './transport.ts';
 import { ResourceWatch, type WatchSettings } from './watch.ts';
 
 /** What the leader's work needs (./index.ts resolves it from the relay's options). */
@@ -33,6 +34,8 @@ export interface Settings {
   readonly watch: WatchSettings;
   readonly queue: { readonly concurrency: number; readonly retry: BackoffPolicy; readonly timeoutMs: number };
   readonly request: DeliveryContext;
+  /** How deliveries reach their destinations (./transport.ts). */
+  readonly transport: DeliveryTransport;
   readonly cursor: CursorSettings | undefined;
   readonly budget: CallBudget | undefined;
   readonly metrics: RelayMetrics;
@@ -268,10 +271,12 @@ export class Delivering {
     // The pass runs while its trigger is in flight: its share is lent for that long.
     const giveBack = share === undefined ? undefined : this.#settings.budget?.lend(share);
     try {
-      const outcome = await deliver(destination.url, eventRequest(this.#latest(outgoing), request), {
+      const outcome = await this.#settings.transport.send({
+        destination,
+        outgoing: this.#latest(outgoing),
+        context: request,
         timeoutMs: this.#settings.queue.timeoutMs,
         signal,
-        clock: this.#settings.clock,
       });
       this.#settle(charge, outcome);
       return outcome;

@@ -1,5 +1,5 @@
-// `cirrus start`: the whole CCM in one process — every selected function on one port, and the
-// relay delivering to them — against the configured cluster, or, when none is configured, against
+// `cirrus start`: the whole CCM in one process — every selected function, and the relay handing
+// them its events in process — against the configured cluster, or, when none is configured, against
 // the local control plane that `cirrus cluster` runs. With no provider given it uses `static` and
 // the example inventory, so a newcomer can watch a Node get initialized and a Service an address;
 // that demo runs only against a control plane it starts itself (start-cluster.ts).
@@ -13,6 +13,7 @@ import { initCloudProvider } from '../../shared/cloud/registry.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
+import type { LocalFunctions } from '../../shared/host/local.ts';
 import type { Serving } from '../../shared/host/serve.ts';
 import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
@@ -199,10 +200,12 @@ interface Summary {
   readonly skipped: readonly string[];
 }
 
-// The functions on a listener of their own on the loopback address, and the relay delivering to
-// it, signed with a secret of this process (or --signing-secret-file's): nothing beyond this host
-// can reach the functions, and nothing without the secret holds a place among their requests in
-// flight, so the relay's deliveries never wait behind a stranger's. The configured address and
+// The relay hands its deliveries to the functions in this process (ADR 0021: no HTTP, no JSON,
+// no signature between them). The functions also have a listener of their own on the loopback
+// address, for manual reconciles (`cirrus reconcile`), signed with a secret of this process (or
+// --signing-secret-file's): nothing beyond this host can reach the functions, and nothing without
+// the secret holds a place among their requests in flight, so the relay's deliveries never wait
+// behind a stranger's. The configured address and
 // port (--bind-address, --port: in deploy/standalone, 10258 on the host's network) serve only
 // /healthz, /readyz and /metrics, as the Go cloud-controller-manager's port does.
 async function serveAll(
@@ -226,7 +229,7 @@ async function serveAll(
   summary: Summary,
 ): Promise<void> {
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
-  const { server, functions } = await listen(definitions, { config, log, registry, secret }, stoppers);
+  const { server, functions, handlers } = await listen(definitions, { config, log, registry, secret }, stoppers);
   const local = `http://127.0.0.1:${functions.port}`;
   // For `cirrus reconcile`: the functions' URL and the secret's file, recorded until start stops.
   const names = definitions.map((d) => d.name);
@@ -250,6 +253,8 @@ async function serveAll(
     routing,
     logger,
     secret,
+    // Every destination is a function of this process: handed over, not sent (the URLs stay for the logs).
+    transport: relayModule.inProcessTransport(handlers),
     leaderElection: config.leaderElect ? lease : false,
     cursor: relayCursor(config),
     cloudCallBudget: callBudget(config),
@@ -284,7 +289,7 @@ async function serveAll(
       `  functions  ${definitions.map((d) => d.name).join(', ')} at ${local}/<function> (loopback only)`,
       `  probes     ${server.address}/healthz, /readyz and /metrics`,
       ...(summary.skipped.length === 0 ? [] : [`  skipped    ${summary.skipped.join('; ')}`]),
-      `  relay      in this process, ${election}, watching Nodes and Services`,
+      `  relay      in this process, ${election}, watching Nodes and Services, handing events to the functions in process`,
       `  reconcile  ${reconcile.hint}`,
       `cirrus running: ${definitions.map((d) => d.name).join(', ')} at ${local}/<function>, fed by the relay; Ctrl-C stops`,
       '',
@@ -293,15 +298,17 @@ async function serveAll(
 }
 
 // Two listeners: the functions on 127.0.0.1 (a port of the system's choosing), the probes and
-// /metrics at --bind-address:--port. Stopped together, the probes last.
+// /metrics at --bind-address:--port; and the functions' handlers for the relay. Stopped together,
+// once the reconciles handed over have ended (the relay, stopped first, aborted them), within the
+// listeners' grace period.
 async function listen(
   definitions: FunctionDefinition[],
   context: { config: Config<StartOptions>; log: Logger; registry: Registry; secret: string },
   stoppers: Stopper[],
-): Promise<{ server: Serving; functions: Serving }> {
+): Promise<{ server: Serving; functions: Serving; handlers: LocalFunctions['handlers'] }> {
   const { config, log, registry } = context;
-  const { buildMultiApp, buildProbeApp, serve } = await import('../../shared/host/index.ts');
-  const app = await buildMultiApp(definitions, {
+  const { buildMultiHost, buildProbeApp, defaultGraceMs, serve } = await import('../../shared/host/index.ts');
+  const { app, local } = await buildMultiHost(definitions, {
     logger: log,
     auth: { secret: context.secret },
     pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
@@ -322,8 +329,11 @@ async function listen(
     what: 'functions',
     stop: async () => {
       controller.abort();
-      await Promise.all([functions.closed, server.closed]);
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, defaultGraceMs)));
+      await Promise.all([functions.closed, server.closed, Promise.race([local.settled(), grace])]);
+      clearTimeout(timer);
     },
   });
-  return { server, functions };
+  return { server, functions, handlers: local.handlers };
 }

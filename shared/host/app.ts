@@ -13,6 +13,7 @@ import type { Registry } from 'prom-client';
 import { maxEventBytes, type AuthOptions } from '../wire/signing.ts';
 import { addAuthPolicy, type Signatures } from './auth.ts';
 import type { FunctionDefinition } from './function.ts';
+import { localFunctions, type LocalFunctions } from './local.ts';
 import { createHostMetrics } from './metrics.ts';
 import { addProbeRoutes, createHostApp, type HostApp } from './probes.ts';
 import { ReplayGuard } from './replay.ts';
@@ -86,7 +87,7 @@ export type FunctionApp = HostApp;
  * without `auth`.
  */
 export async function buildApp(definition: FunctionDefinition, options: AppOptions): Promise<FunctionApp> {
-  return assemble([definition], options, false);
+  return (await assemble([definition], options, false)).app;
 }
 
 /**
@@ -98,17 +99,29 @@ export async function buildMultiApp(
   definitions: readonly FunctionDefinition[],
   options: AppOptions,
 ): Promise<FunctionApp> {
+  return (await buildMultiHost(definitions, options)).app;
+}
+
+/**
+ * `cirrus start`'s host: the app of {@link buildMultiApp}, and the same functions for the relay's
+ * hand-overs in process (./local.ts), sharing the app's metrics and its requests in flight.
+ */
+export async function buildMultiHost(
+  definitions: readonly FunctionDefinition[],
+  options: AppOptions,
+): Promise<{ readonly app: FunctionApp; readonly local: LocalFunctions }> {
   const names = definitions.map((d) => d.name);
   const twice = names.find((name, i) => names.indexOf(name) !== i);
   if (twice !== undefined) throw new TypeError(`function ${twice} is given twice`);
-  return assemble(definitions, options, true);
+  const { app, hosts } = await assemble(definitions, options, true);
+  return { app, local: localFunctions(hosts) };
 }
 
 async function assemble(
   definitions: readonly FunctionDefinition[],
   options: AppOptions,
   prefixed: boolean,
-): Promise<FunctionApp> {
+): Promise<{ app: FunctionApp; hosts: Host[] }> {
   const metrics = createHostMetrics({ processMetrics: options.processMetrics ?? true, registry: options.registry });
   const pressure = options.pressure === false ? false : { ...defaultPressure, ...options.pressure };
   const admission = new Admission(pressure ? pressure.maxConcurrentRequests : 0);
@@ -121,12 +134,14 @@ async function assemble(
   if (options.probes !== false) addProbeRoutes(app, { registry: metrics.registry });
   addWebhookOptions(app);
   const shared = { metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0 };
+  const hosts: Host[] = [];
   for (const definition of definitions) {
     const host = hostFor(definition, { ...shared, signatures, bodyLimit, admission, routes }, prefixed);
+    hosts.push(host);
     await app.register(reconcileRoutes(host, pressure), prefixed ? { prefix: `/${definition.name}` } : {});
   }
   await app.ready();
-  return app;
+  return { app, hosts };
 }
 
 // One function's view of the app. Throws TypeError for a definition without kinds.

@@ -9,7 +9,10 @@ import type { ObjectKey } from '../wire/keys.ts';
 // The key is the wire contract's (shared/wire/keys.ts); a function names it with the rest of its definition.
 export type { ObjectKey } from '../wire/keys.ts';
 
-/** How a reconcile runs. */
+/**
+ * How a reconcile runs. `lastKnown` and `claimed` are read-only: under `cirrus start` they are the
+ * relay's own copy of the object, handed over by reference (ADR 0021), which it goes on using.
+ */
 export interface ReconcileOptions {
   /** Compute and report the changes, write nothing (cloud reads still happen). */
   readonly dryRun: boolean;

@@ -4,6 +4,7 @@
 export {
   buildApp,
   buildMultiApp,
+  buildMultiHost,
   defaultBodyLimit,
   defaultPressure,
   type AppOptions,
@@ -33,6 +34,7 @@ export {
   type ProbeOptions,
   type Readiness,
 } from './probes.ts';
+export type { LocalFunctions } from './local.ts';
 export { defaultGraceMs, serve, type ServeOptions, type Serving } from './serve.ts';
 export { ReplayGuard } from './replay.ts';
 export { defaultMaxConcurrentRequests, memoryBudget, unconstrainedMemoryBytes } from './shedding.ts';

@@ -9,7 +9,7 @@ export const durationBuckets: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1
 /** The registry of one app and the series the host writes to it. */
 export interface HostMetrics {
   readonly registry: Registry;
-  /** Every request to a reconcile route, by its reply's status code (rejected and overloaded ones too). */
+  /** Every request to a reconcile route, by its reply's status code (rejected and overloaded ones too); and every hand-over in process (./local.ts). */
   readonly requests: Counter<'function' | 'trigger' | 'code'>;
   /** The time a function's reconcile took, success or failure; requests rejected before it ran are not observed. */
   readonly duration: Histogram<'function' | 'trigger'>;

@@ -5,7 +5,7 @@
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { CallBudgetSettings } from '../cloud/budget.ts';
-import { formatIssue, readCloudEvent } from '../wire/cloudevents.ts';
+import { formatIssue, readCloudEvent, type CloudEvent } from '../wire/cloudevents.ts';
 import { eventObjectKey, type ObjectKey } from '../wire/keys.ts';
 import { queryParameters } from '../wire/signing.ts';
 import { acceptedEventTypes, eventMode, eventTypes, extensionNames, parseBudget } from '../wire/types.ts';
@@ -41,6 +41,24 @@ export function eventJob(
 ): Job {
   const dryRun = readDryRun(request.url);
   const event = readCloudEvent(request.headers, request.body);
+  return jobOfEvent(definition, event, { dryRun, noteTrigger, verified: signed });
+}
+
+/**
+ * The Job of `event` to `definition`, however the event came: read from a request (eventJob), or
+ * handed over in process by the relay (./local.ts), its data then taken as it is, by reference.
+ * `verified`: the event is the relay's (a signature checked, or a hand-over in process), so its
+ * claim may be a reconcile's starting point. Throws InvalidRequestError as eventJob does.
+ */
+export function jobOfEvent(
+  definition: FunctionDefinition,
+  event: CloudEvent,
+  {
+    dryRun,
+    noteTrigger,
+    verified,
+  }: { readonly dryRun: boolean; readonly noteTrigger: (type: string) => void; readonly verified: boolean },
+): Job {
   const mode = eventMode(event.type);
   if (mode === undefined) {
     throw new InvalidRequestError(
@@ -63,7 +81,7 @@ export function eventJob(
     eventId: event.id,
     lastKnown,
     claimed,
-    ...verifiedIf(signed, claimed),
+    ...verifiedIf(verified, claimed),
     ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
     ...(callBudget === undefined ? {} : { callBudget }),
   };

@@ -41,8 +41,27 @@ export async function runReconcile(
   reply: FastifyReply,
   job: Job,
 ): Promise<FastifyReply> {
+  const outcome = await runJob(host, job, { reqId: request.id, signal: abandonSignal(reply), holder: request });
+  return send(reply, outcome);
+}
+
+/** Where a job came from, for {@link runJob}. */
+export interface JobContext {
+  /** The request's id in the logs (`reqId`). */
+  readonly reqId: string;
+  /** The reconcile's abandonment signal: the caller gave up (a closed connection, the relay's timeout). */
+  readonly signal: AbortSignal;
+  /** What the job was admitted as among the requests in flight (./shedding.ts Admission): held while it runs. */
+  readonly holder: object;
+}
+
+/**
+ * Runs `job` (see the module comment) and resolves with the reply to give once it has ended:
+ * its report, or the error's reply (./errors.ts). Never rejects.
+ */
+export async function runJob(host: Runner, job: Job, context: JobContext): Promise<Outcome> {
   const log = host.logger.child({
-    reqId: request.id,
+    reqId: context.reqId,
     key: job.target === 'all' ? '*' : formatKey(job.target),
     trigger: job.trigger,
     dryRun: job.dryRun,
@@ -50,7 +69,7 @@ export async function runReconcile(
   });
   const options: ReconcileOptions = {
     dryRun: job.dryRun,
-    signal: abandonSignal(reply),
+    signal: context.signal,
     log,
     ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
     ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
@@ -58,7 +77,7 @@ export async function runReconcile(
     ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
   };
   const started = performance.now();
-  host.admission.hold(request);
+  host.admission.hold(context.holder);
   const { callBudget } = job;
   const run = (): Promise<Report> => invoke(host.definition, job.target, options);
   const pace = callBudget === undefined ? undefined : { settings: callBudget, signal: options.signal };
@@ -68,10 +87,10 @@ export async function runReconcile(
       (error: unknown) => failure(error, { log, retryAfter: host.retryAfter, durationMs: since(started) }),
     )
     .finally(() => {
-      host.admission.release(request);
+      host.admission.release(context.holder);
     });
   host.metrics.duration.observe({ function: host.definition.name, trigger: job.trigger }, since(started) / 1000);
-  return send(reply, outcome);
+  return outcome;
 }
 
 /** Sends `outcome`, with its Retry-After and its cloud calls when it has them. */

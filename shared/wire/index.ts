@@ -29,6 +29,7 @@ export {
   errorCodes,
   InvalidRequestError,
   parseErrorBody,
+  readErrorBody,
   type ErrorBody,
   type ErrorCode,
 } from './replies.ts';
@@ -46,3 +47,4 @@ export {
   type SignedRequest,
   type Verification,
 } from './signing.ts';
+export type { LocalHandler, LocalReply } from './local.ts';

@@ -61,12 +61,14 @@ function extension(event: CloudEvent, name: string): string | undefined {
  * Throws InvalidRequestError when no kind or no name can be found.
  */
 export function eventObjectKey(event: CloudEvent, mode: 'resource' | 'ref'): ObjectKey {
-  const data = dataFields(event.data, mode);
-  const kind = extension(event, extensionNames.kind) ?? data.kind;
-  const name = extension(event, extensionNames.name) ?? data.name;
+  // Data is read only when an extension is missing (the relay always sends all three).
+  let fields: KeyFields | undefined;
+  const data = (): KeyFields => (fields ??= dataFields(event.data, mode));
+  const kind = extension(event, extensionNames.kind) ?? data().kind;
+  const name = extension(event, extensionNames.name) ?? data().name;
   const namespace = Object.hasOwn(event.extensions, extensionNames.namespace)
     ? extension(event, extensionNames.namespace)
-    : data.namespace;
+    : data().namespace;
   if (kind === undefined || name === undefined) {
     const problems = [
       ...(kind === undefined ? ['kind: no "kind" extension and no data.kind'] : []),

@@ -108,6 +108,11 @@ export function parseErrorBody(text: string): ErrorBody | undefined {
   } catch {
     return undefined;
   }
+  return readErrorBody(body);
+}
+
+/** The {@link ErrorBody} a reply's parsed body holds (as {@link parseErrorBody}, without the JSON). */
+export function readErrorBody(body: unknown): ErrorBody | undefined {
   if (typeof body !== 'object' || body === null || !('error' in body) || typeof body.error !== 'string')
     return undefined;
   const problems =

@@ -1,15 +1,18 @@
 // cirrus in this process, wired as `cirrus start` wires it (app/cli/start.ts): every function
-// behind one port (buildMultiApp), and the relay, without leader election, delivering to it.
+// behind one port (buildMultiHost), and the relay, without leader election, sending its events to
+// that port — or, with `transport: 'in-process'`, handing them to the functions in process, as
+// `cirrus start` does (the tests that pin API request counts were calibrated over HTTP).
 
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { catalogue } from '../../functions/catalogue.ts';
-import { buildRoutingTable, startRelay, type Relay } from '../../relay/index.ts';
+import { buildRoutingTable, inProcessTransport, startRelay, type Relay } from '../../relay/index.ts';
 import { findFunction, type FunctionSettings } from '../../shared/catalogue.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
-import { buildMultiApp, serve } from '../../shared/host/index.ts';
+import { buildMultiHost, serve } from '../../shared/host/index.ts';
 import { LeanCore, type Core } from '../../shared/kube/core.ts';
+import type { CloudEvent, LocalHandler } from '../../shared/wire/index.ts';
 import type { LevelWithSilent } from 'pino';
 import { createLogger } from '../../app/log.ts';
 
@@ -55,16 +58,28 @@ export async function loadFunction(
   return entry.load({ ...deps, config: functionSettings(extra) });
 }
 
+/** How {@link startCirrus}'s relay reaches the functions. */
+export interface CirrusOptions {
+  /** `http` (default: signed requests to the functions' port) or `in-process` (as `cirrus start`). */
+  readonly transport?: 'in-process' | 'http';
+  /**
+   * With `in-process`: deep-freeze every event's object before it is handed over, so that a function
+   * that writes to its `claimed` or `lastKnown` — the relay's own copy — fails with a TypeError.
+   */
+  readonly freeze?: boolean;
+}
+
 export async function startCirrus(
   kubeConfig: KubeConfig,
   cloud: CloudProvider,
   logLevel: LevelWithSilent,
+  options: CirrusOptions = {},
 ): Promise<Cirrus> {
   const core = new LeanCore(kubeConfig);
   const config = functionSettings();
   const definitions = await Promise.all(catalogue.map((entry) => entry.load({ core, cloud, config })));
   const secret = randomBytes(32).toString('hex');
-  const app = await buildMultiApp(definitions, {
+  const { app, local } = await buildMultiHost(definitions, {
     logger: createLogger({ name: 'cirrus', level: logLevel }),
     auth: { secret },
   });
@@ -72,6 +87,7 @@ export async function startCirrus(
   const server = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
   const url = `http://127.0.0.1:${server.port}`;
   const routing = buildRoutingTable(catalogue, { to: definitions.map((d) => `${d.name}=${url}/${d.name}`) });
+  const handlers = options.freeze === true ? frozen(local.handlers) : local.handlers;
   const relay = startRelay({
     kubeConfig,
     routing,
@@ -80,6 +96,7 @@ export async function startCirrus(
     leaderElection: false,
     // Not the default cursor in kube-system: relays of other test files on the same API server would share it.
     cursor: false,
+    ...(options.transport === 'in-process' ? { transport: inProcessTransport(handlers) } : {}),
   });
   await relay.ready;
   return {
@@ -88,7 +105,21 @@ export async function startCirrus(
     stop: async () => {
       await relay.stop();
       controller.abort();
-      await server.closed;
+      await Promise.all([server.closed, local.settled()]);
     },
   };
+}
+
+/** `handlers`, each deep-freezing the event (its object included) before handing it over. */
+export function frozen(handlers: ReadonlyMap<string, LocalHandler>): Map<string, LocalHandler> {
+  return new Map(
+    [...handlers].map(([name, handler]) => [name, (event: CloudEvent, signal) => handler(deepFreeze(event), signal)]),
+  );
+}
+
+/** `value`, frozen with everything it holds. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  for (const inner of Object.values(value)) deepFreeze(inner);
+  return Object.freeze(value);
 }

@@ -1,5 +1,5 @@
 // One reconcile per object at a time, end to end: cirrus wired as `cirrus start` wires it (every
-// function behind one port, the relay delivering to them) against a control plane of this file's
+// function behind one port, the relay handing its events to them in process, each object frozen so that a function that writes to it fails) against a control plane of this file's
 // own (on the shared one, its service-lb would reconcile other test files' Services), with the
 // fake cloud recording every call. A Node's arrival reaches service-lb as one event per
 // load-balanced Service through that Service's own queue key, and inside the function the same
@@ -23,7 +23,7 @@ describe('one reconcile per object at a time', { skip: controlPlaneSkip }, () =>
   async function cirrusWith(t: TestContext): Promise<FakeCloud> {
     const cloud = new FakeCloud();
     cloud.latencyMs.set('ensureLoadBalancer', 300);
-    const cirrus = await startCirrus(cluster.admin, cloud, 'silent');
+    const cirrus = await startCirrus(cluster.admin, cloud, 'silent', { transport: 'in-process', freeze: true });
     t.after(() => cirrus.stop());
     return cloud;
   }

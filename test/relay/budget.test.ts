@@ -8,7 +8,7 @@ import { CoreV1Api, type KubeConfig, type V1Service } from '@kubernetes/client-n
 import { CallBudget, checkCallBudget } from '../../shared/cloud/budget.ts';
 import { pacedProvider } from '../../shared/cloud/paced.ts';
 import { ManualClock } from '../../shared/clock.ts';
-import { buildApp } from '../../shared/host/app.ts';
+import { buildMultiHost } from '../../shared/host/app.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
@@ -16,7 +16,17 @@ import { callBudget } from '../../app/cli/relay.ts';
 import { ConfigError } from '../../app/config.ts';
 import { createNode, newNode, silentLogger, uninitialized } from '../harness/builders.ts';
 import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
-import { functionServer, metric, ready, testRelay, waitFor, within } from './harness.ts';
+import {
+  functionServer,
+  metric,
+  reaching,
+  ready,
+  standIn,
+  testRelay,
+  transportNames,
+  waitFor,
+  within,
+} from './harness.ts';
 
 // The most of `times` (ms) that fall in any window of `windowMs`.
 function peak(times: readonly number[], windowMs: number): number {
@@ -250,27 +260,30 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
     assert.ok((await metric(relay.registry, 'cirrus_relay_budget_wait_seconds_total', { destination: 'all' })) > 0);
   });
 
-  it("lends each pass a share of the budget, named in its trigger's cirrusbudget, and none without a budget", async (t) => {
-    const [lifecycle, routes] = [await functionServer(t), await functionServer(t)];
-    const periods = { 'node-lifecycle': 100 };
-    const relay = testRelay(
-      t,
-      admin,
-      { to: [`node-lifecycle=${lifecycle.url}`, `routes=${routes.url}`], periods },
-      { cloudCallBudget: { rate: 9, burst: 6 } },
-    );
-    await ready(relay);
-    await waitFor('a periodic trigger', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
-    const [trigger] = lifecycle.ofType('dev.cirrus-ccm.reconcile.all');
-    // Two destinations, each with at most one trigger in flight, and the objects' deliveries: thirds.
-    assert.equal(trigger?.headers['ce-cirrusbudget'], '3/2');
+  for (const transport of transportNames)
+    it(`lends each pass a share of the budget, named in its trigger's cirrusbudget, and none without a budget (${transport})`, async (t) => {
+      const [lifecycle, routes] = [await standIn(t, transport), await standIn(t, transport)];
+      const periods = { 'node-lifecycle': 100 };
+      const to = [`node-lifecycle=${lifecycle.url}`, `routes=${routes.url}`];
+      const relay = testRelay(
+        t,
+        admin,
+        { to, periods },
+        { cloudCallBudget: { rate: 9, burst: 6 }, ...reaching(transport, to) },
+      );
+      await ready(relay);
+      await waitFor('a periodic trigger', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
+      const [trigger] = lifecycle.ofType('dev.cirrus-ccm.reconcile.all');
+      // Two destinations, each with at most one trigger in flight, and the objects' deliveries: thirds.
+      assert.equal(trigger?.headers['ce-cirrusbudget'], '3/2');
 
-    const unpaced = await functionServer(t);
-    const free = testRelay(t, admin, { to: [`node-lifecycle=${unpaced.url}`], periods });
-    await ready(free);
-    await waitFor('a periodic trigger', () => unpaced.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
-    assert.equal(unpaced.ofType('dev.cirrus-ccm.reconcile.all')[0]?.headers['ce-cirrusbudget'], undefined);
-  });
+      const unpaced = await standIn(t, transport);
+      const unpacedTo = [`node-lifecycle=${unpaced.url}`];
+      const free = testRelay(t, admin, { to: unpacedTo, periods }, reaching(transport, unpacedTo));
+      await ready(free);
+      await waitFor('a periodic trigger', () => unpaced.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
+      assert.equal(unpaced.ofType('dev.cirrus-ccm.reconcile.all')[0]?.headers['ce-cirrusbudget'], undefined);
+    });
 
   it("delivers objects only at what is not lent while a pass's trigger is in flight", async (t) => {
     const [lifecycle, lb] = [await functionServer(t), await functionServer(t)];
@@ -341,47 +354,58 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
       assert.ok(flood <= 10, `${flood} of the 30 Services were delivered before the 3 Nodes`);
     });
 
-  it('gives back the tokens of a delivery whose function made fewer cloud calls than it was charged', async (t) => {
-    // A delivery to service-lb is charged 2 tokens: this reconcile makes two calls for a Service named `busy-…`, none for others.
-    const cloud = pacedProvider(new FakeCloud());
-    const reconciled: string[] = [];
-    const definition: FunctionDefinition = {
-      name: 'service-lb',
-      kinds: ['Service'],
-      reconcileOne: async (key, options) => {
-        reconciled.push(key.name);
-        const service: V1Service = { metadata: { name: key.name, namespace: key.namespace ?? '', uid: 'u' } };
-        if (key.name.startsWith('busy-'))
-          for (let i = 0; i < 2; i++) await cloud.loadBalancer()?.getLoadBalancer('c', service, options.signal);
-        return { function: 'service-lb', dryRun: options.dryRun, objects: [] };
-      },
-      reconcileAll: (options) => Promise.resolve({ function: 'service-lb', dryRun: options.dryRun, objects: [] }),
-    };
-    const app = await buildApp(definition, { logger: silentLogger(), processMetrics: false, pressure: false });
-    const stop = new AbortController();
-    const serving = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 100 });
-    t.after(async () => {
-      stop.abort();
-      await serving.closed;
+  for (const transport of transportNames)
+    it(`gives back the tokens of a delivery whose function made fewer cloud calls than it was charged (${transport})`, async (t) => {
+      // A delivery to service-lb is charged 2 tokens: this reconcile makes two calls for a Service named `busy-<transport>-…`, none for others.
+      const cloud = pacedProvider(new FakeCloud());
+      const reconciled: string[] = [];
+      const definition: FunctionDefinition = {
+        name: 'service-lb',
+        kinds: ['Service'],
+        reconcileOne: async (key, options) => {
+          reconciled.push(key.name);
+          const service: V1Service = { metadata: { name: key.name, namespace: key.namespace ?? '', uid: 'u' } };
+          // Only this run's: the other transport's run left its Services in the namespace.
+          if (key.name.startsWith(`busy-${transport}-`))
+            for (let i = 0; i < 2; i++) await cloud.loadBalancer()?.getLoadBalancer('c', service, options.signal);
+          return { function: 'service-lb', dryRun: options.dryRun, objects: [] };
+        },
+        reconcileAll: (options) => Promise.resolve({ function: 'service-lb', dryRun: options.dryRun, objects: [] }),
+      };
+      const { app, local } = await buildMultiHost([definition], {
+        logger: silentLogger(),
+        processMetrics: false,
+        pressure: false,
+      });
+      const stop = new AbortController();
+      const serving = await serve(app, { port: 0, host: '127.0.0.1', signal: stop.signal, graceMs: 100 });
+      t.after(async () => {
+        stop.abort();
+        await serving.closed;
+      });
+      // The clock never moves: the bucket holds one delivery's 2 tokens and never refills.
+      const to = [`service-lb=${serving.address}/service-lb`];
+      const relay = testRelay(
+        t,
+        admin,
+        { to },
+        {
+          cloudCallBudget: { rate: 1, burst: 2 },
+          clock: new ManualClock(Date.now()),
+          ...reaching(transport, to, local.handlers),
+        },
+      );
+      await ready(relay);
+      const idle = await loadBalancerServices(5, 'idle');
+      // Each delivery made no call and gave its tokens back: the next one had them.
+      await waitFor('every idle Service reconciled', () => idle.every((n) => reconciled.includes(n)), 20_000);
+      const busy = await loadBalancerServices(2, `busy-${transport}`);
+      await waitFor('the first busy Service', () => busy.some((n) => reconciled.includes(n)), 20_000);
+      await setTimeout(500);
+      assert.equal(
+        busy.filter((n) => reconciled.includes(n)).length,
+        1,
+        'two calls made of two charged: nothing given back',
+      );
     });
-    // The clock never moves: the bucket holds one delivery's 2 tokens and never refills.
-    const relay = testRelay(
-      t,
-      admin,
-      { to: [`service-lb=${serving.address}/`] },
-      { cloudCallBudget: { rate: 1, burst: 2 }, clock: new ManualClock(Date.now()) },
-    );
-    await ready(relay);
-    const idle = await loadBalancerServices(5, 'idle');
-    // Each delivery made no call and gave its tokens back: the next one had them.
-    await waitFor('every idle Service reconciled', () => idle.every((n) => reconciled.includes(n)), 20_000);
-    const busy = await loadBalancerServices(2, 'busy');
-    await waitFor('the first busy Service', () => busy.some((n) => reconciled.includes(n)), 20_000);
-    await setTimeout(500);
-    assert.equal(
-      busy.filter((n) => reconciled.includes(n)).length,
-      1,
-      'two calls made of two charged: nothing given back',
-    );
-  });
 });

@@ -17,6 +17,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import {
   buildRoutingTable,
+  inProcessTransport,
   startRelay,
   type Relay,
   type RelayOptions,
@@ -24,6 +25,7 @@ import {
 } from '../../relay/index.ts';
 import { silentLogger } from '../harness/builders.ts';
 import { catalogue } from '../../functions/catalogue.ts';
+import { cloudCallsHeader, type CloudEvent, type LocalHandler } from '../../shared/wire/index.ts';
 
 /** One request a function server received. */
 export interface Received {
@@ -36,6 +38,8 @@ export interface Received {
   readonly name: string;
   /** What the relay queues by: `<kind>/<namespace>/<name>` for an object, `all/<cirrustarget>` for a trigger. */
   readonly key: string;
+  /** In process: the signal the relay handed over with the event (aborted when it gives up). */
+  readonly signal?: AbortSignal;
   /** The body as JSON, or undefined when empty. */
   readonly data:
     | {
@@ -57,18 +61,53 @@ export type Responder = (request: Received) => Answer | Promise<Answer>;
 
 const resourcePrefix = 'dev.knative.apiserver.resource.';
 
-/** A loopback HTTP server standing for a function. */
-export class FunctionServer {
+/** What stands for a function: it records what it receives and answers as the test tells it. */
+abstract class StandIn {
   readonly received: Received[] = [];
   respond: Responder = () => ({ status: 202, body: '{}' });
-  #server: Server | undefined;
-  #port = 0;
   #inFlight = 0;
   /** Most requests in flight at once, over all keys. */
   maxInFlight = 0;
   readonly #inFlightByKey = new Map<string, number>();
   /** Most requests in flight at once for one key. */
   maxInFlightPerKey = 0;
+
+  /** Where the relay's routing points for it (`--to <name>=<url>`). */
+  abstract get url(): string;
+
+  /** Requests about the object named `name`. */
+  about(name: string): Received[] {
+    return this.received.filter((r) => r.name === name);
+  }
+
+  /** Requests of `ce-type` `type`. */
+  ofType(type: string): Received[] {
+    return this.received.filter((r) => r.headers['ce-type'] === type);
+  }
+
+  protected async answer(received: Received): Promise<Answer> {
+    this.received.push(received);
+    this.#track(received.key, 1);
+    try {
+      return await this.respond(received);
+    } finally {
+      this.#track(received.key, -1);
+    }
+  }
+
+  #track(key: string, delta: number): void {
+    this.#inFlight += delta;
+    this.maxInFlight = Math.max(this.maxInFlight, this.#inFlight);
+    const count = (this.#inFlightByKey.get(key) ?? 0) + delta;
+    this.#inFlightByKey.set(key, count);
+    this.maxInFlightPerKey = Math.max(this.maxInFlightPerKey, count);
+  }
+}
+
+/** A loopback HTTP server standing for a function. */
+export class FunctionServer extends StandIn {
+  #server: Server | undefined;
+  #port = 0;
 
   /** Listens on a free port of 127.0.0.1, or on the port it had before a stop(). */
   async start(): Promise<this> {
@@ -84,7 +123,7 @@ export class FunctionServer {
     return this;
   }
 
-  get url(): string {
+  override get url(): string {
     return `http://127.0.0.1:${this.#port}/`;
   }
 
@@ -101,43 +140,64 @@ export class FunctionServer {
     );
   }
 
-  /** Requests about the object named `name`. */
-  about(name: string): Received[] {
-    return this.received.filter((r) => r.name === name);
-  }
-
-  /** Requests of `ce-type` `type`. */
-  ofType(type: string): Received[] {
-    return this.received.filter((r) => r.headers['ce-type'] === type);
-  }
-
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    const received = record(request.headers, Buffer.concat(chunks).toString('utf8'));
-    this.received.push(received);
-    this.#track(received.key, 1);
-    try {
-      const answer = await this.respond(received);
-      if (answer === 'destroy') {
-        request.socket.destroy();
-        return;
-      }
-      response
-        .writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers })
-        .end(answer.body ?? '{}');
-    } finally {
-      this.#track(received.key, -1);
+    const answer = await this.answer(record(request.headers, Buffer.concat(chunks).toString('utf8')));
+    if (answer === 'destroy') {
+      request.socket.destroy();
+      return;
     }
+    response
+      .writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers })
+      .end(answer.body ?? '{}');
+  }
+}
+
+/**
+ * A function of the relay's own process standing in for one: it takes the events the relay hands
+ * over in process (relay/transport.ts) and records them as the headers and body a request would
+ * have had, so that a test reads both ways alike; its answer is given back as the reply's values.
+ */
+export class LocalFunction extends StandIn {
+  static #next = 0;
+  readonly #url = `http://in-process.invalid/${(LocalFunction.#next += 1)}/`;
+
+  constructor() {
+    super();
+    localFunctions.set(this.#url, this.handler);
   }
 
-  #track(key: string, delta: number): void {
-    this.#inFlight += delta;
-    this.maxInFlight = Math.max(this.maxInFlight, this.#inFlight);
-    const count = (this.#inFlightByKey.get(key) ?? 0) + delta;
-    this.#inFlightByKey.set(key, count);
-    this.maxInFlightPerKey = Math.max(this.maxInFlightPerKey, count);
+  override get url(): string {
+    return this.#url;
   }
+
+  readonly handler: LocalHandler = async (event, signal) => {
+    const answer = await this.answer({ ...recordEvent(event), signal });
+    if (answer === 'destroy') throw new Error('a function in process has no connection to cut');
+    const headers = answer.headers ?? {};
+    const retryAfter = headers['retry-after'];
+    const calls = headers[cloudCallsHeader];
+    return {
+      status: answer.status,
+      body: JSON.parse(answer.body ?? '{}') as unknown,
+      ...(retryAfter === undefined ? {} : { retryAfterSeconds: Number(retryAfter) }),
+      ...(calls === undefined ? {} : { cloudCalls: Number(calls) }),
+    };
+  };
+}
+
+// The LocalFunctions by their URLs, for relays in process to find them.
+const localFunctions = new Map<string, LocalHandler>();
+
+// A handed-over event as the headers and body the same event would have had over HTTP.
+function recordEvent(event: CloudEvent): Received {
+  const { extensions, data, datacontenttype, ...core } = event;
+  const headers: IncomingHttpHeaders = {};
+  for (const [name, value] of Object.entries({ ...core, ...extensions }))
+    if (value !== undefined) headers[`ce-${name}`] = value;
+  if (datacontenttype !== undefined) headers['content-type'] = datacontenttype;
+  return record(headers, data === undefined ? '' : JSON.stringify(data));
 }
 
 function record(headers: IncomingHttpHeaders, body: string): Received {
@@ -161,6 +221,37 @@ export async function functionServer(t: TestContext): Promise<FunctionServer> {
   const server = await new FunctionServer().start();
   t.after(() => server.stop());
   return server;
+}
+
+/** The ways a relay reaches its functions, for the tests that run both. */
+export const transportNames = ['http', 'in-process'] as const;
+export type TransportName = (typeof transportNames)[number];
+
+/** A stand-in for a function, reached the way `transport` says. */
+export async function standIn(t: TestContext, transport: TransportName): Promise<FunctionServer | LocalFunction> {
+  if (transport === 'http') return functionServer(t);
+  const local = new LocalFunction();
+  t.after(() => localFunctions.delete(local.url));
+  return local;
+}
+
+/**
+ * The relay options that reach the destinations of `to` (`<name>=<url>`) in process, where a
+ * LocalFunction has that URL, or `handlers` names them; over HTTP otherwise.
+ */
+export function reaching(
+  transport: TransportName,
+  to: readonly string[],
+  handlers: ReadonlyMap<string, LocalHandler> = new Map(),
+): Partial<RelayOptions> {
+  if (transport === 'http') return {};
+  const byName = new Map(handlers);
+  for (const entry of to) {
+    const [name, url] = [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)];
+    const handler = localFunctions.get(url);
+    if (handler !== undefined) byName.set(name, handler);
+  }
+  return { transport: inProcessTransport(byName) };
 }
 
 /** Timings that keep the tests fast: retries from 100 ms to 1 s, watch reconnects likewise, no jitter. */

@@ -5,7 +5,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { backoffDelay } from '../../relay/backoff.ts';
-import { classify, eventRequest, headersFor, parseRetryAfter } from '../../relay/delivery.ts';
+import {
+  classify,
+  eventRequest,
+  headersFor,
+  localOutcome,
+  outgoingEvent,
+  parseRetryAfter,
+} from '../../relay/delivery.ts';
+import { readCloudEvent, type CloudEvent } from '../../shared/wire/cloudevents.ts';
 import { relayReadiness, type RelayStatus } from '../../relay/index.ts';
 import { createRelayMetrics } from '../../relay/metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from '../../relay/queue.ts';
@@ -338,6 +346,29 @@ describe('relay delivery requests', () => {
     assert.deepEqual(JSON.parse(request.body), nodeChange.object);
   });
 
+  it('are handed over in process as the very event a function reads from the request, the object by reference', () => {
+    for (const outgoing of [
+      { kind: 'object', change: nodeChange } as const,
+      { kind: 'trigger', target: 'node-lifecycle', reason: 'periodic' } as const,
+    ]) {
+      const context = {
+        source,
+        ceOverrides: { cluster: 'east side', dataschema: 'https://example.com/s' },
+        clock: new ManualClock(1_700_000_000_000),
+      };
+      const request = eventRequest(outgoing, context, 'id-3');
+      const read = readCloudEvent(request.headers, request.body === '' ? undefined : JSON.parse(request.body));
+      const handed = outgoingEvent(outgoing, context, 'id-3');
+      const absentAsUndefined = (event: CloudEvent): CloudEvent => ({
+        ...event,
+        subject: event.subject,
+        data: event.data,
+      });
+      assert.deepEqual(absentAsUndefined(handed), absentAsUndefined(read));
+      if (outgoing.kind === 'object') assert.equal(handed.data, nodeChange.object, 'the same object, not a copy');
+    }
+  });
+
   it('carry triggers without a body, naming their function', () => {
     const request = eventRequest({ kind: 'trigger', target: 'node-lifecycle', reason: 'periodic' }, { source }, 'id-2');
     assert.equal(request.body, '');
@@ -408,6 +439,34 @@ describe('relay delivery requests', () => {
       detail: 'HTTP 401: unauthorized',
     });
     assert.equal(parseRetryAfter('soon'), undefined);
+  });
+});
+
+describe('relay outcomes of a hand-over in process', () => {
+  it('follow the reply classes: 2xx accepted with its cloud calls, 400 rejected, 503 after its Retry-After, others retried', () => {
+    assert.deepEqual(localOutcome({ status: 202, body: {}, cloudCalls: 2 }), {
+      kind: 'accepted',
+      status: 202,
+      cloudCalls: 2,
+    });
+    assert.deepEqual(localOutcome({ status: 202, body: {} }), { kind: 'accepted', status: 202 });
+    assert.deepEqual(
+      localOutcome({
+        status: 400,
+        body: { error: 'invalid event', code: 'CIRRUS_ERR_INVALID_EVENT', problems: ['x'] },
+      }),
+      { kind: 'rejected', status: 400, reason: 'invalid event (x)' },
+    );
+    assert.deepEqual(
+      localOutcome({ status: 503, body: { error: 'later', code: 'CIRRUS_ERR_RETRY_LATER' }, retryAfterSeconds: 7 }),
+      { kind: 'retry', reason: 'retry-after', status: 503, detail: 'status 503: later', retryAfterMs: 7000 },
+    );
+    assert.deepEqual(localOutcome({ status: 500, body: { error: 'boom', code: 'CIRRUS_ERR_INTERNAL' } }), {
+      kind: 'retry',
+      reason: 'status',
+      status: 500,
+      detail: 'status 500: boom',
+    });
   });
 });
 
