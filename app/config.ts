@@ -4,7 +4,7 @@
 // take; any other flag is a usage error.
 
 import { existsSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { hint } from './suggest.ts';
@@ -97,10 +97,15 @@ export function parseConfig<K extends OptionName>(
 /**
  * The directory relative paths are meant from: where the user ran `npm run cirrus` (npm runs the
  * script in the package's folder and keeps the user's in INIT_CWD), else the working directory.
+ * INIT_CWD counts only while npm runs cirrus as a script of the package whose folder is the
+ * working directory (`npm_package_json` there): a cirrus a script starts elsewhere, which inherits
+ * the variable, reads paths from its own working directory.
  */
 export function userDirectory(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): string {
   const initial = env['INIT_CWD'];
-  return initial !== undefined && initial !== '' && isAbsolute(initial) && initial !== cwd ? initial : cwd;
+  const manifest = env['npm_package_json'];
+  const runByNpmHere = manifest !== undefined && isAbsolute(manifest) && dirname(manifest) === cwd;
+  return runByNpmHere && initial !== undefined && isAbsolute(initial) && initial !== cwd ? initial : cwd;
 }
 
 // A path option's value made absolute against `base`, so that every message names the file read. A

@@ -10,6 +10,7 @@ import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '..
 import { invalidNodeName } from '../../shared/kube/names.ts';
 import { syncAllNodes, syncNode, type NodeInitDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
+import { ClaimLedger } from '../../shared/kube/claims.ts';
 
 /** What node-init needs. */
 export interface NodeInitOptions {
@@ -26,6 +27,7 @@ export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
     cloud: options.cloud,
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
+    claims: new ClaimLedger(),
   };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'node-init', dryRun, objects });
   return {

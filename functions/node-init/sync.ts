@@ -17,7 +17,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
-import { verifiedClaim } from '../../shared/kube/claims.ts';
+import { verifiedClaim, type ClaimLedger } from '../../shared/kube/claims.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import { desiredAddresses } from './addresses.ts';
@@ -31,6 +31,8 @@ export interface NodeInitDeps {
   readonly concurrency: number;
   /** One reconcile per node at a time, whatever asked for it. */
   readonly serializer: KeyedSerializer;
+  /** The claims this instance started from (shared/kube/claims.ts): a repeated one is read over. */
+  readonly claims: ClaimLedger;
   readonly taintRemovalDelay?: Histogram;
 }
 
@@ -58,7 +60,7 @@ export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOp
   if (claimed !== undefined && !isUninitialized(claimed) && Object.keys(labelReconcile(claimed)).length === 0)
     return { key: `Node/${name}`, result: 'unchanged', changes: [] };
   return deps.serializer.run(`Node/${name}`, async (waited) => {
-    const start = verifiedClaim(options, waited) as V1Node | undefined;
+    const start = verifiedClaim(options, waited, deps.claims, `Node/${name}`) as V1Node | undefined;
     if (start === undefined) return readAndSync(deps, name, options);
     // The claim was stale (someone wrote the node since the relay saw it): read it and start over.
     return syncFetched(deps, start, options, true).catch((error: unknown) => {

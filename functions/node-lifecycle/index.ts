@@ -9,6 +9,7 @@ import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '..
 import { invalidNodeName } from '../../shared/kube/names.ts';
 import { monitorAllNodes, monitorNode, type NodeLifecycleDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
+import { ClaimLedger } from '../../shared/kube/claims.ts';
 
 /** What node-lifecycle needs. */
 export interface NodeLifecycleOptions {
@@ -25,6 +26,7 @@ export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDe
     cloud: options.cloud,
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
+    claims: new ClaimLedger(),
   };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({
     function: 'node-lifecycle',

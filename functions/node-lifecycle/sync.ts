@@ -11,7 +11,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
-import { verifiedClaim } from '../../shared/kube/claims.ts';
+import { verifiedClaim, type ClaimLedger } from '../../shared/kube/claims.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import { taintShutdown } from '../../shared/kube/well-known.ts';
@@ -25,6 +25,8 @@ export interface NodeLifecycleDeps {
   readonly concurrency: number;
   /** One reconcile per node at a time, whatever asked for it. */
   readonly serializer: KeyedSerializer;
+  /** The claims this instance started from (shared/kube/claims.ts): a repeated one is read over. */
+  readonly claims: ClaimLedger;
 }
 
 /** How one reconcile runs. */
@@ -55,7 +57,7 @@ export async function monitorNode(
   options: MonitorOptions,
 ): Promise<ObjectReport> {
   return deps.serializer.run(`Node/${name}`, async (waited) => {
-    const start = verifiedClaim(options, waited) as V1Node | undefined;
+    const start = verifiedClaim(options, waited, deps.claims, `Node/${name}`) as V1Node | undefined;
     if (start !== undefined) return monitorClaimed(deps, start, options);
     const claimed = options.claimed as V1Node | undefined;
     const quiet = claimed === undefined ? undefined : await nothingToWrite(deps, claimed, options);

@@ -12,6 +12,7 @@ import { invalidLabelName } from '../../shared/kube/names.ts';
 import type { ServiceLbDeps } from './run.ts';
 import { syncAllServices, syncService } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
+import { ClaimLedger } from '../../shared/kube/claims.ts';
 import { NodeLister } from './nodes.ts';
 
 /** What service-lb needs. */
@@ -36,6 +37,7 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     concurrency: options.concurrency ?? 10,
     loadBalancerClass: options.loadBalancerClass,
     serializer: new KeyedSerializer(),
+    claims: new ClaimLedger(),
     nodes: new NodeLister(options.core),
   };
   const report = (dryRun: boolean, objects: Report['objects']): Report => ({ function: 'service-lb', dryRun, objects });

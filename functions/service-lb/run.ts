@@ -8,6 +8,7 @@ import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import type { KeyedSerializer } from '../../shared/concurrency.ts';
+import type { ClaimLedger } from '../../shared/kube/claims.ts';
 import type { Change } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, strategicMergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
@@ -25,6 +26,8 @@ export interface ServiceLbDeps {
   readonly concurrency: number;
   /** One reconcile per Service at a time, whatever asked for it: two ensures at once could make two load balancers. */
   readonly serializer: KeyedSerializer;
+  /** The claims this instance started from (shared/kube/claims.ts): a repeated one is read over. */
+  readonly claims: ClaimLedger;
   /** The eligible nodes, listed only when the instance's last list is not known to be current. */
   readonly nodes: NodeLister;
 }

@@ -65,7 +65,7 @@ export async function syncService(
   )
     return { key: `Service/${namespace}/${name}`, result: 'ignored', changes: [] };
   return deps.serializer.run(`Service/${namespace}/${name}`, (waited) => {
-    const start = verifiedClaim(options, waited) as V1Service | undefined;
+    const start = verifiedClaim(options, waited, deps.claims, `Service/${namespace}/${name}`) as V1Service | undefined;
     if (start === undefined || !inSync(start, deps.loadBalancerClass))
       return readAndSync(deps, namespace, name, options);
     return syncClaimed(deps, start, options);

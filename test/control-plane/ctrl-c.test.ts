@@ -70,7 +70,10 @@ describe('Ctrl-C on cirrus start', { skip: controlPlaneSkip }, () => {
       `the API server was gone before the relay released its Lease:\n${stdout}`,
     );
     assert.ok(messages.includes('released the lease'), stdout);
-    const order = /cirrus stopped in \d+ ms \(relay \d+ ms, functions \d+ ms, control plane \d+ ms\)/.exec(stderr);
+    const order =
+      /cirrus stopped in \d+ ms \(relay \d+ ms, (reconcile record \d+ ms, )?functions \d+ ms, control plane \d+ ms\)/.exec(
+        stderr,
+      );
     assert.ok(order, `stopped in dependency order:\n${stderr}`);
     assert.ok(stopMs < 5_000, `stopped in ${Math.round(stopMs)} ms: ${order[0]}`);
     assert.ok(children.length >= 2, 'etcd and kube-apiserver were children of cirrus start');

@@ -20,7 +20,7 @@ import { load, loadAll } from 'js-yaml';
 import { z } from 'zod';
 import { buildRoutingTable } from '../../relay/index.ts';
 import { envName, options, type OptionName } from '../../app/config.ts';
-import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
+import { controlPlaneSkip, ownControlPlane, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
   apiServerSourceSchema,
   knativeServiceSchema,
@@ -796,62 +796,71 @@ describe('deploy/Dockerfile', () => {
     }
   });
 
-  it('ships a self-contained cirrus: it runs from a folder with no node_modules, and a provider module gets it as cirrus-ccm', async () => {
-    const scratch = mkdtempSync(join(tmpdir(), 'cirrus-image-'));
-    try {
-      await buildArtifacts(['image'], join(scratch, 'dist'));
-      const app = join(scratch, 'dist/image');
-      const [, script = ''] = entrypoint(dockerfile);
-      const cli = join(app, relative('/app', script));
-      const version = spawnSync(process.execPath, [cli, '--version'], { encoding: 'utf8' });
-      assert.equal(version.status, 0, version.stderr);
-      assert.match(version.stdout, /^cirrus \d+\.\d+\.\d+/);
-      // An operator's provider, outside /app and with no node_modules of its own.
-      mkdirSync(join(scratch, 'provider'));
-      writeFileSync(
-        join(scratch, 'provider/acme.ts'),
-        [
-          "import { InstanceNotFoundError, registerCloudProvider } from 'cirrus-ccm';",
-          'const none = () => undefined;',
-          "registerCloudProvider('acme', () => ({ providerName: () => 'acme', hasClusterId: () => true,",
-          '  instancesV2: () => ({ instanceExists: async () => false, instanceShutdown: async () => false,',
-          '    instanceMetadata: async () => { throw new InstanceNotFoundError(); } }),',
-          '  instances: none, zones: none, clusters: none, routes: none, loadBalancer: none }));',
-          '',
-        ].join('\n'),
-      );
-      writeFileSync(join(scratch, 'kubeconfig'), anyKubeconfig);
-      const child = spawn(
-        process.execPath,
-        [cli, 'serve', 'node-lifecycle', '--provider-module', join(scratch, 'provider/acme.ts')].concat(
-          ['--cloud-provider', 'acme', '--kubeconfig', join(scratch, 'kubeconfig'), '--port', '0'],
-          ['--bind-address', '127.0.0.1'],
-        ),
-        { cwd: scratch, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let stderr = '';
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      const exited = once(child, 'exit') as Promise<[number | null]>;
-      // Serving with the module's provider: registered in the running cirrus's registry.
-      const serving = firstLine(
-        child.stdout,
-        (entry) => entry['msg'] === 'node-lifecycle serving' && entry['provider'] === 'acme',
-      );
-      await Promise.race([
-        serving,
-        exited.then(([code]) => {
-          throw new Error(`exited with ${String(code)} before serving:\n${stderr}`);
-        }),
-      ]);
-      child.kill('SIGTERM');
-      assert.equal((await exited)[0], 0, stderr);
-    } finally {
-      rmSync(scratch, { recursive: true, force: true });
-    }
-  });
+  it(
+    'ships a self-contained cirrus: it runs from a folder with no node_modules, and a provider module gets it as cirrus-ccm',
+    { skip: controlPlaneSkip },
+    async () => {
+      const scratch = mkdtempSync(join(tmpdir(), 'cirrus-image-'));
+      try {
+        await buildArtifacts(['image'], join(scratch, 'dist'));
+        const app = join(scratch, 'dist/image');
+        const [, script = ''] = entrypoint(dockerfile);
+        const cli = join(app, relative('/app', script));
+        const version = spawnSync(process.execPath, [cli, '--version'], { encoding: 'utf8' });
+        assert.equal(version.status, 0, version.stderr);
+        assert.match(version.stdout, /^cirrus \d+\.\d+\.\d+/);
+        // An operator's provider, outside /app and with no node_modules of its own.
+        mkdirSync(join(scratch, 'provider'));
+        writeFileSync(
+          join(scratch, 'provider/acme.ts'),
+          [
+            "import { InstanceNotFoundError, registerCloudProvider } from 'cirrus-ccm';",
+            'const none = () => undefined;',
+            "registerCloudProvider('acme', () => ({ providerName: () => 'acme', hasClusterId: () => true,",
+            '  instancesV2: () => ({ instanceExists: async () => false, instanceShutdown: async () => false,',
+            '    instanceMetadata: async () => { throw new InstanceNotFoundError(); } }),',
+            '  instances: none, zones: none, clusters: none, routes: none, loadBalancer: none }));',
+            '',
+          ].join('\n'),
+        );
+        // serve checks at start that it reaches its cluster, and the rights node-lifecycle uses.
+        writeFileSync(join(scratch, 'kubeconfig'), readFileSync((await testCluster()).info.adminKubeconfig));
+        const child = spawn(
+          process.execPath,
+          [cli, 'serve', 'node-lifecycle', '--provider-module', join(scratch, 'provider/acme.ts')].concat(
+            ['--cloud-provider', 'acme', '--kubeconfig', join(scratch, 'kubeconfig'), '--port', '0'],
+            ['--bind-address', '127.0.0.1'],
+          ),
+          { cwd: scratch, stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        const exited = once(child, 'exit') as Promise<[number | null]>;
+        // Serving with the module's provider: registered in the running cirrus's registry.
+        const serving = firstLine(
+          child.stdout,
+          (entry) => entry['msg'] === 'node-lifecycle serving' && entry['provider'] === 'acme',
+        );
+        await Promise.race([
+          serving,
+          exited.then(([code]) => {
+            throw new Error(`exited with ${String(code)} before serving:\n${stderr}`);
+          }),
+        ]);
+        child.kill('SIGTERM');
+        assert.equal((await exited)[0], 0, stderr);
+      } finally {
+        rmSync(scratch, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
-describe('each container, started with its arguments and environment', () => {
+// A control plane of the suite's own: the standalone DaemonSet runs `cirrus start` with the example
+// inventory, whose node-lifecycle would delete the shared cluster's other Nodes; and every command
+// checks at start that it reaches its cluster with the rights it uses.
+describe('each container, started with its arguments and environment', { skip: controlPlaneSkip }, () => {
+  const own = ownControlPlane();
   let scratch: string;
   // What the image holds at /app: the Dockerfile copies the built dist/image there.
   let app: string;
@@ -859,8 +868,7 @@ describe('each container, started with its arguments and environment', () => {
     scratch = mkdtempSync(join(tmpdir(), 'cirrus-containers-'));
     await buildArtifacts(['image'], join(scratch, 'dist'));
     app = join(scratch, 'dist/image');
-    // Any kubeconfig will do: neither a function nor the relay needs the API server to start.
-    writeFileSync(join(scratch, 'kubeconfig'), anyKubeconfig);
+    writeFileSync(join(scratch, 'kubeconfig'), own.admin.exportConfig());
   });
   after(() => {
     rmSync(scratch, { recursive: true, force: true });
@@ -1196,17 +1204,6 @@ function subjectsOf(binding: KubeObject): Subject[] {
 function roleRefOf(binding: KubeObject): { kind: string; name: string } {
   return binding['roleRef'] as { kind: string; name: string };
 }
-
-// Any kubeconfig will do where nothing calls the API server.
-const anyKubeconfig = [
-  'apiVersion: v1',
-  'kind: Config',
-  'current-context: c',
-  'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
-  'users: [{name: u, user: {token: t}}]',
-  'contexts: [{name: c, context: {cluster: c, user: u}}]',
-  '',
-].join('\n');
 
 // Whether package `name` is installed for a production dependency, directly or not (the lockfile
 // marks what only devDependencies need `dev`).

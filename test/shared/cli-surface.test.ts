@@ -277,7 +277,12 @@ describe('relative paths', () => {
     const { config } = parseCommandLine(
       command,
       ['--cloud-config', 'top.yaml', '--kubeconfig', '../kc', '--data-dir', 'data', '--provider-module', './acme.ts'],
-      { INIT_CWD: user, CIRRUS_SIGNING_SECRET_FILE: 'secret', CIRRUS_ROUTING_CONFIG: '/etc/routing.yaml' },
+      {
+        INIT_CWD: user,
+        npm_package_json: join(here, 'package.json'),
+        CIRRUS_SIGNING_SECRET_FILE: 'secret',
+        CIRRUS_ROUTING_CONFIG: '/etc/routing.yaml',
+      },
     );
     assert.notEqual(user, here);
     assert.deepEqual(config, {
@@ -297,14 +302,21 @@ describe('relative paths', () => {
     assert.equal(config.cloudConfig, join(process.cwd(), 'top.yaml'));
     assert.equal(config.providerModule, 'cirrus-acme');
     assert.equal(userDirectory({}), process.cwd());
-    assert.equal(userDirectory({ INIT_CWD: 'relative' }), process.cwd(), 'INIT_CWD is npm-made: absolute');
+    const npm = { npm_package_json: join(process.cwd(), 'package.json') };
+    assert.equal(userDirectory({ ...npm, INIT_CWD: 'relative' }), process.cwd(), 'INIT_CWD is npm-made: absolute');
+    assert.equal(
+      userDirectory({ INIT_CWD: '/somewhere', npm_package_json: '/elsewhere/package.json' }),
+      process.cwd(),
+      "a cirrus an npm script started in another folder: INIT_CWD is the script's, not this cirrus's",
+    );
+    assert.equal(userDirectory({ INIT_CWD: '/somewhere' }), process.cwd(), 'not run by npm');
   });
 
   it('name the resolved path when a file cannot be read: --signing-secret-file', async () => {
     const user = mkdtempSync(join(tmpdir(), 'cirrus-user-'));
     const { code, stderr } = await run(
       ['reconcile', 'node', 'w1', '--url', 'http://127.0.0.1:9', '--signing-secret-file', 'missing.secret'],
-      { INIT_CWD: user, XDG_RUNTIME_DIR: user },
+      { INIT_CWD: user, npm_package_json: join(process.cwd(), 'package.json'), XDG_RUNTIME_DIR: user },
     );
     assert.equal(code, usageExitCode);
     assert.match(
@@ -318,6 +330,7 @@ describe('relative paths', () => {
     writeFileSync(join(user, 'here.yaml'), '');
     const { code, stderr } = await run(['conformance', '--cloud-provider', 'static', '--cloud-config', 'top.yaml'], {
       INIT_CWD: user,
+      npm_package_json: join(process.cwd(), 'package.json'),
     });
     assert.equal(code, 1);
     assert.match(stderr, new RegExp(`could not read cloud-config ${join(user, 'top.yaml')}: `));
