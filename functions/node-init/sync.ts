@@ -17,7 +17,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
-import { verifiedClaim, type ClaimLedger } from '../../shared/kube/claims.ts';
+import { fromClaim, type ClaimLedger } from '../../shared/kube/claims.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import { desiredAddresses } from './addresses.ts';
@@ -59,15 +59,18 @@ export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOp
   const claimed = options.claimed as V1Node | undefined;
   if (claimed !== undefined && !isUninitialized(claimed) && Object.keys(labelReconcile(claimed)).length === 0)
     return { key: `Node/${name}`, result: 'unchanged', changes: [] };
-  return deps.serializer.run(`Node/${name}`, async (waited) => {
-    const start = verifiedClaim(options, waited, deps.claims, `Node/${name}`) as V1Node | undefined;
-    if (start === undefined) return readAndSync(deps, name, options);
-    // The claim was stale (someone wrote the node since the relay saw it): read it and start over.
-    return syncFetched(deps, start, options, true).catch((error: unknown) => {
-      if (apiStatus(error) === 409) return readAndSync(deps, name, options);
-      throw error;
-    });
-  });
+  const key = `Node/${name}`;
+  return deps.serializer.run(key, async (waited) =>
+    fromClaim(deps.claims, key, { options, waited }, async (claim) => {
+      const start = claim as V1Node | undefined;
+      if (start === undefined) return readAndSync(deps, name, options);
+      // The claim was stale (someone wrote the node since the relay saw it): read it and start over.
+      return syncFetched(deps, start, options, true).catch((error: unknown) => {
+        if (apiStatus(error) === 409) return readAndSync(deps, name, options);
+        throw error;
+      });
+    }),
+  );
 }
 
 async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOptions): Promise<ObjectReport> {

@@ -11,7 +11,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, retryOnConflict } from '../../shared/kube/api.ts';
-import { verifiedClaim, type ClaimLedger } from '../../shared/kube/claims.ts';
+import { fromClaim, type ClaimLedger } from '../../shared/kube/claims.ts';
 import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import { taintShutdown } from '../../shared/kube/well-known.ts';
@@ -56,13 +56,16 @@ export async function monitorNode(
   name: string,
   options: MonitorOptions,
 ): Promise<ObjectReport> {
-  return deps.serializer.run(`Node/${name}`, async (waited) => {
-    const start = verifiedClaim(options, waited, deps.claims, `Node/${name}`) as V1Node | undefined;
-    if (start !== undefined) return monitorClaimed(deps, start, options);
-    const claimed = options.claimed as V1Node | undefined;
-    const quiet = claimed === undefined ? undefined : await nothingToWrite(deps, claimed, options);
-    return quiet ?? readAndMonitor(deps, name, options);
-  });
+  const key = `Node/${name}`;
+  return deps.serializer.run(key, async (waited) =>
+    fromClaim(deps.claims, key, { options, waited }, async (claim) => {
+      const start = claim as V1Node | undefined;
+      if (start !== undefined) return monitorClaimed(deps, start, options);
+      const claimed = options.claimed as V1Node | undefined;
+      const quiet = claimed === undefined ? undefined : await nothingToWrite(deps, claimed, options);
+      return quiet ?? readAndMonitor(deps, name, options);
+    }),
+  );
 }
 
 // A verified claim as the starting point: taint patches carry its resourceVersion already

@@ -13,7 +13,7 @@ import { findCause, ImplementedElsewhereError } from '../../shared/cloud/errors.
 import { mapLimit } from '../../shared/concurrency.ts';
 import type { ObjectReport } from '../../shared/host/function.ts';
 import { apiMessage } from '../../shared/kube/api.ts';
-import { verifiedClaim } from '../../shared/kube/claims.ts';
+import { fromClaim } from '../../shared/kube/claims.ts';
 import { releaseOrphans, vanished } from './orphans.ts';
 import { dryRunResult } from './plan.ts';
 import {
@@ -64,12 +64,15 @@ export async function syncService(
     !needsCleanup(claimed, deps.loadBalancerClass)
   )
     return { key: `Service/${namespace}/${name}`, result: 'ignored', changes: [] };
-  return deps.serializer.run(`Service/${namespace}/${name}`, (waited) => {
-    const start = verifiedClaim(options, waited, deps.claims, `Service/${namespace}/${name}`) as V1Service | undefined;
-    if (start === undefined || !inSync(start, deps.loadBalancerClass))
-      return readAndSync(deps, namespace, name, options);
-    return syncClaimed(deps, start, options);
-  });
+  const key = `Service/${namespace}/${name}`;
+  return deps.serializer.run(key, (waited) =>
+    fromClaim(deps.claims, key, { options, waited }, (claim) => {
+      const start = claim as V1Service | undefined;
+      if (start === undefined || !inSync(start, deps.loadBalancerClass))
+        return readAndSync(deps, namespace, name, options);
+      return syncClaimed(deps, start, options);
+    }),
+  );
 }
 
 // A claim is worked from when it shows the load balancer ensured for its spec (the record and the

@@ -16,7 +16,9 @@ export interface ClaimOptions {
  * The event's object to start from instead of reading it, or undefined (read first): the claim
  * must be verified and carry a resourceVersion (the precondition its writes will carry); a dry run
  * reads (it reports what a reconcile of the object as stored would write), and so does a reconcile
- * that waited behind another of the same key (`waited`: that one may have written since the claim).
+ * that waited behind another of the same key (`waited`: that one may have written since the claim),
+ * or whose claim is a version this instance has written over already (`ledger`: the same event
+ * again — a retry, a second relay — would only meet a 409).
  */
 export function verifiedClaim(
   options: ClaimOptions,
@@ -28,14 +30,31 @@ export function verifiedClaim(
   const claim = options.claimed as KubeObject | undefined;
   const version = claim?.metadata?.resourceVersion;
   if (typeof version !== 'string' || version === '') return undefined;
-  // A version this instance started from before is a repeat (the same event again: a retry, a
-  // second relay): what that reconcile wrote makes it stale, so read rather than meet a 409.
-  return ledger.firstTime(key, version) ? claim : undefined;
+  return ledger.writtenOver(key, version) ? undefined : claim;
 }
 
 /**
- * The resourceVersion of each key's last claim a reconcile started from, for the most recent
- * `limit` keys (the oldest forgotten first): one function instance's memory of the claims it used.
+ * Runs one reconcile of `key` from its verified claim, or from a read (`reconcile(undefined)`),
+ * and when it wrote (its report has changes), takes the claim's version as written over.
+ */
+export async function fromClaim<R extends { readonly changes: readonly unknown[] }>(
+  ledger: ClaimLedger,
+  key: string,
+  claim: { readonly options: ClaimOptions; readonly waited: boolean },
+  reconcile: (start: KubeObject | undefined) => Promise<R>,
+): Promise<R> {
+  const start = verifiedClaim(claim.options, claim.waited, ledger, key);
+  const report = await reconcile(start);
+  const version = (claim.options.claimed as KubeObject | undefined)?.metadata?.resourceVersion;
+  if (report.changes.length > 0 && !claim.options.dryRun && typeof version === 'string' && version !== '')
+    ledger.wroteOver(key, version);
+  return report;
+}
+
+/**
+ * For the most recent `limit` keys (the oldest forgotten first), the resourceVersion of the last
+ * claim a reconcile of this function instance wrote over: one instance's memory of the copies it
+ * knows to be stale.
  */
 export class ClaimLedger {
   readonly #last = new Map<string, string>();
@@ -45,15 +64,18 @@ export class ClaimLedger {
     this.#limit = limit;
   }
 
-  /** Whether `version` of `key` was not started from before; it is recorded as started from now. */
-  firstTime(key: string, version: string): boolean {
-    const before = this.#last.get(key);
+  /** Whether `version` of `key` is one a reconcile here wrote over. */
+  writtenOver(key: string, version: string): boolean {
+    return this.#last.get(key) === version;
+  }
+
+  /** Takes `version` of `key` as written over. */
+  wroteOver(key: string, version: string): void {
     this.#last.delete(key);
     this.#last.set(key, version);
     if (this.#last.size > this.#limit) {
       const [oldest] = this.#last.keys();
       if (oldest !== undefined) this.#last.delete(oldest);
     }
-    return before !== version;
   }
 }
