@@ -60,8 +60,8 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --sizes <list>         with --compare: several sizes (short, full or n objects) in one table, with
                          each figure's growth beside the object count's
   --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
-  --only scale [--scale n]   not among the defaults: kwok's simulated Nodes (n, default 200; 5000 the
-                         full size) and n/5 Services, cirrus beside the Go CCM (bench/scenarios/scale.ts)
+  --only scale           not among the defaults: kwok's simulated Nodes (--scale n, default 200; 5000
+                         the full size) and n/5 Services, cirrus beside the Go CCM (bench/scenarios/scale.ts)
   -h, --help             this text
 
 Profile the process: node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes

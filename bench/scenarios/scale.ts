@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ControlPlane } from '../../tools/control-plane/index.ts';
 import { freePort, startProcess, type ManagedProcess } from '../../tools/control-plane/processes.ts';
-import { resolveKwok } from '../../tools/kwok/assets.ts';
+import { kwokStages, resolveKwok } from '../../tools/kwok/assets.ts';
 import { listVersion, nodeObject, uninitializedTaint, type Bench } from '../../test/harness/context.ts';
 import { percentile, sleep, type Kube, type KubeObject } from '../../test/harness/kube.ts';
 import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
@@ -157,10 +157,12 @@ export async function writePlot(dir: string, svg: string): Promise<string> {
 
 async function startKwok(binary: string, kubeconfig: string, logDir: string): Promise<ManagedProcess> {
   const args = [`--kubeconfig=${kubeconfig}`, `--manage-nodes-with-label-selector=${kwokLabel}=managed`];
-  // Its own (empty) configuration: kwok's default stages (Nodes initialized, heartbeats through Leases).
-  const config = join(logDir, 'kwok.yaml');
-  await writeFile(config, '');
-  args.push(`--config=${config}`, `--server-address=127.0.0.1:${await freePort()}`, '--node-lease-duration-seconds=40');
+  // Upstream's default Node stages (tools/kwok/): initialized at once, heartbeats through Leases.
+  args.push(
+    `--config=${kwokStages(binary)}`,
+    `--server-address=127.0.0.1:${await freePort()}`,
+    '--node-lease-duration-seconds=40',
+  );
   return startProcess('kwok', binary, args, join(logDir, 'kwok.log'));
 }
 
@@ -264,6 +266,9 @@ async function runOne(
 
       progress(`${label}: churn: ${gone.length} Nodes NotReady with their machines gone`);
       await forEach(gone, (n) => notReady(kube, n));
+      // More than a node-monitor period (5 s), so that each CCM has seen them NotReady with their
+      // machines still there: what is timed is the machine going, not the Node's status.
+      await sleep(7_000);
       const forgotten = performance.now();
       await ccm.forget(gone);
       await waitFor(ccm, `${gone.length} Nodes deleted`, 180_000, () => gone.every((n) => track.deleted.has(n)));
@@ -376,8 +381,10 @@ async function sample(ccm: RunningCcm): Promise<Omit<Sample, 't'>> {
   if (ccm.metricsUrl !== undefined) {
     try {
       const text = await (await fetch(ccm.metricsUrl)).text();
-      const lines = text.split('\n').filter((l) => l.startsWith('cirrus_relay_queue_depth'));
-      queueDepth = lines.reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+      // The gauge has a series per destination with keys waiting, none when nothing waits.
+      const lines = text.split('\n').filter((l) => l.startsWith('cirrus_relay_queue_depth{'));
+      if (text.includes('# TYPE cirrus_relay_queue_depth '))
+        queueDepth = lines.reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
     } catch {
       // not answering this once
     }
@@ -581,7 +588,9 @@ function plot(runs: ReadonlyMap<ContenderName, ContenderRun>): string {
     parts.push(
       `<text x="${margin.left - 8}" y="${y(v, rssMax) + 4}" font-size="11" text-anchor="end">${v.toFixed(0)}</text>`,
     );
-    parts.push(`<text x="${width - margin.right + 8}" y="${y(d, depthMax) + 4}" font-size="11">${d.toFixed(0)}</text>`);
+    parts.push(
+      `<text x="${width - margin.right + 8}" y="${y(d, depthMax) + 4}" font-size="11">${d.toFixed(depthMax < 10 ? 1 : 0)}</text>`,
+    );
     parts.push(`<text x="${x(t)}" y="${axisY + 16}" font-size="11" text-anchor="middle">${t.toFixed(0)}</text>`);
   }
   parts.push(
