@@ -224,7 +224,9 @@ async function runOne(
       figure(`wave ${w + 1} init p99`, percentile(latencies, 99), 'ms');
     }
     costFigures(figure, 'waves', waveCosts);
-    await waitFor(ccm, 'every Node Ready (kwok)', 120_000, () => names.every((n) => track.ready.get(n) === true));
+    await waitFor(ccm, 'every Node Ready (kwok)', 60_000 + size.nodes * 50, () =>
+      names.every((n) => track.ready.get(n) === true),
+    );
 
     // 2. Load balancers.
     progress(`${label}: ${size.services} LoadBalancer Services`);
@@ -260,7 +262,7 @@ async function runOne(
       await forEach(flapping, (n) => notReady(kube, n));
       await sleep(10_000);
       await forEach(flapping, (n) => managed(kube, n, true));
-      await waitFor(ccm, 'the NotReady Nodes Ready again', 120_000, () =>
+      await waitFor(ccm, 'the NotReady Nodes Ready again', 60_000 + flapping.length * 200, () =>
         flapping.every((n) => track.ready.get(n) === true),
       );
 
@@ -271,7 +273,9 @@ async function runOne(
       await sleep(7_000);
       const forgotten = performance.now();
       await ccm.forget(gone);
-      await waitFor(ccm, `${gone.length} Nodes deleted`, 180_000, () => gone.every((n) => track.deleted.has(n)));
+      await waitFor(ccm, `${gone.length} Nodes deleted`, 120_000 + gone.length * 500, () =>
+        gone.every((n) => track.deleted.has(n)),
+      );
       goneLatencies = gone.map((n) => (track.deleted.get(n) ?? 0) - forgotten);
 
       progress(`${label}: churn: ${excluded.length} Nodes excluded from load balancers`);
