@@ -41,6 +41,7 @@ import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
 import { apiClient } from './scenarios/api-client.ts';
 import { drawChart } from './chart.ts';
+import { scale, scaleSizeOf, writePlot, resultsDir } from './scenarios/scale.ts';
 import { comparisonSection, runSection } from './markdown.ts';
 import { compareWithGo, sizesOf } from './compare/index.ts';
 import { contenderNames, type ContenderName } from './compare/contenders.ts';
@@ -71,6 +72,8 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --sizes <list>         with --compare: several sizes (short, full or n objects) in one table, with
                          each figure's growth beside the object count's
   --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
+  --only scale           not among the defaults: kwok's simulated Nodes (--scale n, default 200; 5000
+                         the full size) and n/5 Services, cirrus beside the Go CCM (bench/scenarios/scale.ts)
   -h, --help             this text
 
 Profile the process: node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes
@@ -89,6 +92,7 @@ const values = (() => {
         objects: { type: 'string' },
         sizes: { type: 'string' },
         contenders: { type: 'string', default: contenderNames.join(',') },
+        scale: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -200,6 +204,11 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
     progress(`aws: the aws provider against moto, ${sizes.nodes} nodes and ${sizes.services} NLB Services`);
     const aws = await awsIfAvailable(bench, { ...sizes, logLevel: values['log-level'] as LevelWithSilent });
     if (aws !== undefined) results['aws'] = aws;
+  }
+  if (only.has('scale')) {
+    const { result, svg } = await scale(bench, controlPlane, scaleSizeOf(values.scale));
+    results['scale'] = result;
+    progress(`scale: RSS over time in ${await writePlot(resultsDir, svg)}`);
   }
   if (only.has('api-client')) {
     progress('api-client: CPU per core/v1 call, client-node CoreV1Api and LeanCore');

@@ -121,6 +121,10 @@ export interface RunningCcm {
   /** Throws when a process has exited: called while waiting, so that a crash fails at once. */
   assertAlive(): void;
   cloudCalls(updatesFrom?: number): Promise<CloudCalls>;
+  /** Makes the cloud's machines of these nodes gone (instanceExists answers false). */
+  forget(names: readonly string[]): Promise<void>;
+  /** `cirrus start`'s /metrics (the relay's series among them); undefined for the others. */
+  readonly metricsUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -142,6 +146,7 @@ const sourceProvider = fileURLToPath(new URL('provider.ts', import.meta.url));
 /** Starts the contender against the cluster; each CCM at its default log level, logging to a file. */
 export async function startCcm(contender: Contender, settings: StartSettings): Promise<RunningCcm> {
   const statsPort = await freePort();
+  const port = await freePort();
   const children: [CcmProcess['role'], ManagedProcess][] = [];
   const stopAll = async (): Promise<void> => {
     // The relay first, so that it delivers nothing to a function that is gone.
@@ -149,7 +154,8 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
   };
   try {
     if (contender.kind === 'go') children.push(['ccm', await startGo(contender, settings, statsPort)]);
-    else if (contender.kind === 'start') children.push(['ccm', await startCirrus(contender, settings, statsPort)]);
+    else if (contender.kind === 'start')
+      children.push(['ccm', await startCirrus(contender, settings, statsPort, port)]);
     else await startSplit(contender, settings, statsPort, children);
   } catch (error) {
     await stopAll();
@@ -170,6 +176,12 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
       if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
       return (await reply.json()) as CloudCalls;
     },
+    forget: async (names) => {
+      const query = names.map((n) => `name=${encodeURIComponent(n)}`).join('&');
+      const reply = await fetch(`http://127.0.0.1:${statsPort}/forget?${query}`, { method: 'POST' });
+      if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
+    },
+    metricsUrl: contender.kind === 'start' ? `http://127.0.0.1:${port}/metrics` : undefined,
     stop: stopAll,
   };
 }
@@ -184,9 +196,14 @@ async function startGo(contender: Contender, settings: StartSettings, statsPort:
   return startProcess('cloud-controller-manager', settings.goBinary, [...args, ...contender.flags], logFile);
 }
 
-async function startCirrus(contender: Contender, settings: StartSettings, statsPort: number): Promise<ManagedProcess> {
+async function startCirrus(
+  contender: Contender,
+  settings: StartSettings,
+  statsPort: number,
+  port: number,
+): Promise<ManagedProcess> {
   const args = ['start', ...(await providerArgs(contender, settings, statsPort)), '--leader-elect=false'];
-  args.push('--cluster-cidr', clusterCidr, '--bind-address', '127.0.0.1', '--port', String(await freePort()));
+  args.push('--cluster-cidr', clusterCidr, '--bind-address', '127.0.0.1', '--port', String(port));
   const logFile = join(settings.logDir, `${settings.tag}.log`);
   return runCli(contender, settings, { name: 'cirrus start', args: [...args, ...contender.flags], logFile });
 }

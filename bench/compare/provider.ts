@@ -2,7 +2,8 @@
 // runs in a process of its own like the Go CCM: `cirrus start --provider-module
 // bench/compare/provider.ts --cloud-provider bench --cloud-config <file>`. The cloud-config (JSON)
 // sets the latencies and the port of a /calls endpoint that answers as the Go CCM's cloud does
-// (bench/go-ccm/calls.go): calls and most in flight per method, and the updateLoadBalancer log.
+// (bench/go-ccm/calls.go): calls and most in flight per method, and the updateLoadBalancer log;
+// POST /forget?name=N (repeatable) makes those nodes' machines gone, as there.
 //
 //   {"latencyMs": 50, "lbLatencyMs": 1000, "statsPort": 40123}
 
@@ -26,7 +27,14 @@ registerCloudProvider(benchProviderName, ({ config, configPath, signal }) => {
   cloud.latencyMs = settings.latencyMs;
   cloud.lbLatencyMs = settings.lbLatencyMs;
   const server = createServer((request, response) => {
-    const from = Number(new URL(request.url ?? '/', 'http://x').searchParams.get('updatesFrom') ?? 0);
+    const url = new URL(request.url ?? '/', 'http://x');
+    if (request.method === 'POST' && url.pathname === '/forget') {
+      for (const name of url.searchParams.getAll('name')) cloud.forget(name);
+      response.statusCode = 204;
+      response.end();
+      return;
+    }
+    const from = Number(url.searchParams.get('updatesFrom') ?? 0);
     const updates = cloud.updates.slice(from).map((u) => ({ ...u, at: performance.timeOrigin + u.at }));
     response.setHeader('content-type', 'application/json');
     response.end(JSON.stringify({ calls: cloud.calls, maxInFlight: cloud.maxInFlight, updates }));

@@ -295,7 +295,7 @@ export async function removeLoadBalancers(kube: Kube): Promise<void> {
  * most 5 times;
  * it never rejects before it is awaited, so a broken watch fails the scenario, not the process.
  */
-function watch(
+export function watch(
   kube: Kube,
   { path, resourceVersion }: { path: string; resourceVersion: string },
   onEvent: (event: { type: string; object: KubeObject }) => void,
@@ -326,7 +326,7 @@ function watch(
 }
 
 // Runs `body` (which waits for the last object), lets trailing writes land, and reads the costs.
-async function measured(h: Harness, ccm: RunningCcm, body: () => Promise<void>): Promise<Costs> {
+export async function measured(h: Harness, ccm: RunningCcm, body: () => Promise<void>): Promise<Costs> {
   const { kube } = h;
   const before = await kube.requestCounters();
   const sentBefore = { ...kube.sent };
@@ -395,7 +395,7 @@ async function settle(kube: Kube): Promise<void> {
 }
 
 // Checks every 100 ms until `done` holds; fails at once when the CCM has exited.
-async function waitFor(
+export async function waitFor(
   ccm: RunningCcm,
   what: string,
   timeoutMs: number,

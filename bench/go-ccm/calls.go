@@ -1,6 +1,7 @@
 // What the benchmark reads from the cloud: calls per method, the most in flight at once per
 // method, and each updateLoadBalancer with its node names and when it returned (Unix ms). Served
-// as JSON on GET /calls?updatesFrom=N, in the shape bench/compare/provider.ts serves for cirrus.
+// as JSON on GET /calls?updatesFrom=N, in the shape bench/compare/provider.ts serves for cirrus; and
+// POST /forget?name=N (repeatable) says those nodes' machines are gone (the scale scenario).
 package main
 
 import (
@@ -24,6 +25,8 @@ type callLog struct {
 	inFlight    map[string]int
 	maxInFlight map[string]int
 	updates     []lbUpdate
+	// Machines the benchmark said are gone (POST /forget?name=…): InstanceExists answers false.
+	gone map[string]bool
 }
 
 func newCallLog() *callLog {
@@ -32,6 +35,7 @@ func newCallLog() *callLog {
 		inFlight:    map[string]int{},
 		maxInFlight: map[string]int{},
 		updates:     []lbUpdate{}, // JSON [] rather than null
+		gone:        map[string]bool{},
 	}
 }
 
@@ -56,7 +60,14 @@ func (l *callLog) update(service string, nodes []string) {
 	l.updates = append(l.updates, lbUpdate{Service: service, Nodes: nodes, At: at})
 }
 
-// serve answers GET /calls on address until the process ends.
+// forgotten says whether the machine of node name is gone.
+func (l *callLog) forgotten(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gone[name]
+}
+
+// serve answers GET /calls and POST /forget on address until the process ends.
 func (l *callLog) serve(address string) error {
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
@@ -78,6 +89,14 @@ func (l *callLog) serve(address string) error {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
+	})
+	mux.HandleFunc("POST /forget", func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		for _, name := range r.URL.Query()["name"] {
+			l.gone[name] = true
+		}
+		l.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
 	})
 	go func() { _ = http.Serve(listener, mux) }()
 	return nil

@@ -73,9 +73,9 @@ func (c *benchCloud) HasClusterID() bool { return true }
 
 // InstancesV2
 
-func (c *benchCloud) InstanceExists(ctx context.Context, _ *v1.Node) (bool, error) {
+func (c *benchCloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	c.call(ctx, "instanceExists", c.latency)
-	return true, nil
+	return !c.calls.forgotten(node.Name), nil
 }
 
 func (c *benchCloud) InstanceShutdown(ctx context.Context, _ *v1.Node) (bool, error) {

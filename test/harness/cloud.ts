@@ -6,7 +6,8 @@
 // balancers (without listLoadBalancers) and routes, and no Instances, Zones or Clusters.
 //
 // Every call waits `latencyMs`, and ensure, update and delete of a load balancer `lbLatencyMs`;
-// the benchmark reads the fake's records as it reports them: calls and the most in flight by
+// forget() removes a node's machine (the scale scenario). The benchmark reads the fake's records
+// as it reports them: calls and the most in flight by
 // method, and each updateLoadBalancer with the time it returned (the node-sync scenario).
 
 import type {
@@ -35,11 +36,13 @@ export class BenchCloud implements CloudProvider {
   readonly #updates: LoadBalancerUpdate[] = [];
   // How many of the fake's answered calls #updates has looked at.
   #seen = 0;
+  // Node names whose machines are gone (forget()).
+  readonly #gone = new Set<string>();
 
   constructor() {
     for (const capability of ['instances', 'zones', 'clusters', 'listLoadBalancers'] as const)
       this.fake.disabled.add(capability);
-    this.fake.instanceFor = machineFor;
+    this.fake.instanceFor = (name) => (this.#gone.has(name) ? undefined : machineFor(name));
     this.fake.namesByUid = true;
     this.fake.ingressFor = (n) => ({ ip: ipPlus(0xc6120000, n), ipMode: 'VIP' });
     this.lbLatencyMs = 0;
@@ -59,6 +62,11 @@ export class BenchCloud implements CloudProvider {
   }
   set lbLatencyMs(ms: number) {
     for (const method of loadBalancerWrites) this.fake.latencyMs.set(method, ms);
+  }
+
+  /** The machine of node `name` is gone from now on: instanceExists answers false, as bench/go-ccm does. */
+  forget(name: string): void {
+    this.#gone.add(name);
   }
 
   /** The calls by method. */
