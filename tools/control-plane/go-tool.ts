@@ -2,6 +2,8 @@
 // tools/helm/): found there, or built when the caller allows it, or an AssetsUnavailableError that
 // says what is missing and the command that builds it.
 
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AssetsUnavailableError, buildFolder, commandExists, isExecutable, type ProgressSink } from './assets.ts';
 
@@ -59,4 +61,27 @@ export async function resolveGoTool(tool: GoTool, options: GoToolOptions): Promi
   await buildFolder(dir, name, (staging) => tool.build(staging, progress, env));
   progress(`built ${name} in ${((performance.now() - started) / 1000).toFixed(0)} s`);
   return { binary, version, source: 'build' };
+}
+
+/**
+ * Runs `build` in a temporary Go module whose one requirement is `module` at `version`, with the
+ * environment `go build -mod=mod` needs there (go completes the module with the requirements the
+ * tool's own go.mod names, and their sums); the folder is removed afterwards.
+ */
+export async function inRequirementModule<T>(
+  requirement: { readonly name: string; readonly module: string; readonly version: string },
+  env: NodeJS.ProcessEnv,
+  build: (moduleDir: string, goEnv: NodeJS.ProcessEnv) => Promise<T>,
+): Promise<T> {
+  const moduleDir = await mkdtemp(join(tmpdir(), `cirrus-${requirement.name}-module-`));
+  const goEnv = { ...env, GOFLAGS: `${env['GOFLAGS'] ?? ''} -mod=mod`.trim() };
+  try {
+    await writeFile(
+      join(moduleDir, 'go.mod'),
+      `module cirrus.local/${requirement.name}-build\n\ngo 1.26.0\n\nrequire ${requirement.module} ${requirement.version}\n`,
+    );
+    return await build(moduleDir, goEnv);
+  } finally {
+    await rm(moduleDir, { recursive: true, force: true });
+  }
 }

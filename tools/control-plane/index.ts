@@ -14,7 +14,7 @@ export {
   type ControlPlaneAssets,
 } from './assets.ts';
 export type { ComponentOptions } from './components.ts';
-export { resolveGoTool, type GoTool, type GoToolBinary, type GoToolOptions } from './go-tool.ts';
+export { inRequirementModule, resolveGoTool, type GoTool, type GoToolBinary, type GoToolOptions } from './go-tool.ts';
 export type { ProgressSink } from './assets.ts';
 export { attachControlPlane, ControlPlane, type ControlPlaneInfo } from './control-plane.ts';
 export { kubeconfigFor, kubeconfigWithToken } from './kubeconfig.ts';

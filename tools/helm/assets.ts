@@ -11,13 +11,12 @@
 //
 // Run directly (`node tools/helm/assets.ts`) it ensures the binary and prints its path.
 
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   cacheRoot,
   goBuild,
+  inRequirementModule,
   resolveGoTool,
   type GoToolBinary,
   type GoToolOptions,
@@ -48,28 +47,20 @@ export function resolveHelm(options: GoToolOptions): Promise<GoToolBinary> {
   );
 }
 
-// A module of one requirement in a temporary folder, completed by `go build -mod=mod` (see above).
+// Built in a module of one requirement (inRequirementModule).
 async function buildHelm(staging: string, progress: ProgressSink, env: NodeJS.ProcessEnv): Promise<void> {
-  const moduleDir = await mkdtemp(join(tmpdir(), 'cirrus-helm-module-'));
-  try {
-    await writeFile(
-      join(moduleDir, 'go.mod'),
-      `module cirrus.local/helm-build\n\ngo 1.26.0\n\nrequire ${module} ${helmVersion}\n`,
-    );
-    await goBuild({
-      dir: moduleDir,
+  await inRequirementModule({ name: binaryName, module, version: helmVersion }, env, (dir, goEnv) =>
+    goBuild({
+      dir,
       pkg: `${module}/cmd/helm`,
       output: join(staging, binaryName),
       // As upstream's Makefile stamps a release (internal/version): the version, and no "unreleased".
       ldflags: [`-X ${module}/internal/version.version=${helmVersion}`, `-X ${module}/internal/version.metadata=`],
       name: binaryName,
-      // -mod=mod: go adds the requirements helm's go.mod names (and their sums) to the module above.
-      env: { ...env, GOFLAGS: `${env['GOFLAGS'] ?? ''} -mod=mod`.trim() },
+      env: goEnv,
       progress,
-    });
-  } finally {
-    await rm(moduleDir, { recursive: true, force: true });
-  }
+    }),
+  );
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -14,14 +14,14 @@
 // its path.
 
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import {
   cacheRoot,
   goBuild,
+  inRequirementModule,
   resolveGoTool,
   type GoToolBinary,
   type GoToolOptions,
@@ -67,17 +67,12 @@ export function resolveKwok(options: GoToolOptions): Promise<GoToolBinary> {
   );
 }
 
+// Built in a module of one requirement (inRequirementModule); its default Node stages are read from
+// the module go downloaded.
 async function buildKwok(staging: string, progress: ProgressSink, env: NodeJS.ProcessEnv): Promise<void> {
-  const moduleDir = await mkdtemp(join(tmpdir(), 'cirrus-kwok-module-'));
-  // -mod=mod: go adds the requirements kwok's go.mod names (and their sums) to the module.
-  const goEnv = { ...env, GOFLAGS: `${env['GOFLAGS'] ?? ''} -mod=mod`.trim() };
-  try {
-    await writeFile(
-      join(moduleDir, 'go.mod'),
-      `module cirrus.local/kwok-build\n\ngo 1.26.0\n\nrequire ${module} ${kwokVersion}\n`,
-    );
+  await inRequirementModule({ name: binaryName, module, version: kwokVersion }, env, async (dir, goEnv) => {
     await goBuild({
-      dir: moduleDir,
+      dir,
       pkg: `${module}/cmd/kwok`,
       output: join(staging, binaryName),
       // As upstream's release script (hack/releases.sh) stamps a release into pkg/consts.
@@ -87,14 +82,12 @@ async function buildKwok(staging: string, progress: ProgressSink, env: NodeJS.Pr
       progress,
     });
     const { stdout } = await promisify(execFile)('go', ['list', '-m', '-f', '{{.Dir}}', module], {
-      cwd: moduleDir,
+      cwd: dir,
       env: goEnv,
     });
     const sources = await Promise.all(defaultNodeStages.map((file) => readFile(join(stdout.trim(), file), 'utf8')));
     await writeFile(join(staging, stagesName), sources.join('\n---\n'));
-  } finally {
-    await rm(moduleDir, { recursive: true, force: true });
-  }
+  });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
