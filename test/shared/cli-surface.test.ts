@@ -9,26 +9,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { commandHelp, commandShapes, main, usageExitCode } from '../../app/cli/main.ts';
+import { commandHelp, commandShapes, usageExitCode } from '../../app/cli/main.ts';
 import { completionScript } from '../../app/cli/completion.ts';
 import { parseCommandLine, userDirectory } from '../../app/config.ts';
 import { suggest } from '../../app/suggest.ts';
+import { runCommandLine } from '../harness/command-line.ts';
 
-async function run(
-  argv: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-    env,
-    signal: new AbortController().signal,
-  };
-  const code = await main(argv, io);
-  return { code, stdout, stderr };
-}
+const run = runCommandLine;
 
 const commands = ['cluster', 'serve', 'reconcile', 'conformance', 'start', 'relay', 'version', 'completion'] as const;
 

@@ -1,23 +1,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { main, usageExitCode } from '../../app/cli/main.ts';
+import { usageExitCode } from '../../app/cli/main.ts';
+import { runCommandLine } from '../harness/command-line.ts';
 
-async function run(
-  argv: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-    env,
-    signal: new AbortController().signal,
-  };
-  const code = await main(argv, io);
-  return { code, stdout, stderr };
-}
+const run = runCommandLine;
 
 describe('cirrus', () => {
   for (const argv of [[], ['--help'], ['-h'], ['help']]) {
