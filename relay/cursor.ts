@@ -52,13 +52,22 @@ export interface CursorSettings {
   readonly namespace: string;
   /** The ConfigMaps are `<name>-<resource>`. */
   readonly name: string;
-  /** Changes are written at most this often (ms). */
+  /** Changes are written at most this often (ms), unless a delivery waits for the cursor (`urgentMs`). */
   readonly flushMs: number;
+  /**
+   * While a delivery waits for its object to be recorded, the next write comes this long (ms) after
+   * the wait began, or after the write before, whichever is later — at most one write this often —
+   * instead of at the next `flushMs` (default {@link defaultCursorUrgentMs}, never more than `flushMs`).
+   */
+  readonly urgentMs?: number;
   /** ConfigMaps per resource (default {@link defaultCursorParts}); the deploy manifests create as many. */
   readonly parts?: number;
 }
 
 export const defaultCursorFlushMs = 1_000;
+
+/** How soon a write follows a delivery that waits for the cursor: a batch of such waits, 50 ms. */
+export const defaultCursorUrgentMs = 50;
 
 /** ConfigMaps per resource: about 40,000 keys of ~90 bytes, 7,000 of the longest names. */
 export const defaultCursorParts = 4;
@@ -90,6 +99,8 @@ export class KnownKeys {
   #recorded = new Map<string, string>();
   #healthy = true;
   #waiters: (() => void)[] = [];
+  /** Brings the next write forward: set while the run loop waits for it. */
+  #hurry: (() => void) | undefined;
 
   constructor(
     core: CoreV1Api,
@@ -180,6 +191,7 @@ export class KnownKeys {
         };
         this.#waiters.push(done);
         signal.addEventListener('abort', done, { once: true });
+        this.#hurry?.();
       });
     }
   }
@@ -194,11 +206,30 @@ export class KnownKeys {
     // A function, as the sleep ends early when the signal aborts.
     const stopped = (): boolean => signal.aborted;
     for (;;) {
-      await this.#clock.sleep(this.#settings.flushMs, signal);
+      await this.#nextWrite(signal);
       if (stopped()) break;
       if (listed()) await this.flush(pending());
     }
     this.#release();
+  }
+
+  // Waits `flushMs`; or, when a delivery waits for the cursor (now, or once this wait began), `urgentMs`:
+  // enough for the other deliveries of a burst to join the same write.
+  async #nextWrite(signal: AbortSignal): Promise<void> {
+    const { flushMs } = this.#settings;
+    const urgentMs = Math.min(this.#settings.urgentMs ?? defaultCursorUrgentMs, flushMs);
+    const cycle = new AbortController();
+    const both = AbortSignal.any([signal, cycle.signal]);
+    const hurried = new Promise<void>((resolve) => {
+      this.#hurry = resolve;
+      if (this.#waiters.length > 0) resolve();
+    });
+    try {
+      await Promise.race([this.#clock.sleep(flushMs, both), hurried.then(() => this.#clock.sleep(urgentMs, both))]);
+    } finally {
+      this.#hurry = undefined;
+      cycle.abort();
+    }
   }
 
   /**
