@@ -39,6 +39,7 @@ import { contenders, startCcm, type ContenderName, type RunningCcm } from '../co
 import { goCcm } from '../compare/go-ccm.ts';
 import { commandName, memoryMb } from '../compare/procfs.ts';
 import { measured, waitFor, watch, type Costs, type Harness } from '../compare/scenarios.ts';
+import { buildShipped } from '../compare/shipped.ts';
 
 export interface ScaleSize {
   readonly nodes: number;
@@ -58,7 +59,8 @@ export function scaleSizeOf(text: string | undefined): ScaleSize {
 }
 
 /** The two CCMs issue 29 sets side by side. */
-const scaleContenders: readonly ContenderName[] = ['go-width', 'cirrus-source'];
+// The Go CCM at cirrus's width, and `cirrus start` as shipped (the build: bench/compare/shipped.ts).
+const scaleContenders: readonly ContenderName[] = ['go-width', 'cirrus-build'];
 
 const group = 'scale';
 const groupLabel = 'bench.cirrus/group';
@@ -105,12 +107,13 @@ export async function scale(
   progress(
     `scale: ${size.nodes} Nodes kept alive by kwok ${kwok.version}, ${size.services} Services; logs in ${logDir}`,
   );
+  const shipped = await buildShipped(progress);
   const kwokProcess = await startKwok(kwok.binary, controlPlane.info.adminKubeconfig, logDir);
   const harness: Harness = { kube: bench.kube, apiserverPid };
   const runs = new Map<ContenderName, ContenderRun>();
   try {
     for (const name of scaleContenders) {
-      const settings = { kubeconfig: controlPlane.info.adminKubeconfig, goBinary: go.binary, shipped: undefined };
+      const settings = { kubeconfig: controlPlane.info.adminKubeconfig, goBinary: go.binary, shipped };
       const ccm = await startCcm(contenders[name], {
         ...settings,
         logDir,
@@ -127,6 +130,7 @@ export async function scale(
     }
   } finally {
     await kwokProcess.stop(10_000);
+    await shipped.remove();
   }
   const figures = [...runs.values()].flatMap((r) => r.figures);
   const lost = [...runs].flatMap(([name, r]) => r.lost.map((line) => `${name}: ${line}`));
