@@ -22,7 +22,7 @@ import {
   withReady,
 } from '../harness/builders.ts';
 import { loadFunction } from '../harness/cirrus.ts';
-import { controlPlaneSkip, offlineCore, testCluster, uniqueName } from '../harness/cluster.ts';
+import { controlPlaneSkip, offlineCore, ownControlPlane, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const run = { dryRun: false, log: silentLogger(), signal: new AbortController().signal };
 const shutdownTaint = { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' };
@@ -196,32 +196,6 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     ]);
   });
 
-  it('checks every node in the periodic pass, one failure not stopping the others', async () => {
-    // Other test files' nodes share the cluster: make them exist in this cloud so they are left alone.
-    for (const node of (await core.listNode()).items) {
-      const existing = node.metadata?.name ?? '';
-      cloud.machines.push({ id: existing, nodeName: existing });
-    }
-    const gone = uniqueName('all-gone');
-    const broken = uniqueName('all-broken');
-    await createNode(core, newNode(gone, withReady('False')));
-    await createNode(core, newNode(broken, withReady('False')));
-    cloud.machines.push({ id: broken, nodeName: broken });
-    cloud.errors.set('instanceShutdown', new Error('flaky'));
-
-    const report = await fn.reconcileAll(run);
-    const byKey = new Map(report.objects.map((o) => [o.key, o]));
-    assert.equal(byKey.get(`Node/${gone}`)?.result, 'deleted');
-    assert.equal(await exists(gone), false);
-    assert.deepEqual(byKey.get(`Node/${broken}`), {
-      key: `Node/${broken}`,
-      result: 'failed',
-      changes: [],
-      error: 'flaky',
-    });
-    assert.equal(await exists(broken), true);
-  });
-
   it('refuses to start with a provider that supports no instances', async () => {
     const bare = new FakeCloud();
     bare.disabled.add('instancesV2');
@@ -229,5 +203,46 @@ describe('node-lifecycle', { skip: controlPlaneSkip }, () => {
     await assert.rejects(loadFunction('node-lifecycle', { core: lean, cloud: bare }), {
       message: 'node-lifecycle: cloud provider "fake" does not support instances',
     });
+  });
+});
+
+// The periodic pass goes over every Node of the cluster and deletes those whose instance is gone:
+// on the shared cluster it would delete other test files' Nodes (none is in this cloud), so it runs
+// on a control plane of its own.
+describe('node-lifecycle, the periodic pass', { skip: controlPlaneSkip }, () => {
+  const own = ownControlPlane();
+  let cloud: FakeCloud;
+  let fn: FunctionDefinition;
+  beforeEach(() => {
+    cloud = new FakeCloud();
+    fn = nodeLifecycleFunction({ core: new LeanCore(own.admin), cloud });
+  });
+
+  async function exists(core: CoreV1Api, name: string): Promise<boolean> {
+    return core.readNode({ name }).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  it('checks every node in the periodic pass, one failure not stopping the others', async () => {
+    const gone = uniqueName('all-gone');
+    const broken = uniqueName('all-broken');
+    await createNode(own.core, newNode(gone, withReady('False')));
+    await createNode(own.core, newNode(broken, withReady('False')));
+    cloud.machines.push({ id: broken, nodeName: broken });
+    cloud.errors.set('instanceShutdown', new Error('flaky'));
+
+    const report = await fn.reconcileAll(run);
+    const byKey = new Map(report.objects.map((o) => [o.key, o]));
+    assert.equal(byKey.get(`Node/${gone}`)?.result, 'deleted');
+    assert.equal(await exists(own.core, gone), false);
+    assert.deepEqual(byKey.get(`Node/${broken}`), {
+      key: `Node/${broken}`,
+      result: 'failed',
+      changes: [],
+      error: 'flaky',
+    });
+    assert.equal(await exists(own.core, broken), true);
   });
 });
