@@ -274,17 +274,24 @@ for (const transport of transportNames)
       },
     );
 
-    it('coalesces the changes made while a delivery is in flight into one, the latest state winning', async (t) => {
+    // A relay feeding `destination` (whose reply to the add of the object `name` waits until `held`
+    // opens) and `witness` (everything, never held): what is queued meanwhile, and what the relay saw.
+    async function heldAtAdd(t: TestContext, prefix: string, destination: string) {
       const fn = await standIn(t, transport);
       const witness = await standIn(t, transport);
       const held = gate();
-      const name = uniqueName('coalesce');
+      const name = uniqueName(prefix);
       fn.respond = async (request) => {
         if (request.name === name && request.type === 'add') await held.opened;
         return { status: 202 };
       };
-      const relay = relayTo(t, { to: [`node-init=${fn.url}`, `all=${witness.url}`] });
+      const relay = relayTo(t, { to: [`${destination}=${fn.url}`, `all=${witness.url}`] });
       await ready(relay);
+      return { fn, witness, held, name, relay };
+    }
+
+    it('coalesces the changes made while a delivery is in flight into one, the latest state winning', async (t) => {
+      const { fn, witness, held, name, relay } = await heldAtAdd(t, 'coalesce', 'node-init');
       await createNode(core, newNode(name, uninitialized));
       await waitFor('the add to be in flight', () => fn.about(name).length === 1);
       for (let step = 1; step <= 5; step += 1) await label(name, { step: String(step) });
@@ -306,16 +313,7 @@ for (const transport of transportNames)
     });
 
     it('sends a queued Service as its watch has it when sent, with the changes its feed let pass since', async (t) => {
-      const fn = await standIn(t, transport);
-      const witness = await standIn(t, transport);
-      const held = gate();
-      const name = uniqueName('latest');
-      fn.respond = async (request) => {
-        if (request.name === name && request.type === 'add') await held.opened;
-        return { status: 202 };
-      };
-      const relay = relayTo(t, { to: [`service-lb=${fn.url}`, `all=${witness.url}`] });
-      await ready(relay);
+      const { fn, witness, held, name } = await heldAtAdd(t, 'latest', 'service-lb');
       await core.createNamespacedService({
         namespace: 'default',
         body: { metadata: { name }, spec: { type: 'LoadBalancer', ports: [{ port: 80 }] } },
@@ -350,16 +348,7 @@ for (const transport of transportNames)
     });
 
     it('sends a queued Node whole, as it was queued: what the relay keeps of a Node has no status', async (t) => {
-      const fn = await standIn(t, transport);
-      const witness = await standIn(t, transport);
-      const held = gate();
-      const name = uniqueName('whole');
-      fn.respond = async (request) => {
-        if (request.name === name && request.type === 'add') await held.opened;
-        return { status: 202 };
-      };
-      const relay = relayTo(t, { to: [`node-init=${fn.url}`, `all=${witness.url}`] });
-      await ready(relay);
+      const { fn, witness, held, name } = await heldAtAdd(t, 'whole', 'node-init');
       await createNode(core, newNode(name, uninitialized));
       await core.patchNodeStatus(
         { name, body: { status: { addresses: [{ type: 'InternalIP', address: '10.9.0.1' }] } } },
