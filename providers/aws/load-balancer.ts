@@ -1,7 +1,7 @@
 // LoadBalancer for the aws provider: each public method picks the kind of load balancer that serves
 // the Service and delegates to its module — Network Load Balancers ./nlb.ts, Classic ELBs
 // ./classic/load-balancer.ts — after a Warning for each aws-load-balancer-* annotation that does
-// nothing on that kind (./annotations.ts).
+// nothing on that kind (./annotations.ts) and each Service field that does nothing (./service-fields.ts).
 //
 // The kind, as cloud-provider-aws chooses it, so that nothing it made is re-created: the
 // aws-load-balancer-type annotation (`nlb`: an NLB; `nlb-ip` and `external`: another controller's);
@@ -25,6 +25,7 @@ import { NetworkLoadBalancers } from './nlb.ts';
 import { implementedElsewhere } from './nlb-plan.ts';
 import { tlsUnapplied } from './nlb-tls.ts';
 import { planEnsure } from './plan.ts';
+import { unappliedFields } from './service-fields.ts';
 
 const TYPE_ANNOTATION = `${ANNOTATION_PREFIX}type`;
 
@@ -148,12 +149,14 @@ export class AwsLoadBalancer implements LoadBalancer {
     throw await this.#classic.nodesOnly({ service, nodes, found }, refused, signal);
   }
 
-  /** A Warning per aws-load-balancer-* annotation that does nothing on `kind` (none for another controller's Service). */
+  /** A Warning per aws-load-balancer-* annotation that does nothing on `kind`, and per Service field that does nothing (./service-fields.ts); none for another controller's Service. */
   async #warnUnapplied(service: V1Service, kind: Kind): Promise<void> {
     if (implementedElsewhere(service)) return;
     const unapplied = unappliedAnnotations(service.metadata?.annotations ?? {}, kind);
     if (kind === 'nlb') unapplied.push(...tlsUnapplied(service));
     for (const { annotation, why } of unapplied)
       await this.#warnings.warn(service, 'AnnotationNotApplied', `${annotation}: ${why}`);
+    for (const { field, why } of unappliedFields(service))
+      await this.#warnings.warn(service, 'FieldNotApplied', `${field}: ${why}`);
   }
 }

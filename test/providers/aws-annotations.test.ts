@@ -141,14 +141,12 @@ describe('aws provider: annotations, for each kind', { skip: awsEmulatorSkip || 
       },
     });
   const lbName = (svc: V1Service): string => `a${(svc.metadata?.uid ?? '').replaceAll('-', '')}`.slice(0, 32);
-  const warnings = async (svc: V1Service): Promise<string[]> => {
+  const warnings = async (svc: V1Service, reason = 'AnnotationNotApplied'): Promise<string[]> => {
     const events = await core.listNamespacedEvent({
       namespace: 'default',
       fieldSelector: `involvedObject.name=${svc.metadata?.name ?? ''}`,
     });
-    return events.items
-      .filter((e) => e.type === 'Warning' && e.reason === 'AnnotationNotApplied')
-      .map((e) => e.message ?? '');
+    return events.items.filter((e) => e.type === 'Warning' && e.reason === reason).map((e) => e.message ?? '');
   };
 
   /** An NLB as the emulator has it: subnets, cross-zone, tags, and its one target group's health check and targets. */
@@ -235,6 +233,40 @@ describe('aws provider: annotations, for each kind', { skip: awsEmulatorSkip || 
           `${kind}: a Warning for ${annotation} (${said.join(' | ')})`,
         );
       assert.equal(said.length, idle.length + 1, `${kind}: no Warning for an honoured annotation`);
+      await lb.ensureLoadBalancerDeleted('kubernetes', svc);
+      await core.deleteNamespacedService({ namespace: 'default', name: svc.metadata?.name ?? '' });
+    }
+  });
+
+  it('answers a port without a nodePort and a Service without IPv4 with a Warning naming the field, on each kind', async () => {
+    for (const kind of ['classic', 'nlb'] as const) {
+      // allocateLoadBalancerNodePorts: false, one port given a nodePort and one without: the latter gets no listener.
+      const svc = await core.createNamespacedService({
+        namespace: 'default',
+        body: {
+          metadata: { name: uniqueName(`fields-${kind}`) },
+          spec: {
+            type: 'LoadBalancer',
+            allocateLoadBalancerNodePorts: false,
+            ports: [
+              { name: 'web', port: 80, protocol: 'TCP', nodePort: kind === 'nlb' ? 30981 : 30982 },
+              { name: 'admin', port: 8080, protocol: 'TCP' },
+            ],
+          },
+        },
+      });
+      const lb = provider(kind);
+      await lb.ensureLoadBalancer('kubernetes', svc, nodes());
+      const portSaid = await warnings(svc, 'FieldNotApplied');
+      assert.equal(portSaid.length, 1, `${kind}: one Warning (${portSaid.join(' | ')})`);
+      assert.match(portSaid[0] ?? '', /^spec\.ports\[admin\]: port 8080 has no nodePort/);
+      // The run's cluster is IPv4 only: the IPv6-only Service is this one as a dual-stack cluster would hold it.
+      const ipv6 = { ...svc, spec: { ...svc.spec, ipFamilies: ['IPv6'], ports: (svc.spec?.ports ?? []).slice(0, 1) } };
+      await lb.ensureLoadBalancer('kubernetes', ipv6, nodes());
+      const familySaid = (await warnings(svc, 'FieldNotApplied')).filter((m) => !portSaid.includes(m));
+      assert.equal(familySaid.length, 1, `${kind}: one more Warning (${familySaid.join(' | ')})`);
+      assert.match(familySaid[0] ?? '', /^spec\.ipFamilies: IPv6: the load balancer reaches the nodes over IPv4/);
+      assert.deepEqual(await warnings(svc), [], `${kind}: no annotation Warning`);
       await lb.ensureLoadBalancerDeleted('kubernetes', svc);
       await core.deleteNamespacedService({ namespace: 'default', name: svc.metadata?.name ?? '' });
     }
