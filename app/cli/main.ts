@@ -173,11 +173,11 @@ const commands = {
     run: async (line, io) => (await import('./conformance.ts')).runConformanceCommand(line, io),
   }),
   start: command({
-    summary: 'Run the whole CCM in one process: every function on one port, fed by the relay.',
+    summary: 'Run the whole CCM in one process: every function, fed by the relay in process.',
     description:
       `Serves the functions --controllers selects (${functionList()}; default all that the provider supports) under\n` +
       '/<function> on a listener of their own on 127.0.0.1 (its URL is printed, and recorded for cirrus reconcile), and\n' +
-      'runs the relay delivering to them, signed. --bind-address:--port serve /healthz, /readyz and /metrics.\n' +
+      'runs the relay handing them its events in process. --bind-address:--port serve /healthz, /readyz, /metrics only.\n' +
       'The cluster is --kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is\n' +
       'started (printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml:\n' +
       'that demo runs only against a local control plane it starts, unless --use-existing-cluster. The cluster\n' +

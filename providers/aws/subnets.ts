@@ -9,7 +9,7 @@ import { abortable, required, type AwsApi } from './api.ts';
 import type { AwsConfig } from './config.ts';
 import { ServiceSettingError, SubnetError } from './errors.ts';
 import { ANNOTATION_PREFIX } from './annotations.ts';
-import { hasClusterTag, type Tag } from './tags.ts';
+import { hasClusterTag, LEGACY_CLUSTER_TAG, type Tag } from './tags.ts';
 
 const SUBNETS_ANNOTATION = `${ANNOTATION_PREFIX}subnets`;
 const CLUSTER_TAG_PREFIX = 'kubernetes.io/cluster/';
@@ -54,6 +54,20 @@ function isOtherClusters(tags: readonly Tag[] | undefined, clusterId: string): b
   return !hasClusterTag(tags, clusterId) && (tags ?? []).some((t) => t.Key?.startsWith(CLUSTER_TAG_PREFIX) === true);
 }
 
+/**
+ * Whether a subnet named in the annotation is another cluster's: as above, or tagged with the legacy
+ * `KubernetesCluster` for another cluster ID. Stricter than discovery, which (as upstream's
+ * findSubnets and hasNoClusterPrefixTag) reads only the `kubernetes.io/cluster/` prefix: a Service's
+ * owner chooses the named subnet, and a cluster whose ID came from KubernetesClusterTag tags its
+ * subnets with that tag alone.
+ */
+function isNamedOtherClusters(tags: readonly Tag[] | undefined, clusterId: string): boolean {
+  if (isOtherClusters(tags, clusterId)) return true;
+  return (
+    !hasClusterTag(tags, clusterId) && (tags ?? []).some((t) => t.Key === LEGACY_CLUSTER_TAG && t.Value !== clusterId)
+  );
+}
+
 /** The VPC's subnets that are this cluster's or no cluster's; for an internet-facing one, only public ones. */
 async function candidateSubnets(
   api: AwsApi,
@@ -76,7 +90,7 @@ function namedSubnets(config: AwsConfig, subnets: readonly Subnet[], names: read
     const s = subnets.find((x) => x.SubnetId === name || x.Tags?.some((t) => t.Key === 'Name' && t.Value === name));
     if (s === undefined)
       throw new ServiceSettingError(SUBNETS_ANNOTATION, `no subnet "${name}" (an ID or Name tag) in ${config.vpc}`);
-    if (isOtherClusters(s.Tags, config.clusterId)) {
+    if (isNamedOtherClusters(s.Tags, config.clusterId)) {
       throw new ServiceSettingError(
         SUBNETS_ANNOTATION,
         `subnet "${name}" (${subnetIdOf(s)}) is tagged for another cluster, not ${config.clusterId}`,

@@ -14,7 +14,7 @@ import {
   DescribeTargetGroupsCommand,
   DescribeTargetHealthCommand,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { CreateSubnetCommand, DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
+import { CreateSubnetCommand, DeleteSubnetCommand, DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { InstanceNotFoundError } from '../../shared/cloud/errors.ts';
@@ -366,6 +366,24 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
       );
     });
 
+    // A subnet of the VPC (10.<vpc>.<third>.0/24, in the first public subnet's zone) with `tag` and a Name; its ID.
+    async function otherClustersSubnet(
+      third: number,
+      tag: { Key: string; Value: string },
+      name: string,
+    ): Promise<string> {
+      const octet = world.vpcCidr.split('.')[1] ?? '';
+      const created = await world.ec2.send(
+        new CreateSubnetCommand({
+          VpcId: world.vpcId,
+          CidrBlock: `10.${octet}.${third}.0/24`,
+          AvailabilityZone: world.publicSubnets[0]?.az ?? '',
+          TagSpecifications: [{ ResourceType: 'subnet', Tags: [tag, { Key: 'Name', Value: name }] }],
+        }),
+      );
+      return created.Subnet?.SubnetId ?? '';
+    }
+
     it('refuses ownership tags among the additional tags, and a subnet tagged for another cluster', async () => {
       for (const key of [
         'KubernetesCluster',
@@ -381,24 +399,19 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         });
         assert.equal(await state(lb.getLoadBalancerName('kubernetes', svc)), undefined, 'nothing was made');
       }
-      const octet = world.vpcCidr.split('.')[1] ?? '';
-      const theirs = await world.ec2.send(
-        new CreateSubnetCommand({
-          VpcId: world.vpcId,
-          CidrBlock: `10.${octet}.200.0/24`,
-          AvailabilityZone: world.publicSubnets[0]?.az ?? '',
-          TagSpecifications: [
-            {
-              ResourceType: 'subnet',
-              Tags: [
-                { Key: 'kubernetes.io/cluster/someone-else', Value: 'owned' },
-                { Key: 'Name', Value: 'theirs' },
-              ],
-            },
-          ],
-        }),
+      // Another cluster's subnet, and one of a cluster whose ID came from the legacy KubernetesClusterTag
+      // (tagged that way alone).
+      const theirs = await otherClustersSubnet(
+        200,
+        { Key: 'kubernetes.io/cluster/someone-else', Value: 'owned' },
+        'theirs',
       );
-      for (const named of ['theirs', theirs.Subnet?.SubnetId ?? '']) {
+      const legacy = await otherClustersSubnet(
+        201,
+        { Key: 'KubernetesCluster', Value: 'someone-older' },
+        'theirs-legacy',
+      );
+      for (const named of ['theirs', theirs, 'theirs-legacy', legacy]) {
         const svc = service('placed', [80], { 'service.beta.kubernetes.io/aws-load-balancer-subnets': named });
         await assert.rejects(lb.ensureLoadBalancer('kubernetes', svc, [nodeOf(instance(0))]), {
           name: 'ServiceSettingError',
@@ -406,6 +419,8 @@ describe('aws provider against the emulator', { skip: awsEmulatorSkip }, () => {
         });
         assert.equal(await state(lb.getLoadBalancerName('kubernetes', svc)), undefined, 'nothing was made');
       }
+      // Out of the later tests' way: the legacy-tagged one is a candidate when no subnet is named, as upstream.
+      for (const subnet of [theirs, legacy]) await world.ec2.send(new DeleteSubnetCommand({ SubnetId: subnet }));
     });
 
     it('makes an internal NLB in the private subnet when asked', async () => {
