@@ -1,6 +1,6 @@
 // cirrus as a library (the npm package cirrus-ccm), for providers written outside this repository:
 // register a provider and run the stock command line from your own main, or ship a module for
-// --provider-module (which then imports the very cirrus that loads it: ./cli/main.ts).
+// --provider-module (which then imports the very cirrus that loads it: ./cli/provider-module.ts).
 //
 //   import { registerCloudProvider, runFromProcess } from 'cirrus-ccm';
 //   registerCloudProvider('acme', (context) => new AcmeCloud(context.config));

@@ -311,7 +311,7 @@ export const options = {
       'leader election (--relay-cursor=false: off, and those deletes are lost).',
     z.boolean().default(true),
   ),
-  // Each command says what the secret does there (app/cli/main.ts).
+  // Each command says what the secret does there (app/cli/commands.ts).
   signingSecretFile: pathOption(
     'A file holding the secret that signs requests to the functions (X-Cirrus-Signature).',
     nonEmpty.optional(),

@@ -11,7 +11,7 @@
 //
 // Every deployment artifact is one folder of ES modules (bundled, tree-shaken, minified by
 // esbuild) that needs no node_modules; index.js in it is the library a --provider-module imports
-// as 'cirrus-ccm' (app/cli/main.ts). A function or command an artifact leaves out is replaced by
+// as 'cirrus-ccm' (app/cli/provider-module.ts). A function or command an artifact leaves out is replaced by
 // a module that throws, naming the artifact, if anything ever imports it.
 //
 //   node scripts/build.ts [lib|image|functions|relay]… [--out-dir dir]   (default: all, into dist/)
@@ -43,7 +43,7 @@ export interface Artifact {
 }
 
 // The modules a narrower artifact leaves out: each function's implementation, the relay, and the
-// commands of app/cli/main.ts (each imported lazily, so leaving one out costs nothing until used).
+// commands of app/cli/commands.ts (each imported lazily, so leaving one out costs nothing until used).
 const implementation = (name: string): string => at(`functions/${name}/index.ts`);
 const relayModule = at('relay/index.ts');
 const commandModules = ['cluster', 'reconcile', 'relay', 'serve', 'start'].map((c) => at(`app/cli/${c}.ts`));

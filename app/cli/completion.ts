@@ -1,5 +1,5 @@
 // `cirrus completion bash|zsh|fish`: a shell completion script, generated from the commands and the
-// option table (main.ts, options.ts), the catalogue of functions and the providers registered, so
+// option table (commands.ts, options.ts), the catalogue of functions and the providers registered, so
 // that it completes exactly what the command line takes.
 
 import { registeredCloudProviders } from '../../shared/cloud/registry.ts';
@@ -12,7 +12,7 @@ import { importProviderModule } from './provider-module.ts';
 export const shells = ['bash', 'zsh', 'fish'] as const;
 export type Shell = (typeof shells)[number];
 
-/** What shell completion reads of a command (main.ts `commandShapes` gives them all). */
+/** What shell completion reads of a command (commands.ts `commandShapes` gives them all). */
 export interface CommandShape {
   readonly name: string;
   readonly summary: string;

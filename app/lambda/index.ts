@@ -18,7 +18,8 @@ import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
 import type { FunctionEntry } from '../../shared/catalogue.ts';
-import { isListenOption, serveOptions, shareLibraryWithProviderModules } from '../cli/main.ts';
+import { isListenOption, serveOptions } from '../cli/option-groups.ts';
+import { shareLibraryWithProviderModules } from '../cli/provider-module.ts';
 import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
 import { createLogger, logDestination } from '../log.ts';
 import { extensionSecretStore, materializeSecrets } from './secrets.ts';

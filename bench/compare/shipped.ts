@@ -4,7 +4,7 @@
 // and the image's environment (NODE_ENV=production, NODE_COMPILE_CACHE). The benchmark cloud
 // (provider.ts) is bundled beside it as a provider module of your own would be: everything in it,
 // except cirrus's own contract (shared/cloud/), which it imports as 'cirrus-ccm' — the running
-// cirrus then hands it its own registry and error classes (app/cli/main.ts).
+// cirrus then hands it its own registry and error classes (app/cli/provider-module.ts).
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -52,7 +52,7 @@ export function table(figures: readonly Figure[]): string {
     verdict(f),
     f.note ?? '',
   ]);
-  const header = ['scenario', 'metric', 'value', 'unit', 'goal (§7)', 'ok', 'note'];
+  const header = ['scenario', 'metric', 'value', 'unit', 'goal', 'ok', 'note'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells
