@@ -41,7 +41,14 @@ function command<K extends OptionName>(definition: Command<K>): Command<K> {
 }
 
 // What builds the provider and reaches the cluster: serve, conformance and start take them alike.
-const providerOptions = ['cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig'] as const;
+const providerOptions = [
+  'cloudProvider',
+  'cloudConfig',
+  'defaultProvider',
+  'providerModule',
+  'clusterName',
+  'kubeconfig',
+] as const;
 
 // What the functions' implementations read (shared/catalogue.ts FunctionSettings): serve and start.
 const functionOptions = [
