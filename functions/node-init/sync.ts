@@ -62,8 +62,11 @@ export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOp
   if (claimed !== undefined && !isUninitialized(claimed) && Object.keys(labelReconcile(claimed)).length === 0)
     return { key: `Node/${name}`, result: 'unchanged', changes: [] };
   // Another instance's Node, as the event shows it: no read (a provider ID, once set, never changes).
-  if (claimed?.spec?.providerID && chooseForNode(deps.fleet, claimed).provider === undefined)
-    return { key: `Node/${name}`, result: 'other-provider', changes: [] };
+  if (claimed?.spec?.providerID) {
+    const choice = chooseForNode(deps.fleet, claimed);
+    if (choice.provider === undefined && !choice.nobody)
+      return { key: `Node/${name}`, result: 'other-provider', changes: [] };
+  }
   const key = `Node/${name}`;
   return deps.serializer.run(key, async (waited) =>
     fromClaim(deps.claims, key, { options, waited }, async (claim) => {
