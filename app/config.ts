@@ -114,6 +114,15 @@ function resolvePath(name: OptionName, value: unknown, base: string): unknown {
   const kind = optionSpec(name).path;
   if (kind === undefined || typeof value !== 'string' || value.trim() === '' || isAbsolute(value)) return value;
   if (kind === 'module' && !/^\.\.?([/\\]|$)/.test(value) && !existsSync(resolve(base, value))) return value;
+  if (kind === 'files' && /^[a-z0-9-]+=/.test(value))
+    return value
+      .split(',')
+      .map((pair) => {
+        const at = pair.indexOf('=');
+        const path = pair.slice(at + 1);
+        return at < 0 || path === '' || isAbsolute(path) ? pair : `${pair.slice(0, at)}=${resolve(base, path)}`;
+      })
+      .join(',');
   return resolve(base, value);
 }
 

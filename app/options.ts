@@ -31,9 +31,10 @@ export interface OptionSpec<S extends z.ZodType = z.ZodType> {
   readonly short?: string;
   /**
    * A path (`file`, `dir`) or a module that may be one: resolved against the directory the user ran
-   * cirrus from (config.ts), completed as a file name by the shell.
+   * cirrus from (config.ts), completed as a file name by the shell. `files`: a path, or paths by
+   * name (`static=inventory.yaml,aws=aws.conf`), each resolved.
    */
-  readonly path?: 'file' | 'dir' | 'module';
+  readonly path?: 'file' | 'dir' | 'module' | 'files';
 }
 
 function option<S extends z.ZodType>(
@@ -95,15 +96,42 @@ function integer(
   return z.string().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().min(min).max(max));
 }
 
+// A load balancer class (the API server's label-style name), and one given to a provider (provider=class).
+const className = String.raw`([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?`;
+const providerClass = String.raw`[a-z0-9]([-a-z0-9]*[a-z0-9])?=${className}`;
+
 /** Every option cirrus knows. */
 export const options = {
   cloudProvider: option(
     'string',
-    'The provider for cloud services: the name it was registered under.',
+    'The provider for cloud services: the name it was registered under. Several, comma-separated, for a hybrid ' +
+      'cluster (docs/hybrid.md): each Node and Service is served by the provider that owns it.',
+    z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(,[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+        error: 'must be a provider name, or several separated by commas (static,aws)',
+      })
+      .optional(),
+    'name[,name]',
+  ),
+  cloudConfig: option(
+    'string',
+    "The path to the cloud provider's configuration file; with several providers, each provider's as " +
+      'name=path, comma-separated (static=inventory.yaml,aws=aws.conf).',
     nonEmpty.optional(),
+    { value: 'path', path: 'files' },
+  ),
+  defaultProvider: option(
+    'string',
+    'With several providers: the one that owns Nodes with neither a provider ID nor the label ' +
+      'node.cirrus-ccm.dev/cloud-provider, and Services without a spec.loadBalancerClass. Default: none (such Nodes ' +
+      'are left alone, such Services to another controller).',
+    z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { error: 'must be a provider name' })
+      .optional(),
     'name',
   ),
-  cloudConfig: pathOption("The path to the cloud provider's configuration file.", nonEmpty.optional()),
   clusterName: option(
     'string',
     'The name of the cluster: a prefix of cloud resource names, and the cluster and context name in written kubeconfigs.',
@@ -175,12 +203,13 @@ export const options = {
   loadBalancerClass: option(
     'string',
     '(service-lb) Serve only LoadBalancer Services whose spec.loadBalancerClass is this name, so that cirrus runs beside ' +
-      "another load balancer controller (a cloud's CCM serving Services without a class). Default: only Services without a class.",
+      "another load balancer controller (a cloud's CCM serving Services without a class). Default: only Services without a class. " +
+      "With several providers: each provider's class as name=class, comma-separated (the default provider serves Services without one).",
     z
       .string()
       .regex(
-        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
-        'must be a label-style name, e.g. example.com/internal-vip (the API server takes no other)',
+        new RegExp(`^(${className}|${providerClass}(,${providerClass})*)$`),
+        'must be a label-style name, e.g. example.com/internal-vip (the API server takes no other), or provider=class pairs',
       )
       .optional(),
     'name',

@@ -6,7 +6,10 @@
 // here, its manifests (deploy/, serverless.yml).
 
 import type { Catalogue, FunctionEntry } from '../shared/catalogue.ts';
+import type { V1Node } from '@kubernetes/client-node';
+import { chooseForNode, type Fleet } from '../shared/cloud/fleet.ts';
 import type { CloudProvider } from '../shared/cloud/provider.ts';
+import type { RouteTable } from './routes/index.ts';
 import { nodeInitFeed } from './node-init/feed.ts';
 import { nodeLifecycleFeed } from './node-lifecycle/feed.ts';
 import { routesFeed } from './routes/feed.ts';
@@ -47,11 +50,11 @@ const nodeInit: FunctionEntry = {
     { group: '', resource: 'events', verb: 'create', namespace: 'default' },
   ],
   skipReason: noInstances,
-  load: async ({ core, cloud, config }) => {
+  load: async ({ core, cloud, config, fleet }) => {
     if (!hasInstances(cloud)) throw unsupported('node-init', cloud, 'instances');
     return (await import('./node-init/index.ts')).nodeInitFunction({
       core,
-      cloud,
+      ...(fleet === undefined ? { cloud } : { fleet }),
       concurrency: config.concurrentNodeSyncs,
     });
   },
@@ -77,11 +80,11 @@ const nodeLifecycle: FunctionEntry = {
     { group: '', resource: 'events', verb: 'create', namespace: 'default' },
   ],
   skipReason: noInstances,
-  load: async ({ core, cloud, config }) => {
+  load: async ({ core, cloud, config, fleet }) => {
     if (!hasInstances(cloud)) throw unsupported('node-lifecycle', cloud, 'instances');
     return (await import('./node-lifecycle/index.ts')).nodeLifecycleFunction({
       core,
-      cloud,
+      ...(fleet === undefined ? { cloud } : { fleet }),
       concurrency: config.concurrentNodeSyncs,
     });
   },
@@ -111,16 +114,15 @@ const serviceLb: FunctionEntry = {
     { group: '', resource: 'events', verb: 'create' },
   ],
   skipReason: (cloud) => (cloud.loadBalancer() ? undefined : `provider ${cloud.providerName()} has no load balancers`),
-  load: async ({ core, cloud, config }) => {
+  load: async ({ core, cloud, config, fleet }) => {
     const loadBalancer = cloud.loadBalancer();
     if (!loadBalancer) throw unsupported('service-lb', cloud, 'load balancers');
-    return (await import('./service-lb/index.ts')).serviceLbFunction({
-      core,
-      loadBalancer,
-      clusterName: config.clusterName,
-      concurrency: config.concurrentServiceSyncs,
-      loadBalancerClass: config.loadBalancerClass,
-    });
+    const common = { core, clusterName: config.clusterName, concurrency: config.concurrentServiceSyncs };
+    return (await import('./service-lb/index.ts')).serviceLbFunction(
+      fleet === undefined
+        ? { ...common, loadBalancer, loadBalancerClass: config.loadBalancerClass }
+        : { ...common, fleet },
+    );
   },
 };
 
@@ -148,7 +150,7 @@ const routes: FunctionEntry = {
     return config.clusterCidr.length === 0 ? 'no --cluster-cidr' : undefined;
   },
   // In the order of upstream's startRouteController; the function checks the rest (its CIDRs).
-  load: async ({ core, cloud, config }) => {
+  load: async ({ core, cloud, config, fleet }) => {
     if (!config.configureCloudRoutes)
       throw new Error(
         'routes: cloud routes are disabled (configure-cloud-routes is false); this function has nothing to do',
@@ -157,13 +159,22 @@ const routes: FunctionEntry = {
     if (!routes) throw unsupported('routes', cloud, 'routes');
     return (await import('./routes/index.ts')).routesFunction({
       core,
-      routes,
+      routes: fleet === undefined ? routes : routeTables(fleet),
       clusterName: config.clusterName,
       clusterCidrs: config.clusterCidr,
       concurrency: config.concurrentRouteOperations,
     });
   },
 };
+
+// A hybrid cluster's route tables: each provider with routes, for the Nodes it owns.
+function routeTables(fleet: Fleet): RouteTable[] {
+  return [...fleet.served].flatMap(([provider, cloud]) => {
+    const routes = cloud.routes();
+    const owns = (node: V1Node): boolean => chooseForNode(fleet, node).provider === provider;
+    return routes === undefined ? [] : [{ provider, routes, owns }];
+  });
+}
 
 /** Every function cirrus ships, in the order `cirrus start` runs them. */
 export const catalogue: Catalogue = [nodeInit, nodeLifecycle, serviceLb, routes];

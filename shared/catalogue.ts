@@ -4,6 +4,7 @@
 // functions. This module holds the entry's shape and the lookups over a catalogue (names, the Go
 // CCM's --controllers), so that shared/ needs no function by name.
 
+import type { Fleet } from './cloud/fleet.ts';
 import type { CloudProvider } from './cloud/provider.ts';
 import type { FunctionDefinition } from './host/function.ts';
 import type { Core } from './kube/core.ts';
@@ -65,6 +66,11 @@ export interface FunctionDeps {
   readonly core: Core;
   readonly cloud: CloudProvider;
   readonly config: FunctionSettings;
+  /**
+   * A hybrid cluster's providers (shared/cloud/fleet.ts, ADR 0026), those of them this function can
+   * serve; `cloud` is then one of them. Undefined for one provider, which is given every object.
+   */
+  readonly fleet?: Fleet | undefined;
 }
 
 /** One function of the catalogue. */

@@ -6,7 +6,14 @@ import type { FunctionOption } from '../../shared/catalogue.ts';
 import type { OptionName } from '../config.ts';
 
 // What builds the provider and reaches the cluster: serve, conformance and start take them alike.
-export const providerOptions = ['cloudProvider', 'cloudConfig', 'providerModule', 'clusterName', 'kubeconfig'] as const;
+export const providerOptions = [
+  'cloudProvider',
+  'cloudConfig',
+  'defaultProvider',
+  'providerModule',
+  'clusterName',
+  'kubeconfig',
+] as const;
 
 // What the functions' implementations read (shared/catalogue.ts FunctionSettings): serve and start.
 export const functionOptions = [

@@ -5,12 +5,13 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findFunction, knownNames, type FunctionEntry } from '../../shared/catalogue.ts';
 import { Registry } from 'prom-client';
-import { initCloudProvider } from '../../shared/cloud/registry.ts';
+import type { Fleet } from '../../shared/cloud/fleet.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { importProviderModule } from './provider-module.ts';
 
 export { importProviderModule } from './provider-module.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
+import { initProviders, providerPlan, providersFor } from '../providers.ts';
 import type { AppOptions, FunctionApp, PressureOptions } from '../../shared/host/app.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
 import { LeanCore } from '../../shared/kube/core.ts';
@@ -32,6 +33,7 @@ import {
 export type ServeCommandOptions =
   | 'cloudProvider'
   | 'cloudConfig'
+  | 'defaultProvider'
   | 'providerModule'
   | 'clusterName'
   | 'kubeconfig'
@@ -103,6 +105,23 @@ export function functionNamed(name: string): FunctionEntry {
   return entry;
 }
 
+// One provider, or a hybrid cluster's (ADR 0026): the function serves the objects of those it can.
+// With one provider the function's load refuses one it cannot serve, naming what is missing.
+async function providersOf(
+  entry: FunctionEntry,
+  config: Config<FunctionOptions>,
+  context: Parameters<typeof initProviders>[1],
+): Promise<{ cloud: CloudProvider; fleet?: Fleet | undefined }> {
+  const plan = providerPlan(config);
+  const providers = await initProviders(plan, context);
+  const chosen = providersFor(entry, plan, providers, config);
+  if (chosen.skip === undefined) return chosen;
+  const [first] = providers.values();
+  if (plan.ownership !== undefined || first === undefined)
+    throw new ConfigError(`${entry.name}: no provider of ${plan.names.join(', ')} supports it (${chosen.skip})`);
+  return { cloud: first };
+}
+
 /**
  * The ready app of function `entry`, as `cirrus serve` runs it: the provider module
  * imported, the kubeconfig loaded, the provider initialized, signatures verified when a signing
@@ -127,14 +146,9 @@ export async function buildFunctionApp(
   const kubeConfig = context.kubeConfig ?? loadKubeConfig(config.kubeconfig);
   // One registry for /metrics, shared with the provider for its own series (the aws provider's API calls).
   const registry = new Registry();
-  const cloud = await initCloudProvider(config.cloudProvider ?? '', config.cloudConfig, {
-    signal,
-    log,
-    kubeConfig,
-    metrics: registry,
-  });
+  const { cloud, fleet } = await providersOf(entry, config, { signal, log, kubeConfig, metrics: registry });
   const core = new LeanCore(kubeConfig);
-  const definition = await entry.load({ core, cloud, config });
+  const definition = await entry.load({ core, cloud, config, fleet });
   const { buildApp } = await import('../../shared/host/index.ts');
   const secret = await readSecret(config.signingSecretFile);
   const options: AppOptions = {

@@ -9,9 +9,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { DestinationStream, Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { selectControllers, type FunctionEntry } from '../../shared/catalogue.ts';
-import { initCloudProvider } from '../../shared/cloud/registry.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
+import { initProviders, providerPlan, providersFor, type ProviderPlan } from '../providers.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import type { LocalFunctions } from '../../shared/host/local.ts';
 import type { Serving } from '../../shared/host/serve.ts';
@@ -67,6 +67,7 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
   const log = createLogger({ name: 'cirrus', level: config.logLevel, destination });
   const provider = config.cloudProvider ?? 'static';
   const cloudConfig = config.cloudConfig ?? (provider === 'static' ? exampleInventory : undefined);
+  const providerPlanOf = providerPlan({ ...config, cloudConfig }, 'static');
   const plan = planCluster(config, cloudConfig, io);
   io.stderr.write(
     `cirrus start: ${selected.map((e) => e.name).join(', ')} and the relay feeding them, in this process; ` +
@@ -81,17 +82,18 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
     if (config.providerModule !== undefined) await importProviderModule(config.providerModule);
     // One registry for the process's /metrics: the provider's series, the functions' and the relay's.
     const registry = new Registry();
-    const cloud = await initCloudProvider(provider, cloudConfig, {
-      signal: io.signal,
-      log,
+    const providers = await initProviders(providerPlanOf, { signal: io.signal, log, kubeConfig, metrics: registry });
+    const { definitions, skipped } = await buildFunctions(selected, {
       kubeConfig,
-      metrics: registry,
+      plan: providerPlanOf,
+      providers,
+      config,
+      log,
     });
-    const { definitions, skipped } = await buildFunctions(selected, { kubeConfig, cloud, config, log });
     await preflight({
       kubeConfig,
       source: cluster.source,
-      cloud,
+      providers,
       selected,
       definitions,
       config,
@@ -130,7 +132,7 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
 async function preflight(context: {
   kubeConfig: KubeConfig;
   source: string;
-  cloud: CloudProvider;
+  providers: ReadonlyMap<string, CloudProvider>;
   selected: readonly FunctionEntry[];
   definitions: readonly FunctionDefinition[];
   config: Config<StartOptions>;
@@ -146,13 +148,14 @@ async function preflight(context: {
       running.flatMap((e) => e.watches),
     ),
   ]);
-  await checkProvider(context.cloud, {
-    kubeConfig,
-    loadBalancers: usesLoadBalancers(running),
-    mayCreate: true,
-    log: context.log,
-    signal: context.signal,
-  });
+  for (const cloud of context.providers.values())
+    await checkProvider(cloud, {
+      kubeConfig,
+      loadBalancers: usesLoadBalancers(running),
+      mayCreate: true,
+      log: context.log,
+      signal: context.signal,
+    });
 }
 
 function controllersOf(config: Config<StartOptions>): FunctionEntry[] {
@@ -165,7 +168,8 @@ function controllersOf(config: Config<StartOptions>): FunctionEntry[] {
 
 interface Context {
   readonly kubeConfig: KubeConfig;
-  readonly cloud: CloudProvider;
+  readonly plan: ProviderPlan;
+  readonly providers: ReadonlyMap<string, CloudProvider>;
   readonly config: Config<StartOptions>;
   readonly log: Logger;
 }
@@ -177,17 +181,17 @@ async function buildFunctions(
   context: Context,
 ): Promise<{ definitions: FunctionDefinition[]; skipped: string[] }> {
   const core = new LeanCore(context.kubeConfig);
-  const { cloud, config } = context;
+  const { config } = context;
   const definitions: FunctionDefinition[] = [];
   const skipped: string[] = [];
   for (const entry of selected) {
-    const reason = entry.skipReason(cloud, config);
-    if (reason !== undefined) {
-      context.log.warn({ function: entry.name }, `${entry.name} not started: ${reason}`);
-      skipped.push(`${entry.name} (${reason})`);
+    const chosen = providersFor(entry, context.plan, context.providers, config);
+    if (chosen.skip !== undefined) {
+      context.log.warn({ function: entry.name }, `${entry.name} not started: ${chosen.skip}`);
+      skipped.push(`${entry.name} (${chosen.skip})`);
       continue;
     }
-    definitions.push(await entry.load({ core, cloud, config }));
+    definitions.push(await entry.load({ core, cloud: chosen.cloud, config, fleet: chosen.fleet }));
   }
   if (definitions.length === 0) throw new Error('no function can run: see the warnings above');
   return { definitions, skipped };

@@ -5,6 +5,7 @@
 import type { Core } from '../../shared/kube/core.ts';
 import { Histogram, type Registry } from 'prom-client';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { singleFleet, type Fleet } from '../../shared/cloud/fleet.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
@@ -12,19 +13,18 @@ import { syncAllNodes, syncNode, type NodeInitDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
 
-/** What node-init needs. */
-export interface NodeInitOptions {
+/** What node-init needs: one provider (`cloud`), or the providers of a hybrid cluster (`fleet`). */
+export type NodeInitOptions = {
   readonly core: Core;
-  readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass (default 10). */
   readonly concurrency?: number;
-}
+} & ({ readonly cloud: CloudProvider } | { readonly fleet: Fleet });
 
 /** The node-init function, for a provider with InstancesV2 or Instances (the catalogue checks it). */
 export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
   const deps: { -readonly [K in keyof NodeInitDeps]: NodeInitDeps[K] } = {
     core: options.core,
-    cloud: options.cloud,
+    fleet: 'fleet' in options ? options.fleet : singleFleet(options.cloud),
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
     claims: new ClaimLedger(),

@@ -8,11 +8,12 @@
 // verified claim (the relay's copy, ADR 0022) is the starting point instead of a GET: every write
 // decided from it carries its resourceVersion, and a 409 reads the node and starts over.
 
-import type { V1Node, V1NodeAddress } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Node, V1NodeAddress } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
 import { instanceMetadata, nodeAddresses } from '../../shared/cloud/instances.ts';
+import { chooseForNode, type Fleet } from '../../shared/cloud/fleet.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
@@ -26,7 +27,8 @@ import { applyPatch, initializationPatch, isUninitialized, labelReconcile, type 
 /** What the node-init reconcile works with. */
 export interface NodeInitDeps {
   readonly core: Core;
-  readonly cloud: CloudProvider;
+  /** The providers it acts for: each Node is initialized by its own (shared/cloud/fleet.ts). */
+  readonly fleet: Fleet;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
   /** One reconcile per node at a time, whatever asked for it. */
@@ -59,6 +61,12 @@ export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOp
   const claimed = options.claimed as V1Node | undefined;
   if (claimed !== undefined && !isUninitialized(claimed) && Object.keys(labelReconcile(claimed)).length === 0)
     return { key: `Node/${name}`, result: 'unchanged', changes: [] };
+  // Another instance's Node, as the event shows it: no read (a provider ID, once set, never changes).
+  if (claimed?.spec?.providerID) {
+    const choice = chooseForNode(deps.fleet, claimed);
+    if (choice.provider === undefined && !choice.nobody)
+      return { key: `Node/${name}`, result: 'other-provider', changes: [] };
+  }
   const key = `Node/${name}`;
   return deps.serializer.run(key, async (waited) =>
     fromClaim(deps.claims, key, { options, waited }, async (claim) => {
@@ -90,9 +98,11 @@ async function syncFetched(
   options: SyncOptions,
   claimed = false,
 ): Promise<ObjectReport> {
+  const choice = chooseForNode(deps.fleet, node);
+  if (choice.provider === undefined) return leftAlone(deps, node, choice, options);
   try {
     return await (isUninitialized(node)
-      ? initialize(deps, node, options)
+      ? initialize(deps, choice.cloud, node, options)
       : reconcileLabels(deps, node, options, claimed));
   } catch (error) {
     // Only the node's own patch can answer 404 (the follow-up writes' failures are caught, the
@@ -102,12 +112,17 @@ async function syncFetched(
   }
 }
 
-async function initialize(deps: NodeInitDeps, node: V1Node, options: SyncOptions): Promise<ObjectReport> {
+async function initialize(
+  deps: NodeInitDeps,
+  cloud: CloudProvider,
+  node: V1Node,
+  options: SyncOptions,
+): Promise<ObjectReport> {
   const name = node.metadata?.name ?? '';
   const key = `Node/${name}`;
   let metadata;
   try {
-    metadata = await instanceMetadata(deps.cloud, node, options.signal);
+    metadata = await instanceMetadata(cloud, node, options.signal);
   } catch (error) {
     throw new Error(`failed to get instance metadata for node ${name}: ${(error as Error).message}`, { cause: error });
   }
@@ -200,7 +215,12 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
   // listed copy stale, even when it has finished by the time the pass reaches the node.
   return deps.serializer.pass(async (run) => {
     const { items } = await deps.core.listNode();
-    return mapLimit(items, deps.concurrency, async (listed) => {
+    // Another instance's Nodes are its own to pass over: only this instance's (and those nobody owns, for their Event).
+    const mine = items.filter((node) => {
+      const choice = chooseForNode(deps.fleet, node);
+      return choice.provider !== undefined || choice.nobody;
+    });
+    return mapLimit(mine, deps.concurrency, async (listed) => {
       const name = listed.metadata?.name ?? '';
       const key = `Node/${name}`;
       try {
@@ -213,8 +233,9 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
             if (apiStatus(error) === 409) return readAndSync(deps, name, options);
             throw error;
           });
-          if (report.result === 'not-found' || isUninitialized(node)) return report;
-          return await refreshAddresses(deps, node, report, options);
+          const choice = chooseForNode(deps.fleet, node);
+          if (report.result === 'not-found' || isUninitialized(node) || choice.provider === undefined) return report;
+          return await refreshAddresses(deps, { cloud: choice.cloud, node }, report, options);
         });
       } catch (error) {
         options.log.warn({ key, err: error }, 'node not reconciled');
@@ -226,11 +247,11 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
 
 async function refreshAddresses(
   deps: NodeInitDeps,
-  node: V1Node,
+  { cloud, node }: { readonly cloud: CloudProvider; readonly node: V1Node },
   report: ObjectReport,
   options: SyncOptions,
 ): Promise<ObjectReport> {
-  const cloudAddresses = await nodeAddresses(deps.cloud, node, options.signal);
+  const cloudAddresses = await nodeAddresses(cloud, node, options.signal);
   const addresses = cloudAddresses && desiredAddresses(node, cloudAddresses);
   if (!addresses) return report;
   const name = node.metadata?.name ?? '';
@@ -243,4 +264,40 @@ async function refreshAddresses(
 function secondsSinceCreation(node: V1Node): number {
   const created = node.metadata?.creationTimestamp;
   return created ? Math.max(0, (Date.now() - new Date(created).getTime()) / 1000) : 0;
+}
+
+/**
+ * A Node this instance does not act for. One that another provider owns is its business; one that
+ * no provider owns stays tainted, and gets one Warning Event saying why (its name is the Node's
+ * UID's, so every instance and every retry writes the same one and the API server keeps the first).
+ */
+async function leftAlone(
+  deps: NodeInitDeps,
+  node: V1Node,
+  choice: { readonly why: string; readonly nobody: boolean },
+  options: SyncOptions,
+): Promise<ObjectReport> {
+  const name = node.metadata?.name ?? '';
+  const key = `Node/${name}`;
+  if (!choice.nobody) return { key, result: 'other-provider', changes: [] };
+  const event = eventFor(nodeReference(node), {
+    type: 'Warning',
+    reason: 'NoCloudProvider',
+    message: `Node ${name} is left alone: ${choice.why}`,
+    component,
+  });
+  const once: CoreV1Event = {
+    ...event,
+    metadata: { name: `${name}.${node.metadata?.uid ?? 'unknown'}.no-cloud-provider`, namespace: 'default' },
+  };
+  const changes: Change[] = [
+    { action: 'event', target: key, detail: { type: once.type, reason: once.reason, message: once.message } },
+  ];
+  if (options.dryRun) return { key, result: 'no-provider', changes };
+  options.log.warn({ node: name }, once.message ?? '');
+  const error = await recordEvent(deps.core, once).then(
+    () => undefined,
+    (failure: unknown) => (apiStatus(failure) === 409 ? undefined : `event not recorded: ${apiMessage(failure)}`),
+  );
+  return error === undefined ? { key, result: 'no-provider', changes } : { key, result: 'no-provider', changes, error };
 }

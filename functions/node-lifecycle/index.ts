@@ -4,6 +4,7 @@
 
 import type { Core } from '../../shared/kube/core.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
+import { singleFleet, type Fleet } from '../../shared/cloud/fleet.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
@@ -11,19 +12,18 @@ import { monitorAllNodes, monitorNode, type NodeLifecycleDeps } from './sync.ts'
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
 
-/** What node-lifecycle needs. */
-export interface NodeLifecycleOptions {
+/** What node-lifecycle needs: one provider (`cloud`), or the providers of a hybrid cluster (`fleet`). */
+export type NodeLifecycleOptions = {
   readonly core: Core;
-  readonly cloud: CloudProvider;
   /** Nodes handled at once by the periodic pass (default 10). */
   readonly concurrency?: number;
-}
+} & ({ readonly cloud: CloudProvider } | { readonly fleet: Fleet });
 
 /** The node-lifecycle function, for a provider with InstancesV2 or Instances (the catalogue checks it). */
 export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDefinition {
   const deps: NodeLifecycleDeps = {
     core: options.core,
-    cloud: options.cloud,
+    fleet: 'fleet' in options ? options.fleet : singleFleet(options.cloud),
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
     claims: new ClaimLedger(),

@@ -7,6 +7,7 @@ import type { V1Node, V1Taint } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import { instanceExists, instanceShutdown } from '../../shared/cloud/instances.ts';
+import { chooseForNode, type Fleet } from '../../shared/cloud/fleet.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
@@ -20,7 +21,8 @@ import { hasShutdownTaint, readyStatus } from './feed.ts';
 /** What the node-lifecycle reconcile works with. */
 export interface NodeLifecycleDeps {
   readonly core: Core;
-  readonly cloud: CloudProvider;
+  /** The providers it acts for: a Node is checked against its own, and never by another (shared/cloud/fleet.ts). */
+  readonly fleet: Fleet;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
   /** One reconcile per node at a time, whatever asked for it. */
@@ -88,9 +90,11 @@ async function nothingToWrite(
   options: MonitorOptions,
 ): Promise<ObjectReport | undefined> {
   const key = `Node/${node.metadata?.name ?? ''}`;
+  const choice = chooseForNode(deps.fleet, node);
+  if (choice.provider === undefined) return notMine(key, choice);
   if (readyStatus(node) === 'True') return hasShutdownTaint(node) ? undefined : { key, result: 'ready', changes: [] };
-  if (!(await instanceExists(deps.cloud, node, options.signal))) return undefined;
-  if (!(await instanceShutdown(deps.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
+  if (!(await instanceExists(choice.cloud, node, options.signal))) return undefined;
+  if (!(await instanceShutdown(choice.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
   return hasShutdownTaint(node) ? { key, result: 'shutdown', changes: [] } : undefined;
 }
 
@@ -114,11 +118,25 @@ async function monitorFetched(
   options: MonitorOptions,
   deleteFromRead?: () => Promise<ObjectReport>,
 ): Promise<ObjectReport> {
-  if (readyStatus(node) === 'True') return untaintReady(deps, node, options);
-  if (!(await instanceExists(deps.cloud, node, options.signal)))
-    return deleteFromRead === undefined ? deleteNode(deps, node, options) : deleteFromRead();
   const key = `Node/${node.metadata?.name ?? ''}`;
-  if (!(await instanceShutdown(deps.cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
+  // Another provider's Node (or nobody's) is never checked, tainted, untainted or deleted here.
+  const choice = chooseForNode(deps.fleet, node);
+  if (choice.provider === undefined) return notMine(key, choice);
+  if (readyStatus(node) === 'True') return untaintReady(deps, node, options);
+  const cloud = choice.cloud;
+  if (!(await instanceExists(cloud, node, options.signal)))
+    return deleteFromRead === undefined ? deleteNode(deps, node, options) : deleteFromRead();
+  return taintIfShutdown(deps, { cloud, node }, options);
+}
+
+// A node that is not Ready and whose instance exists: tainted while the instance is shut down.
+async function taintIfShutdown(
+  deps: NodeLifecycleDeps,
+  { cloud, node }: { readonly cloud: CloudProvider; readonly node: V1Node },
+  options: MonitorOptions,
+): Promise<ObjectReport> {
+  const key = `Node/${node.metadata?.name ?? ''}`;
+  if (!(await instanceShutdown(cloud, node, options.signal))) return { key, result: 'not-ready', changes: [] };
   if (hasShutdownTaint(node)) return { key, result: 'shutdown', changes: [] };
   const taints = [...(node.spec?.taints ?? []), shutdownTaint];
   return { key, result: 'shutdown-tainted', changes: [await patchTaints(deps.core, node, taints, options)] };
@@ -181,6 +199,11 @@ async function deleteNode(deps: NodeLifecycleDeps, node: V1Node, options: Monito
   return { key, result: 'deleted', changes };
 }
 
+// The report for a Node this instance leaves alone: another provider's, or nobody's.
+function notMine(key: string, choice: { readonly nobody: boolean }): ObjectReport {
+  return { key, result: choice.nobody ? 'no-provider' : 'other-provider', changes: [] };
+}
+
 function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typeof eventFor> {
   return eventFor(nodeReference(node), { ...spec, component });
 }
@@ -190,7 +213,9 @@ export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorO
   // The pass begins before the list (see node-init's syncAllNodes).
   return deps.serializer.pass(async (run) => {
     const { items } = await deps.core.listNode();
-    return mapLimit(items, deps.concurrency, async (node) => {
+    // Only the Nodes of the providers this instance serves: no other is ever checked or deleted.
+    const mine = items.filter((node) => chooseForNode(deps.fleet, node).provider !== undefined);
+    return mapLimit(mine, deps.concurrency, async (node) => {
       const name = node.metadata?.name ?? '';
       const key = `Node/${name}`;
       try {

@@ -3,6 +3,7 @@
 // run the same whole-cluster pass; requests that arrive while one runs share the next pass
 // (shared/coalesce.ts) instead of piling up, and passes are at least a second apart.
 
+import type { V1Node } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import { Counter, type Registry } from 'prom-client';
 import type { Routes } from '../../shared/cloud/provider.ts';
@@ -19,11 +20,21 @@ import { Coalescer } from '../../shared/coalesce.ts';
 import { parseClusterCidrs } from './plan.ts';
 import { reconcileRoutes, type RoutesDeps, type SyncOptions } from './sync.ts';
 
+/** One provider's route table and the Nodes it routes (a hybrid cluster: that provider's own). */
+export interface RouteTable {
+  readonly provider: string;
+  readonly routes: Routes;
+  readonly owns: (node: V1Node) => boolean;
+}
+
 /** What routes needs. */
 export interface RoutesOptions {
   readonly core: Core;
-  /** The provider's routes (the catalogue refuses a provider without them, or with routes disabled). */
-  readonly routes: Routes;
+  /**
+   * The provider's routes (the catalogue refuses a provider without them, or with routes disabled);
+   * in a hybrid cluster, each provider's with the Nodes it routes (`tables`), one pass over each.
+   */
+  readonly routes: Routes | readonly RouteTable[];
   /** `--cluster-name`, handed to every route call. */
   readonly clusterName: string;
   /**
@@ -76,14 +87,24 @@ export const defaultMinPassIntervalMs = 1_000;
  * not a positive integer.
  */
 export function routesFunction(options: RoutesOptions): FunctionDefinition {
+  const tables: readonly (RouteTable | { routes: Routes; owns?: undefined })[] = Array.isArray(options.routes)
+    ? options.routes
+    : [{ routes: options.routes as Routes }];
+  const [first] = tables;
+  if (first === undefined) throw new Error('routes: no provider with routes');
   const deps: { -readonly [K in keyof RoutesDeps]: RoutesDeps[K] } = {
     core: options.core,
-    routes: options.routes,
+    routes: first.routes,
     clusterName: options.clusterName,
     ...startup(options),
   };
-  const pass = async (run: SyncOptions, signal: AbortSignal): Promise<ObjectReport[]> =>
-    reconcileRoutes(deps, { ...run, signal });
+  // One provider's table after another: each lists its own routes and plans for its own Nodes.
+  const pass = async (run: SyncOptions, signal: AbortSignal): Promise<ObjectReport[]> => {
+    const reports: ObjectReport[] = [];
+    for (const table of tables)
+      reports.push(...(await reconcileRoutes({ ...deps, routes: table.routes, owns: table.owns }, { ...run, signal })));
+    return reports;
+  };
   // Separate queues: a dry run must not answer with a real pass's report, nor a real request with a dry one's.
   const spacing = { minIntervalMs: options.minPassIntervalMs ?? defaultMinPassIntervalMs };
   const passes = { real: new Coalescer(pass, spacing), dry: new Coalescer(pass, spacing) };

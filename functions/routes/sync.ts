@@ -34,6 +34,8 @@ import {
 export interface RoutesDeps {
   readonly core: Core;
   readonly routes: Routes;
+  /** Whether a Node is routed by these routes (a hybrid cluster: its provider's own Nodes); undefined: every Node. */
+  readonly owns?: ((node: V1Node) => boolean) | undefined;
   readonly clusterName: string;
   readonly clusterCidrs: readonly Cidr[];
   /** Provider route calls in flight at once; also node status writes at once. */
@@ -60,7 +62,10 @@ const component = 'route_controller';
 export async function reconcileRoutes(deps: RoutesDeps, options: SyncOptions): Promise<ObjectReport[]> {
   deps.syncs?.inc();
   const routes = await listRoutes(deps, options.signal);
-  const { items } = await deps.core.listNode();
+  const listed = (await deps.core.listNode()).items;
+  // Another provider's Nodes get no route here and no NetworkUnavailable condition from this provider.
+  const owns = deps.owns;
+  const items = owns === undefined ? listed : listed.filter((node) => owns(node));
   const plan = planRoutes(items, routes, deps.clusterCidrs);
   const { deleted, created } = await applyRoutes(deps, plan, options);
   const byNode = Map.groupBy(created, (c) => c.node);

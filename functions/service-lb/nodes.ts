@@ -23,8 +23,22 @@ export interface NodeList {
   readonly digest: string;
 }
 
+/** Where a reconcile gets the nodes of its load balancer. */
+export interface Nodes {
+  nodes(digest: string | undefined, signal: AbortSignal | undefined): Promise<readonly V1Node[]>;
+}
+
+/**
+ * A provider's share of `all` in a hybrid cluster: the eligible nodes it owns (a load balancer's
+ * node set holds only Nodes its provider can target). The digest stays the whole list's, as the
+ * relay computes it, so the lister's cache serves every provider.
+ */
+export function ownedNodes(all: Nodes, owns: (node: V1Node) => boolean): Nodes {
+  return { nodes: async (digest, signal) => (await all.nodes(digest, signal)).filter(owns) };
+}
+
 /** The eligible nodes, from the last list when the caller's digest matches it, else from a fresh shared list. */
-export class NodeLister {
+export class NodeLister implements Nodes {
   readonly #lists: Coalescer<NodeList, undefined>;
   #last: NodeList | undefined;
 

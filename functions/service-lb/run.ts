@@ -12,7 +12,7 @@ import type { ClaimLedger } from '../../shared/kube/claims.ts';
 import type { Change } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, strategicMergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
-import type { NodeLister } from './nodes.ts';
+import type { Nodes } from './nodes.ts';
 import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation, type SyncRecord } from './predicates.ts';
 
 /** What the service-lb reconcile works with. */
@@ -29,7 +29,7 @@ export interface ServiceLbDeps {
   /** The claims this instance started from (shared/kube/claims.ts): a repeated one is read over. */
   readonly claims: ClaimLedger;
   /** The eligible nodes, listed only when the instance's last list is not known to be current. */
-  readonly nodes: NodeLister;
+  readonly nodes: Nodes;
 }
 
 /** How one reconcile runs. */

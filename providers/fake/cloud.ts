@@ -91,8 +91,14 @@ export class FakeCloud implements CloudProvider {
   ingressFor: ((n: number) => V1LoadBalancerIngress) | undefined;
   clusterNames: string[] = ['kubernetes'];
 
+  /**
+   * The name it answers to and the scheme of its provider IDs (`fake://<id>`): another one makes a
+   * second fake cloud beside the first, as a hybrid cluster's second provider (ADR 0026).
+   */
+  scheme = 'fake';
+
   providerName(): string {
-    return 'fake';
+    return this.scheme;
   }
 
   hasClusterId(): boolean {
@@ -191,9 +197,10 @@ export class FakeCloud implements CloudProvider {
   }
 
   #byProviderId(providerId: string): FakeInstance | undefined {
-    const found = this.machines.find((i) => `fake://${i.id}` === providerId);
-    if (found !== undefined || !providerId.startsWith('fake://')) return found;
-    return this.instanceFor?.(providerId.slice('fake://'.length));
+    const prefix = `${this.scheme}://`;
+    const found = this.machines.find((i) => `${prefix}${i.id}` === providerId);
+    if (found !== undefined || !providerId.startsWith(prefix)) return found;
+    return this.instanceFor?.(providerId.slice(prefix.length));
   }
 
   #byName(nodeName: string): FakeInstance | undefined {
@@ -217,7 +224,7 @@ export class FakeCloud implements CloudProvider {
     instanceMetadata: async (node) => {
       await this.#call('instanceMetadata', node.metadata?.name);
       const instance = this.#found(this.#byNode(node), String(node.metadata?.name));
-      return instance.noMetadata ? undefined : metadataOf(instance);
+      return instance.noMetadata ? undefined : metadataOf(instance, this.scheme);
     },
   };
 
@@ -362,9 +369,9 @@ function identity(service: V1Service): FakeLoadBalancer['service'] {
   return { namespace, name, uid };
 }
 
-function metadataOf(instance: FakeInstance): InstanceMetadata {
+function metadataOf(instance: FakeInstance, scheme: string): InstanceMetadata {
   return {
-    providerId: instance.noProviderId ? '' : `fake://${instance.id}`,
+    providerId: instance.noProviderId ? '' : `${scheme}://${instance.id}`,
     instanceType: instance.instanceType ?? '',
     nodeAddresses: (instance.addresses ?? []).map((a) => ({ ...a })),
     zone: instance.zone ?? '',

@@ -8,6 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { catalogue } from '../../functions/catalogue.ts';
 import { buildRoutingTable, inProcessTransport, startRelay, type Relay } from '../../relay/index.ts';
 import { findFunction, type FunctionSettings } from '../../shared/catalogue.ts';
+import type { Fleet } from '../../shared/cloud/fleet.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { buildMultiHost, serve } from '../../shared/host/index.ts';
@@ -67,6 +68,8 @@ export interface CirrusOptions {
    * that writes to its `claimed` or `lastKnown` — the relay's own copy — fails with a TypeError.
    */
   readonly freeze?: boolean;
+  /** A hybrid cluster's providers (ADR 0026): every function gets this fleet, `cloud` being one of them. */
+  readonly fleet?: Fleet;
 }
 
 export async function startCirrus(
@@ -77,7 +80,9 @@ export async function startCirrus(
 ): Promise<Cirrus> {
   const core = new LeanCore(kubeConfig);
   const config = functionSettings();
-  const definitions = await Promise.all(catalogue.map((entry) => entry.load({ core, cloud, config })));
+  const definitions = await Promise.all(
+    catalogue.map((entry) => entry.load({ core, cloud, config, fleet: options.fleet })),
+  );
   const secret = randomBytes(32).toString('hex');
   const { app, local } = await buildMultiHost(definitions, {
     logger: createLogger({ name: 'cirrus', level: logLevel }),
