@@ -106,8 +106,7 @@ export const options = {
     'string',
     'The provider for cloud services: the name it was registered under. Several, comma-separated, for a hybrid ' +
       'cluster (docs/hybrid.md): each Node and Service is served by the provider that owns it.',
-    z
-      .string()
+    nonEmpty
       .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(,[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
         error: 'must be a provider name, or several separated by commas (static,aws)',
       })

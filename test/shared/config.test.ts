@@ -15,6 +15,7 @@ describe('option names', () => {
   const cases: { option: OptionName; flag: string; env: string }[] = [
     { option: 'cloudProvider', flag: 'cloud-provider', env: 'CIRRUS_CLOUD_PROVIDER' },
     { option: 'cloudConfig', flag: 'cloud-config', env: 'CIRRUS_CLOUD_CONFIG' },
+    { option: 'defaultProvider', flag: 'default-provider', env: 'CIRRUS_DEFAULT_PROVIDER' },
     { option: 'clusterName', flag: 'cluster-name', env: 'CIRRUS_CLUSTER_NAME' },
     { option: 'kubeconfig', flag: 'kubeconfig', env: 'CIRRUS_KUBECONFIG' },
     { option: 'dataDir', flag: 'data-dir', env: 'CIRRUS_DATA_DIR' },
