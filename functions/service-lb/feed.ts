@@ -2,10 +2,12 @@
 // that have or had a load balancer, and one coalesced `reconcile.all` when a node change can
 // change load balancers' node sets (a node added or deleted; its exclude label, providerID,
 // deletionTimestamp or ToBeDeletedByClusterAutoscaler taint changed — upstream's
-// shouldSyncUpdatedNode and stable node predicates).
+// shouldSyncUpdatedNode and stable node predicates — or, in a hybrid cluster, its provider label,
+// which moves it from one provider's node sets to another's: ADR 0026).
 
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import type { Feed, WatchChange } from '../../shared/catalogue.ts';
+import { providerLabel } from '../../shared/cloud/ownership.ts';
 import type { KubeObject } from '../../shared/kube/object.ts';
 import { finalizer, inLoadBalancers, nodeListDigest, specFingerprint, syncedAnnotation } from './predicates.ts';
 
@@ -28,7 +30,8 @@ export function nodeSetMayChange(change: WatchChange): boolean {
   if (change.type !== 'update' || change.previous === undefined) return true;
   return (
     inLoadBalancers(asNode(change.previous)) !== inLoadBalancers(asNode(change.object)) ||
-    providerId(change.previous) !== providerId(change.object)
+    providerId(change.previous) !== providerId(change.object) ||
+    change.previous.metadata?.labels?.[providerLabel] !== change.object.metadata?.labels?.[providerLabel]
   );
 }
 

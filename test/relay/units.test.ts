@@ -201,7 +201,7 @@ describe('relay routing decisions', () => {
     assert.equal(needsLifecycleCheck(change('delete', node())), false);
   });
 
-  it("service-lb's node set: adds, deletes, exclusion, providerID, deletion, the autoscaler's taint; not other changes", () => {
+  it("service-lb's node set: adds, deletes, exclusion, providerID, provider label, deletion, the autoscaler's taint; not other changes", () => {
     const base = node({ spec: { providerID: 'p://1' } });
     const cases: [string, KubeObject, boolean][] = [
       [
@@ -223,6 +223,12 @@ describe('relay routing decisions', () => {
       ['providerID', node({ spec: { providerID: 'p://2' } }), true],
       ['being deleted', node({ spec: { providerID: 'p://1' }, deletionTimestamp: '2026-01-01T00:00:00Z' }), true],
       ['autoscaler taint', node({ spec: { providerID: 'p://1', ...taint('ToBeDeletedByClusterAutoscaler') } }), true],
+      // In a hybrid cluster, the label moves a Node without a provider ID between providers' node sets.
+      [
+        'provider label',
+        node({ spec: { providerID: 'p://1' }, labels: { 'node.cirrus-ccm.dev/cloud-provider': 's' } }),
+        true,
+      ],
       ['other label', node({ spec: { providerID: 'p://1' }, labels: { a: 'b' } }), false],
       ['readiness', node({ spec: { providerID: 'p://1' }, status: ready }), false],
     ];
