@@ -8,7 +8,10 @@ import { readFile } from 'node:fs/promises';
 import { load, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import type { ChangeType, FunctionEntry } from '../shared/catalogue.ts';
+import type { Ownership } from '../shared/cloud/ownership.ts';
 import { parseDuration } from '../shared/duration.ts';
+import { destinationFlag, type DestinationEntry } from './destination-flag.ts';
+import { ownerGate, providerProblem } from './owners.ts';
 import type { KubeObject, ResourceChange, ResourceType } from './resources.ts';
 
 /** The part of a catalogue entry the relay reads. */
@@ -36,6 +39,11 @@ export interface Destination {
   readonly name: string;
   readonly url: string;
   readonly feed: Feed;
+  /**
+   * In a split hybrid deployment, the providers whose Nodes and Services it serves (./owners.ts);
+   * undefined: every object, as with one provider.
+   */
+  readonly providers?: readonly string[] | undefined;
 }
 
 /** A validated routing table. */
@@ -45,6 +53,8 @@ export interface RoutingTable {
   readonly functions: ReadonlyMap<string, RoutedFunction>;
   /** Period of each function's `reconcile.all` trigger in ms; 0 sends none. */
   readonly periods: Readonly<Record<string, number>>;
+  /** The deployment's ownership rules (several providers), which destinations naming providers route by. */
+  readonly ownership?: Ownership | undefined;
 }
 
 /** Each function's default period (its catalogue entry's). */
@@ -77,19 +87,22 @@ const durationSchema = z
       });
     return ms ?? 0;
   });
+const nameRegex = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const oneOf = (names: readonly string[]): z.ZodString =>
   z.string().refine((name) => names.includes(name), `must be one of ${names.join(', ')}`);
 
 /**
- * The routing file (YAML or JSON). `destinations` maps a name to a URL or `{url, feed}`; a name
- * that is a function name (or `all`) is its own feed. `periods` maps a function to a Go duration
- * (or ms as a number); 0 turns its trigger off.
+ * The routing file (YAML or JSON). `destinations` maps a name to a URL or `{url, feed, providers}`;
+ * a name that is a function name (or `all`) is its own feed; `providers` names the providers whose
+ * Nodes and Services the destination serves (a split hybrid deployment, ./owners.ts). `periods`
+ * maps a function to a Go duration (or ms as a number); 0 turns its trigger off.
  *
  * ```yaml
  * destinations:
  *   node-init: http://node-init.cirrus.svc.cluster.local
  *   service-lb: http://service-lb.cirrus.svc.cluster.local
  *   broker: { url: http://broker-ingress.knative-eventing.svc.cluster.local/cirrus/default, feed: all }
+ *   node-init-aws: { url: http://node-init-aws.cirrus.svc.cluster.local, feed: node-init, providers: [aws] }
  * periods:
  *   node-lifecycle: 5s
  *   routes: 0
@@ -98,14 +111,15 @@ const oneOf = (names: readonly string[]): z.ZodString =>
 function routingFileSchema(names: readonly string[]) {
   const destinationSchema = z.union([
     urlSchema,
-    z.strictObject({ url: urlSchema, feed: oneOf([...names, 'all']).optional() }),
+    z.strictObject({
+      url: urlSchema,
+      feed: oneOf([...names, 'all']).optional(),
+      providers: z.array(z.string().regex(nameRegex, 'must be a provider name')).min(1).optional(),
+    }),
   ]);
   return z.strictObject({
     destinations: z
-      .record(
-        z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'names are lower-case letters, digits and "-"'),
-        destinationSchema,
-      )
+      .record(z.string().regex(nameRegex, 'names are lower-case letters, digits and "-"'), destinationSchema)
       .optional(),
     periods: z.record(oneOf(names), durationSchema).optional(),
   });
@@ -118,8 +132,14 @@ type RoutingFile = z.infer<ReturnType<typeof routingFileSchema>>;
 export interface RoutingSources {
   /** A parsed routing file (see {@link routingFileSchema}), e.g. from {@link loadRoutingFile}. */
   readonly file?: unknown;
-  /** `--to` values, `<function or all>=<url>`; each replaces a file destination of that name. */
+  /**
+   * `--to` values, `<function or all>=<url>`, or `<function or all>@<provider>=<url>` for a
+   * destination serving one provider's objects (named `<function>-<provider>`, ./destination-flag.ts);
+   * each replaces a file destination of that name.
+   */
   readonly to?: readonly string[];
+  /** The deployment's ownership rules (several providers), which destinations naming providers need. */
+  readonly ownership?: Ownership | undefined;
   /** Period overrides in ms (from flags) by function name, 0 for off. */
   readonly periods?: Readonly<Record<string, number>>;
   /** Knative's K_SINK: a destination named `sink` fed everything. */
@@ -130,7 +150,7 @@ export interface RoutingSources {
  * Builds and validates the routing table for the functions of `catalogue`: file, then `--to`
  * flags, then K_SINK, then period overrides, on top of each function's default period. Throws
  * RoutingError listing every problem (an invalid URL or feed, a `--to` without `=`, an unknown
- * function, no destination at all).
+ * function, providers without ownership rules or not among them, no destination at all).
  */
 export function buildRoutingTable(catalogue: readonly RoutedFunction[], sources: RoutingSources): RoutingTable {
   const problems: string[] = [];
@@ -152,6 +172,7 @@ export function buildRoutingTable(catalogue: readonly RoutedFunction[], sources:
     destinations: [...destinations.values()],
     functions: new Map(catalogue.map((entry) => [entry.name, entry])),
     periods,
+    ...(sources.ownership === undefined ? {} : { ownership: sources.ownership }),
   };
 }
 
@@ -163,17 +184,14 @@ function collectDestinations(
 ): Map<string, Destination> {
   const destinations = new Map<string, Destination>();
   const add = (entry: DestinationEntry, origin: string): void => {
-    addDestination(names, destinations, entry, { problems, origin });
+    addDestination(names, destinations, entry, { problems, origin, ownership: sources.ownership });
   };
   for (const [name, value] of Object.entries(file))
     add(typeof value === 'string' ? { name, url: value } : { name, ...value }, 'routing file');
   for (const flag of sources.to ?? []) {
-    const at = flag.indexOf('=');
-    if (at <= 0)
-      problems.push(
-        `--to ${flag}: expected <function>=<url>, e.g. ${names[0] ?? 'name'}=http://${names[0] ?? 'name'}.cirrus.svc`,
-      );
-    else add({ name: flag.slice(0, at), url: flag.slice(at + 1) }, '--to');
+    const entry = destinationFlag(flag, names);
+    if (typeof entry === 'string') problems.push(`--to ${flag}: ${entry}`);
+    else add(entry, '--to');
   }
   if (sources.sink !== undefined && sources.sink !== '')
     add({ name: sinkName, url: sources.sink, feed: 'all' }, 'K_SINK');
@@ -187,17 +205,11 @@ function periodProblems(names: readonly string[], periods: Record<string, number
   });
 }
 
-interface DestinationEntry {
-  readonly name: string;
-  readonly url: string;
-  readonly feed?: Feed | undefined;
-}
-
 function addDestination(
   names: readonly string[],
   destinations: Map<string, Destination>,
   entry: DestinationEntry,
-  { problems, origin }: { readonly problems: string[]; readonly origin: string },
+  { problems, origin, ownership }: { problems: string[]; origin: string; ownership: Ownership | undefined },
 ): void {
   const feed = entry.feed ?? (entry.name === 'all' || names.includes(entry.name) ? entry.name : undefined);
   if (feed === undefined) {
@@ -210,7 +222,10 @@ function addDestination(
     problems.push(`${origin} ${entry.name}: "${entry.url}" must be an http:// or https:// URL`);
     return;
   }
-  destinations.set(entry.name, { name: entry.name, url: entry.url, feed });
+  const { providers } = entry;
+  const wrong = providers === undefined ? undefined : providerProblem(providers, ownership);
+  if (wrong !== undefined) problems.push(`${origin} ${entry.name}: ${wrong}`);
+  else destinations.set(entry.name, { name: entry.name, url: entry.url, feed, ...(providers && { providers }) });
 }
 
 /**
@@ -284,11 +299,16 @@ export function triggerKey(target: string): string {
   return `reconcile.all/${target}`;
 }
 
-/** The deliveries one change makes under `table`. */
+/**
+ * The deliveries one change makes under `table`; a destination serving some providers gets only
+ * theirs (./owners.ts).
+ */
 export function route(table: RoutingTable, change: ResourceChange, known: Known = noneKnown): Routed[] {
   const routed: Routed[] = [];
+  const serves = ownerGate(table.ownership, change); // owners computed only if a destination names providers
   for (const destination of table.destinations) {
     for (const outgoing of outgoingFor(table, destination.feed, change, known)) {
+      if (!serves(destination.providers, outgoing.kind === 'object' ? outgoing.change : undefined)) continue;
       routed.push({
         destination,
         key: outgoing.kind === 'object' ? outgoing.change.key : triggerKey(outgoing.target),
