@@ -31,6 +31,23 @@ export interface Command<K extends OptionName> extends CommandOptions<K> {
   run(line: CommandLine<K>, io: Io): Promise<number>;
 }
 
+// What the provider options mean to the relay, which builds no provider: the ownership rules its
+// destinations serving some providers are routed by (relay/owners.ts).
+const relayProviderHelp = {
+  to:
+    'A destination, <function>=<url> (a function listed above, or all); repeatable. <function>@<provider>=<url>: ' +
+    'one serving only that provider (named <function>-<provider>; a split hybrid deployment, docs/hybrid.md).',
+  cloudProvider:
+    'In a split hybrid deployment, the providers the functions serve (several, comma-separated, as theirs): the ' +
+    'relay reads only the names, to route each Node and Service to the destinations serving its provider.',
+  defaultProvider:
+    "With several providers: the functions' --default-provider, the owner of Nodes with neither a provider ID nor " +
+    'the label node.cirrus-ccm.dev/cloud-provider, and of Services without a class.',
+  loadBalancerClass:
+    "With several providers: the functions' classes, name=class, comma-separated; a Service goes to the destinations " +
+    "serving its class's provider.",
+} as const;
+
 function command<K extends OptionName>(definition: Command<K>): Command<K> {
   return definition;
 }
@@ -157,11 +174,18 @@ export const commands = {
       "Lists and watches Nodes and Services and POSTs each change, in Knative ApiServerSource's format, to\n" +
       'the functions that need it (--to <function>=<url>, a --routing-config file, or K_SINK for all), with\n' +
       'periodic reconcile.all triggers; retries until accepted, never drops. Replicas elect one deliverer\n' +
-      `with a Lease. Probes and metrics on --bind-address:--port. The functions: ${functionList()}.`,
+      `with a Lease. Probes and metrics on --bind-address:--port. The functions: ${functionList()}.\n` +
+      'Split hybrid deployment (docs/hybrid.md): with the providers of the functions (--cloud-provider a,b,\n' +
+      '--default-provider, --load-balancer-class a=class; the relay builds none), a destination serving some\n' +
+      'providers (--to <function>@<provider>=<url>, or providers: in the routing file) gets only their Nodes and\n' +
+      'Services, and the Nodes nobody owns.',
     options: [
       'kubeconfig',
       'to',
       'routingConfig',
+      'cloudProvider',
+      'defaultProvider',
+      'loadBalancerClass',
       ...periodOptions,
       'serviceSyncPeriod',
       'concurrentDeliveries',
@@ -171,7 +195,7 @@ export const commands = {
       'port',
       ...logOptions,
     ],
-    help: { ...probeHelp, signingSecretFile: signingHelp.relay },
+    help: { ...probeHelp, signingSecretFile: signingHelp.relay, ...relayProviderHelp },
     run: async (line, io) => (await import('./relay.ts')).runRelay(line, io),
   }),
   version: command({

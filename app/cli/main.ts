@@ -45,7 +45,7 @@ async function run(name: CommandName, args: readonly string[], io: Io): Promise<
     const line = parseCommandLine(cmd, args, io.env);
     checkNames(cmd, line);
     if (line.config.providerModule !== undefined) shareLibraryWithProviderModules();
-    else checkProvider(line.config.cloudProvider);
+    else if (cmd.options.includes('providerModule')) checkProvider(line.config.cloudProvider);
     return await cmd.run(line, io);
   } catch (error) {
     if (error instanceof ConfigError) return usageError(error.message, io, name);
@@ -78,11 +78,13 @@ function checkNames(cmd: Command<OptionName>, line: CommandLine<OptionName>): vo
   }
 }
 
-// An unknown --cloud-provider stops the command before it starts anything, naming the closest
-// registered name (a start-up failure, exit 1, as the registry's own refusal). With a
-// --provider-module the name may be the module's, so the registry decides once it is imported.
-function checkProvider(name: string | undefined): void {
-  if (name === undefined || name === '' || name === 'external' || isCloudProvider(name)) return;
+// An unknown --cloud-provider (each of several) stops a command that builds providers before it
+// starts anything, naming the closest registered name (a start-up failure, exit 1, as the
+// registry's own refusal). With a --provider-module the name may be the module's, so the registry
+// decides once it is imported. The relay builds none: it reads only the names (its ownership rules).
+function checkProvider(names: string | undefined): void {
+  const name = names?.split(',').find((one) => one !== '' && one !== 'external' && !isCloudProvider(one));
+  if (name === undefined) return;
   const known = registeredCloudProviders();
   const question = didYouMean(name, known);
   throw new Error(

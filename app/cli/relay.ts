@@ -4,6 +4,7 @@ import type { PeriodOption } from '../../shared/catalogue.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
 import { ConfigError, type CommandLine, type Config } from '../config.ts';
 import { createLogger, logDestination } from '../log.ts';
+import { providerPlan } from '../providers.ts';
 import type { Io } from './io.ts';
 import { catalogue, loadRelay, type LeaseSettings } from '../root.ts';
 import { readSecret } from './secret.ts';
@@ -14,6 +15,9 @@ export type RelayCommandOptions =
   | 'kubeconfig'
   | 'to'
   | 'routingConfig'
+  | 'cloudProvider'
+  | 'defaultProvider'
+  | 'loadBalancerClass'
   | 'nodeMonitorPeriod'
   | 'routeReconciliationPeriod'
   | 'nodeStatusUpdateFrequency'
@@ -38,6 +42,9 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   const { config } = line;
   const relayModule = await loadRelay();
   const knative = relayModule.readKnativeEnvironment(io.env);
+  // The ownership rules of a split hybrid deployment, for destinations serving some providers: the
+  // relay builds no provider, it only reads the names and classes (ADR 0026).
+  const { ownership } = providerPlan(config);
   let routing;
   try {
     const file =
@@ -45,6 +52,7 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
     routing = relayModule.buildRoutingTable(catalogue, {
       file,
       to: config.to,
+      ownership,
       periods: periodsOf(config),
       sink: knative.sink,
     });

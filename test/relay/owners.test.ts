@@ -5,11 +5,13 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { usageExitCode } from '../../app/cli/main.ts';
 import { catalogue } from '../../functions/catalogue.ts';
 import { nodes, services, type KubeObject, type ResourceChange } from '../../relay/resources.ts';
 import { buildRoutingTable, route, RoutingError, type Known, type RoutingTable } from '../../relay/routing.ts';
 import { providerLabel, type Ownership } from '../../shared/cloud/ownership.ts';
 import type { ChangeType } from '../../shared/catalogue.ts';
+import { runCommandLine } from '../harness/command-line.ts';
 
 // static for bare metal (its Services carry example.com/metal), aws the default.
 const ownership: Ownership = {
@@ -17,6 +19,9 @@ const ownership: Ownership = {
   defaultProvider: 'aws',
   classes: new Map([['example.com/metal', 'static']]),
 };
+// A kubeconfig that is not there: a command that got past its options stops at it, reaching no cluster.
+const noCluster = ['--kubeconfig', '/nonexistent/kubeconfig'];
+
 // The same without a default: a Node with neither provider ID nor label is nobody's.
 const noDefault: Ownership = { ...ownership, defaultProvider: undefined };
 
@@ -249,4 +254,47 @@ describe('relay routing by owner: what each destination receives', () => {
     assert.deepEqual(deliveries({ ...table, ownership: watched }, c), deliveries(table, c));
     assert.deepEqual(deliveries(table, c), ['node-init Node/i-1', 'service-lb reconcile.all/service-lb']);
   });
+});
+
+describe('cirrus relay: the ownership rules from the provider options', () => {
+  const cases: { argv: string[]; code: number; message: RegExp }[] = [
+    {
+      argv: ['relay', '--cloud-provider', 'static,aws', '--to', 'node-init@gcp=http://a/'],
+      code: usageExitCode,
+      message: /--to node-init-gcp: provider gcp is not one of --cloud-provider static,aws\n/,
+    },
+    {
+      argv: ['relay', '--to', 'node-init@aws=http://a/'],
+      code: usageExitCode,
+      message: /--to node-init-aws: serves providers aws, but the relay has no ownership rules/,
+    },
+    {
+      argv: ['relay', '--cloud-provider', 'static,aws', '--load-balancer-class', 'gcp=z.io/w', '--to', 'all=http://a/'],
+      code: usageExitCode,
+      message: /--load-balancer-class: gcp is not one of --cloud-provider static,aws\n/,
+    },
+    // The relay builds no provider: a name it does not know of (an out-of-tree one) is only a name.
+    {
+      argv: ['relay', '--cloud-provider', 'static,nimbus', '--to', 'node-init@nimbus=http://a/', ...noCluster],
+      code: 1,
+      message: /^cirrus relay: could not load kubeconfig /,
+    },
+    // A command that builds providers checks each name of several.
+    {
+      argv: ['serve', 'node-init', '--cloud-provider', 'static,awz'],
+      code: 1,
+      message: /^cirrus serve: unknown cloud provider "awz" \(did you mean 'aws'\?\)/,
+    },
+    {
+      argv: ['serve', 'node-init', '--cloud-provider', 'static,aws', ...noCluster],
+      code: 1,
+      message: /^cirrus serve: could not load kubeconfig /,
+    },
+  ];
+  for (const { argv, code, message } of cases)
+    it(`cirrus ${argv.join(' ')}`, async () => {
+      const result = await runCommandLine(argv);
+      assert.equal(result.code, code, result.stderr);
+      assert.match(result.stderr, message);
+    });
 });
