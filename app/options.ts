@@ -392,9 +392,11 @@ export const options = {
   },
   all: option('boolean', 'Reconcile every object the function owns.', z.boolean().default(false)),
   dryRun: option('boolean', 'Report the changes without making them.', z.boolean().default(false)),
-  fixture: pathOption(
-    "The conformance fixture (YAML or JSON): the provider's known, shut-down and gone instances, and the Nodes and pod CIDRs to use for load balancers and routes (docs/conformance.md). Without it, the checks that need one are skipped.",
+  fixture: option(
+    'string',
+    "The conformance fixture (YAML or JSON): the provider's known, shut-down and gone instances, and the Nodes and pod CIDRs to use for load balancers and routes (docs/conformance.md). Without it, the checks that need one are skipped. With several providers, each provider's as name=path, comma-separated.",
     nonEmpty.optional(),
+    { value: 'path', path: 'files' },
   ),
   junit: pathOption('Also write the results as JUnit XML to this file, for CI systems.', nonEmpty.optional()),
 } as const satisfies Record<string, OptionSpec>;

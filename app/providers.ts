@@ -73,8 +73,16 @@ function byName(value: string): boolean {
   return /^[a-z0-9-]+=/.test(value);
 }
 
-// `name=value` pairs of `flag`, each name one of `names`, none twice; an empty map when unset.
-function pairs(flag: string, value: string | undefined, names: readonly string[], shape: string): Map<string, string> {
+/**
+ * The `name=value` pairs of `flag`, each name one of `names`, none twice; an empty map when unset.
+ * Throws ConfigError naming the flag (`shape`: what one pair looks like, for the message).
+ */
+export function pairs(
+  flag: string,
+  value: string | undefined,
+  names: readonly string[],
+  shape: string,
+): Map<string, string> {
   const found = new Map<string, string>();
   if (value === undefined) return found;
   if (!byName(value))

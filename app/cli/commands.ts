@@ -123,7 +123,9 @@ export const commands = {
       'Builds the provider as serve would, passes it the Nodes and Services it makes from --fixture (the\n' +
       "provider's known, shut-down and gone instances; the Nodes and pod CIDRs for load balancers and routes),\n" +
       'and prints one line per check of the contract (PASS, FAIL or SKIP, and the rule), then a summary.\n' +
-      'Exits 1 when a check fails. Load balancers and routes it makes are deleted again. docs/conformance.md.',
+      'Exits 1 when a check fails. Load balancers and routes it makes are deleted again. With several providers\n' +
+      "(a hybrid cluster), each one's --cloud-config and --fixture as name=path: each provider in turn, then the\n" +
+      "combination's checks (each provider's name is its provider IDs' scheme; no two alike). docs/conformance.md.",
     options: [...providerOptions, 'fixture', 'junit', ...logOptions],
     required: ['cloudProvider'],
     help: {

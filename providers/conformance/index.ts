@@ -7,6 +7,7 @@
 // The checks, the fixture format and the cancellation bound: docs/conformance.md.
 
 export type { Check, CheckContext, ObservedError, Skip } from './check.ts';
+export { checkCombination, combinationRules } from './combination.ts';
 export {
   FixtureError,
   fixtureFrom,

@@ -27,6 +27,8 @@ export interface CheckResult {
   readonly rule: string;
   readonly source: string;
   readonly outcome: 'pass' | 'fail' | 'skip';
+  /** The provider it checked, when a run checks several (`cirrus conformance --cloud-provider a,b`). */
+  readonly provider?: string;
   /** Why it failed (what the provider did) or why it was skipped. */
   readonly message?: string;
   readonly durationMs: number;

@@ -162,6 +162,81 @@ describe('cirrus conformance', () => {
     assert.match(result.stdout, /: \d+ passed, [1-9]\d* failed, \d+ skipped .*: NOT conformant\n/);
   });
 
+  describe('a combination of providers (docs/hybrid.md)', () => {
+    const module = ['--provider-module', 'test/conformance/fixtures/combination-module.ts'];
+
+    it('runs the kit against static and fake in turn, each result naming its provider, then checks them together', async () => {
+      const inventory = await readFile('examples/static/inventory.yaml', 'utf8');
+      const machinesOnly = join(dir, 'combination-machines.yaml');
+      await writeFile(machinesOnly, inventory.slice(0, inventory.indexOf('\nloadBalancers:')));
+      const junit = join(dir, 'combination.xml');
+      const result = await run([
+        ...['--cloud-provider', 'static,fake', '--cloud-config', `static=${machinesOnly}`],
+        ...['--fixture', 'static=examples/static/conformance.yaml,fake=examples/fake/conformance.yaml'],
+        ...['--junit', junit],
+      ]);
+      assert.equal(result.code, 0, `${result.stdout}\n${result.stderr}`);
+      assert.match(result.stdout, /^PASS {2}\[static\] instances\.shutdown /m);
+      assert.match(result.stdout, /^PASS {2}\[fake\] load-balancer\.ensure-idempotent /m);
+      assert.match(result.stdout, /^provider static: \d+ passed, 0 failed/m);
+      assert.match(result.stdout, /^provider fake: \d+ passed, 0 failed/m);
+      for (const name of ['static', 'fake'])
+        assert.match(result.stdout, new RegExp(`^PASS {2}\\[${name}\\] combination\\.name-is-scheme `, 'm'));
+      assert.match(result.stdout, /^PASS {2}\[static,fake\] combination\.distinct-names /m);
+      assert.match(result.stdout, /\nthe combination static,fake: conformant\n$/);
+      const xml = await readFile(junit, 'utf8');
+      for (const suite of ['static', 'fake', 'static,fake'])
+        assert.match(xml, new RegExp(`<testsuite name="cirrus conformance \\(${suite}\\)" tests="\\d+" failures="0"`));
+    });
+
+    it('passes two fakes whose names are their schemes', async () => {
+      const result = await run([...module, '--cloud-provider', 'fake,second-fake']);
+      assert.equal(result.code, 0, `${result.stdout}\n${result.stderr}`);
+      assert.match(result.stdout, /provider second-fake \(providerName\(\) second-fake\)/);
+      assert.match(result.stdout, /^PASS {2}\[second-fake\] combination\.name-is-scheme /m);
+    });
+
+    it('fails a provider whose name is not its scheme, and two that answer to one name, and exits 1', async () => {
+      const result = await run([...module, '--cloud-provider', 'fake,misnamed']);
+      assert.equal(result.code, 1, result.stdout);
+      // The kit alone passes it: a working fake, under the wrong name.
+      assert.match(result.stdout, /^provider misnamed: \d+ passed, 0 failed/m);
+      assert.match(
+        result.stdout,
+        /^FAIL {2}\[misnamed\] combination\.name-is-scheme .*\n {6}broken: runs as misnamed, but providerName\(\) answers fake: its Nodes' provider IDs \(fake:\/\/…\)/m,
+      );
+      assert.match(result.stdout, /^PASS {2}\[fake\] combination\.name-is-scheme /m);
+      assert.match(
+        result.stdout,
+        /^FAIL {2}\[fake,misnamed\] combination\.distinct-names .*\n {6}broken: fake and misnamed both answer providerName\(\) fake/m,
+      );
+      assert.match(result.stdout, /\nthe combination fake,misnamed: NOT conformant \(failures: together\)\n$/);
+    });
+
+    it('fails a fixture whose provider IDs name another provider', async () => {
+      const fixture = join(dir, 'foreign.yaml');
+      await writeFile(
+        fixture,
+        'instances:\n  gone:\n    - { name: worker-gone, providerID: "static://worker-gone" }\n',
+      );
+      const result = await run([...module, '--cloud-provider', 'fake,second-fake', '--fixture', `fake=${fixture}`]);
+      assert.equal(result.code, 1, result.stdout);
+      assert.match(
+        result.stdout,
+        /^FAIL {2}\[fake\] combination\.name-is-scheme .*\n {6}broken: the fixture gives fake's Nodes provider IDs of another scheme: static:\/\/worker-gone/m,
+      );
+    });
+
+    it('refuses a fixture not given by provider name, or by a name not among --cloud-provider', async () => {
+      const plain = await run(['--cloud-provider', 'static,fake', '--fixture', 'examples/fake/conformance.yaml']);
+      assert.equal(plain.code, usageExitCode);
+      assert.match(plain.stderr, /--fixture: with several providers, give each one's as name=path, comma-separated/);
+      const other = await run(['--cloud-provider', 'static,fake', '--fixture', 'aws=examples/fake/conformance.yaml']);
+      assert.equal(other.code, usageExitCode);
+      assert.match(other.stderr, /--fixture: aws is not one of --cloud-provider static,fake/);
+    });
+  });
+
   it('refuses a fixture it cannot use, naming the field', async () => {
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, 'loadBalancer:\n  concurrency: 1\n');

@@ -34,6 +34,8 @@ import { catalogue } from '../../functions/catalogue.ts';
 import { selectControllers } from '../../shared/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
 import { parseAwsConfig } from '../../providers/aws/index.ts';
+import { parseInventory } from '../../providers/static/index.ts';
+import { providerPlan } from '../../app/providers.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const exampleDir = join(knativeRoot, 'overlays/example');
@@ -53,6 +55,7 @@ const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   'standalone-example': build(join(standaloneRoot, 'overlays/example')),
   aws: build(awsDir, { readFile: readWithSigningSecret }),
   'standalone-aws': build(join(standaloneRoot, 'overlays/aws')),
+  'standalone-hybrid': build(join(standaloneRoot, 'overlays/hybrid')),
 };
 
 const functionNames = catalogue.map((entry) => entry.name);
@@ -111,6 +114,7 @@ describe('deploy/knative', () => {
         ['standalone-example', 'standalone/overlays/example'],
         ['aws', 'knative/overlays/aws'],
         ['standalone-aws', 'standalone/overlays/aws'],
+        ['standalone-hybrid', 'standalone/overlays/hybrid'],
       ] as const;
       for (const [name, dir] of dirs) {
         const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
@@ -357,17 +361,14 @@ describe('deploy/knative', () => {
           ['CIRRUS_CLOUD_CONFIG', 'cirrus-cloud-config'],
           ['CIRRUS_SIGNING_SECRET_FILE', 'cirrus-signing'],
         ] as const) {
-          // The relay reads CIRRUS_CLOUD_CONFIG from the shared ConfigMap too, but takes no such option.
-          const takes =
-            variable === 'CIRRUS_SIGNING_SECRET_FILE' || ['serve', 'start'].includes(workload.container.args[0] ?? '');
-          const path = takes ? env[variable] : undefined;
-          if (path === undefined) continue;
-          const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
-          assert.equal(
-            mount?.source,
-            `Secret/${secret}`,
-            `${name}: ${workload.id}: ${variable}=${path} lies in a mount of Secret ${secret}`,
-          );
+          for (const path of settingPaths(workload, env, variable)) {
+            const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
+            assert.equal(
+              mount?.source,
+              `Secret/${secret}`,
+              `${name}: ${workload.id}: ${variable}: ${path} lies in a mount of Secret ${secret}`,
+            );
+          }
         }
       }
     }
@@ -575,16 +576,26 @@ function assertResources(workload: Workload): void {
 describe('deploy/standalone and the bootstrap path', () => {
   // Every workload that must be scheduled before the nodes are initialized: all but Knative's.
   const bootstrapping = (): [string, Workload][] => [
-    ...(['standalone', 'standalone-example', 'standalone-aws', 'base', 'example', 'aws', 'lambda'] as const).flatMap(
-      (name) =>
-        workloads(builds[name] ?? [])
-          .filter((w) => w.kind !== 'Service')
-          .map((w): [string, Workload] => [name, w]),
+    ...(
+      [
+        'standalone',
+        'standalone-example',
+        'standalone-aws',
+        'standalone-hybrid',
+        'base',
+        'example',
+        'aws',
+        'lambda',
+      ] as const
+    ).flatMap((name) =>
+      workloads(builds[name] ?? [])
+        .filter((w) => w.kind !== 'Service')
+        .map((w): [string, Workload] => [name, w]),
     ),
   ];
 
   it('runs `cirrus start` as a DaemonSet on the control-plane nodes, with every function and probes', () => {
-    for (const name of ['standalone', 'standalone-example', 'standalone-aws'] as const) {
+    for (const name of ['standalone', 'standalone-example', 'standalone-aws', 'standalone-hybrid'] as const) {
       const objects = builds[name] ?? [];
       const [ccm, ...others] = workloads(objects);
       assert.ok(ccm && others.length === 0, `${name}: one workload`);
@@ -598,11 +609,12 @@ describe('deploy/standalone and the bootstrap path', () => {
       assert.equal(env['CIRRUS_LEADER_ELECT'], 'true');
       assert.equal(env['CIRRUS_LEADER_ELECT_RESOURCE_NAMESPACE'], 'cirrus-system');
       assertLeaseRole(objects, 'cirrus', env['CIRRUS_LEADER_ELECT_RESOURCE_NAME']);
-      assert.equal(
-        ccm.mounts.find((m) => env['CIRRUS_CLOUD_CONFIG']?.startsWith(`${m.mountPath}/`))?.source,
-        'Secret/cirrus-cloud-config',
-        "the provider's cloud-config from a Secret",
-      );
+      for (const path of cloudConfigPaths(env).values())
+        assert.equal(
+          ccm.mounts.find((m) => path.startsWith(`${m.mountPath}/`))?.source,
+          'Secret/cirrus-cloud-config',
+          `${name}: each provider's cloud-config from a Secret`,
+        );
     }
     const example = builds['standalone-example'] ?? [];
     const config = find(example, 'ConfigMap/cirrus-system/cirrus-config')?.['data'] as Record<string, string>;
@@ -682,6 +694,7 @@ describe('the aws overlays (deploy/knative/overlays/aws, deploy/standalone/overl
     const expected = {
       aws: Object.fromEntries(functionNames.map((fn) => [`cirrus-${fn}`, [fn]])),
       'standalone-aws': { cirrus: [...functionNames].sort() },
+      'standalone-hybrid': { cirrus: [...functionNames].sort() },
     };
     for (const [name, roles] of Object.entries(expected)) {
       const objects = builds[name] ?? [];
@@ -720,6 +733,51 @@ describe('the aws overlays (deploy/knative/overlays/aws, deploy/standalone/overl
         assert.ok(config.routeTableId, `${name}: the route table routes programs`);
       }
     }
+  });
+});
+
+describe('the hybrid overlay (deploy/standalone/overlays/hybrid: static for bare metal beside aws)', () => {
+  const objects = builds['standalone-hybrid'] ?? [];
+  const ccm = workloads(objects).find((w) => w.id === 'DaemonSet/cirrus-system/cirrus');
+
+  it('runs both providers in one `cirrus start`: aws the default, the static class its own, each with its cloud-config', () => {
+    assert.ok(ccm);
+    const env = containerEnv(ccm, objects);
+    const plan = providerPlan({
+      cloudProvider: env['CIRRUS_CLOUD_PROVIDER'],
+      cloudConfig: env['CIRRUS_CLOUD_CONFIG'],
+      defaultProvider: env['CIRRUS_DEFAULT_PROVIDER'],
+      loadBalancerClass: env['CIRRUS_LOAD_BALANCER_CLASS'],
+    });
+    assert.deepEqual(plan.names, ['static', 'aws']);
+    assert.ok(plan.ownership, 'several providers: ownership rules');
+    assert.equal(plan.ownership.defaultProvider, 'aws');
+    assert.deepEqual([...plan.ownership.classes], [['example.com/metal', 'static']]);
+    const paths = cloudConfigPaths(env);
+    assert.deepEqual([...paths.keys()], ['static', 'aws'], 'a cloud-config for each');
+    const staticPath = paths.get('static') ?? '';
+    const inventory = parseInventory(mountedFile(ccm, objects, staticPath), staticPath);
+    assert.ok(inventory.instances.length > 0, 'the bare-metal machines');
+    const awsPath = paths.get('aws') ?? '';
+    const aws = parseAwsConfig(mountedFile(ccm, objects, awsPath), awsPath);
+    assert.equal(aws.clusterId, env['CIRRUS_CLUSTER_NAME'], 'one cluster name, in cloud.conf and in cirrus-config');
+    assert.ok(aws.routeTableId, 'the route table routes programs');
+    assert.ok(env['CIRRUS_CLUSTER_CIDR'], "routes (aws's) needs the pods' CIDR");
+  });
+
+  it('grants what the RBAC proof proves for `cirrus start` with the static provider, the IAM role as overlays/aws', () => {
+    // rbac-proof.ts's subject `standalone` runs every function's scenario and the static provider's
+    // as ServiceAccount cirrus on ccm/ and static-provider/: the rights of this overlay exactly.
+    const rights = (build: readonly KubeObject[]): Map<string, KubeObject> =>
+      new Map(
+        build
+          .filter((o) => ['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'].includes(o.kind))
+          .map((o) => [identity(o), o]),
+      );
+    assert.deepEqual(rights(objects), rights(builds['standalone-example'] ?? []));
+    assert.ok(find(objects, 'ConfigMap/cirrus-system/cirrus-lb-ipam'), "the static provider's allocations");
+    const account = find(objects, 'ServiceAccount/cirrus-system/cirrus');
+    assert.deepEqual(account, find(builds['standalone-aws'] ?? [], 'ServiceAccount/cirrus-system/cirrus'));
   });
 });
 
@@ -874,7 +932,7 @@ describe('each container, started with its arguments and environment', { skip: c
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  for (const name of ['example', 'standalone-example', 'aws', 'standalone-aws'] as const) {
+  for (const name of ['example', 'standalone-example', 'aws', 'standalone-aws', 'standalone-hybrid'] as const) {
     const example = builds[name] ?? [];
     for (const workload of workloads(example)) {
       it(`${workload.id} (${name}) starts serving, and stops on SIGTERM`, async () => {
@@ -929,7 +987,9 @@ describe('each container, started with its arguments and environment', { skip: c
     const serving = firstLine(
       child.stdout,
       (entry) => typeof entry['msg'] === 'string' && entry['msg'].endsWith(' serving'),
-    );
+    ).catch((error: unknown) => {
+      throw new Error(`${workload.id}: ${(error as Error).message}:\n${stderr}`);
+    });
     const early = exited.then(([code]) => {
       throw new Error(`${workload.id} exited with ${String(code)} before serving:\n${stderr}`);
     });
@@ -1117,6 +1177,28 @@ function containerEnv(workload: Workload, objects: readonly KubeObject[]): Recor
   return env;
 }
 
+/** The files a workload's `variable` names: none where the command takes no such option. */
+function settingPaths(workload: Workload, env: Record<string, string>, variable: string): string[] {
+  // The relay reads CIRRUS_CLOUD_CONFIG from the shared ConfigMap too, but takes no such option.
+  const takes =
+    variable === 'CIRRUS_SIGNING_SECRET_FILE' || ['serve', 'start'].includes(workload.container.args[0] ?? '');
+  const value = env[variable];
+  if (!takes || value === undefined) return [];
+  // With several providers, each one's file (static=…,aws=…).
+  return variable === 'CIRRUS_CLOUD_CONFIG' ? [...cloudConfigPaths(env).values()] : [value];
+}
+
+/** Each provider's cloud-config path in `env`, read as cirrus reads CIRRUS_CLOUD_CONFIG (app/providers.ts). */
+function cloudConfigPaths(env: Record<string, string>): Map<string, string> {
+  const plan = providerPlan({
+    cloudProvider: env['CIRRUS_CLOUD_PROVIDER'],
+    cloudConfig: env['CIRRUS_CLOUD_CONFIG'],
+    defaultProvider: env['CIRRUS_DEFAULT_PROVIDER'],
+    loadBalancerClass: env['CIRRUS_LOAD_BALANCER_CLASS'],
+  });
+  return new Map([...plan.cloudConfigs].filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
 /** The contents of the file at `path` inside the workload's container (from its mounted volumes). */
 function mountedFile(workload: Workload, objects: readonly KubeObject[], path: string): string {
   const mount = workload.mounts.find((m) => path.startsWith(`${m.mountPath}/`));
@@ -1138,10 +1220,14 @@ function materialize(workload: Workload, objects: readonly KubeObject[], root: s
   });
   const env = containerEnv(workload, objects);
   return Object.fromEntries(
-    Object.entries(env).map(([name, value]) => {
-      const mount = moved.find((m) => value.startsWith(m.from));
-      return [name, mount === undefined ? value : mount.to + value.slice(mount.from.length)];
-    }),
+    // A path alone, or each provider's (static=/etc/…,aws=/etc/…).
+    Object.entries(env).map(([name, value]) => [
+      name,
+      value.replaceAll(/(^|[=,])(\/[^,]*)/g, (whole, before: string, path: string) => {
+        const mount = moved.find((m) => path.startsWith(m.from));
+        return mount === undefined ? whole : before + mount.to + path.slice(mount.from.length);
+      }),
+    ]),
   );
 }
 
