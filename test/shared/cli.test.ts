@@ -41,7 +41,7 @@ describe('cirrus', () => {
     const { code, stdout } = await run(['serve', '--help']);
     assert.equal(code, 0);
     assert.match(stdout, /^Usage: cirrus serve <function> \[flags\]$/m);
-    assert.match(stdout, /^ {2}--cloud-provider <name> \(required\)$/m);
+    assert.match(stdout, /^ {2}--cloud-provider <name\[,name\]> \(required\)$/m);
     assert.match(stdout, /^ {2}--port <port>\n.*Default: 8080\.\n {6}Env: PORT$/m);
   });
 
