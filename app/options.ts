@@ -131,6 +131,19 @@ export const options = {
       .optional(),
     'name',
   ),
+  serveProviders: option(
+    'string',
+    '(serve) With several providers: the ones this instance acts for, comma-separated (a split deployment runs an ' +
+      "instance per function and provider); only they are built. The others' Nodes and Services it leaves alone. " +
+      'Default: all of --cloud-provider.',
+    z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(,[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+        error: 'must be a provider name, or several separated by commas',
+      })
+      .optional(),
+    'name[,name]',
+  ),
   clusterName: option(
     'string',
     'The name of the cluster: a prefix of cloud resource names, and the cluster and context name in written kubeconfigs.',

@@ -22,6 +22,8 @@ export interface ProviderPlan {
   readonly cloudConfigs: ReadonlyMap<string, string | undefined>;
   /** The ownership rules with several providers; undefined with one. */
   readonly ownership: Ownership | undefined;
+  /** Those this instance acts for and builds (`--serve-providers`; default: all of them). */
+  readonly served: readonly string[];
 }
 
 /** What providerPlan() reads. */
@@ -30,6 +32,7 @@ export interface ProviderOptions {
   readonly cloudConfig?: string | undefined;
   readonly defaultProvider?: string | undefined;
   readonly loadBalancerClass?: string | undefined;
+  readonly serveProviders?: string | undefined;
 }
 
 /**
@@ -40,8 +43,13 @@ export interface ProviderOptions {
 export function providerPlan(config: ProviderOptions, fallback?: string): ProviderPlan {
   const names = (config.cloudProvider ?? fallback ?? '').split(',').filter((name) => name !== '');
   if (names.length <= 1) {
-    singleProviderOnly(config);
-    return { names, cloudConfigs: new Map([[names[0] ?? '', config.cloudConfig]]), ownership: undefined };
+    singleProviderOnly(config, names);
+    return {
+      names,
+      cloudConfigs: new Map([[names[0] ?? '', config.cloudConfig]]),
+      ownership: undefined,
+      served: names,
+    };
   }
   const twice = names.filter((name, i) => names.indexOf(name) !== i);
   if (twice.length > 0) throw new ConfigError(`--cloud-provider: ${twice.join(', ')} named twice`);
@@ -50,14 +58,29 @@ export function providerPlan(config: ProviderOptions, fallback?: string): Provid
   const byClass = new Map([...classes].map(([name, loadBalancerClass]) => [loadBalancerClass, name]));
   try {
     const ownership = validOwnership({ providers: names, defaultProvider: config.defaultProvider, classes: byClass });
-    return { names, cloudConfigs: new Map(names.map((name) => [name, cloudConfigs.get(name)])), ownership };
+    const served = servedOf(config.serveProviders, names);
+    return { names, cloudConfigs: new Map(names.map((name) => [name, cloudConfigs.get(name)])), ownership, served };
   } catch (error) {
     throw new ConfigError(`--cloud-provider ${names.join(',')}: ${(error as Error).message}`, { cause: error });
   }
 }
 
-// With one provider, nothing is given by provider name and no default is named.
-function singleProviderOnly(config: ProviderOptions): void {
+// `--serve-providers`: each one of `names`, none twice; all of them when unset.
+function servedOf(value: string | undefined, names: readonly string[]): readonly string[] {
+  if (value === undefined) return names;
+  const served = value.split(',');
+  for (const name of served)
+    if (!names.includes(name))
+      throw new ConfigError(`--serve-providers: ${name} is not one of --cloud-provider ${names.join(',')}`);
+  const twice = served.filter((name, i) => served.indexOf(name) !== i);
+  if (twice.length > 0) throw new ConfigError(`--serve-providers: ${twice.join(', ')} named twice`);
+  return names.filter((name) => served.includes(name));
+}
+
+// With one provider, nothing is given by provider name, no default is named and nothing else served.
+function singleProviderOnly(config: ProviderOptions, names: readonly string[]): void {
+  if (config.serveProviders !== undefined && config.serveProviders !== names[0])
+    throw new ConfigError(`--serve-providers: ${config.serveProviders} is not the one --cloud-provider`);
   if (config.cloudConfig !== undefined && byName(config.cloudConfig))
     throw new ConfigError(`--cloud-config: ${config.cloudConfig} gives files by provider name, but one provider runs`);
   if (config.defaultProvider !== undefined)
@@ -105,7 +128,7 @@ export async function initProviders(
   options: { signal: AbortSignal; log: Logger; kubeConfig?: KubeConfig; metrics?: Registry },
 ): Promise<Map<string, CloudProvider>> {
   const providers = new Map<string, CloudProvider>();
-  for (const name of plan.names) {
+  for (const name of plan.served) {
     const cloud = await initCloudProvider(name, plan.cloudConfigs.get(name), options);
     if (plan.ownership !== undefined && cloud.providerName() !== name)
       throw new ConfigError(

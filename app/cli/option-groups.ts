@@ -53,6 +53,7 @@ export const relayOptions = [
  */
 export const serveOptions = [
   ...providerOptions,
+  'serveProviders',
   ...listenOptions,
   ...functionOptions,
   'signingSecretFile',

@@ -34,6 +34,7 @@ export type ServeCommandOptions =
   | 'cloudProvider'
   | 'cloudConfig'
   | 'defaultProvider'
+  | 'serveProviders'
   | 'providerModule'
   | 'clusterName'
   | 'kubeconfig'

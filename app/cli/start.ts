@@ -35,7 +35,7 @@ import {
 
 /** The options `cirrus start` takes. */
 export type StartOptions =
-  | ServeCommandOptions
+  | Exclude<ServeCommandOptions, 'serveProviders'>
   | 'controllers'
   | 'nodeMonitorPeriod'
   | 'routeReconciliationPeriod'

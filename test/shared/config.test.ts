@@ -16,6 +16,7 @@ describe('option names', () => {
     { option: 'cloudProvider', flag: 'cloud-provider', env: 'CIRRUS_CLOUD_PROVIDER' },
     { option: 'cloudConfig', flag: 'cloud-config', env: 'CIRRUS_CLOUD_CONFIG' },
     { option: 'defaultProvider', flag: 'default-provider', env: 'CIRRUS_DEFAULT_PROVIDER' },
+    { option: 'serveProviders', flag: 'serve-providers', env: 'CIRRUS_SERVE_PROVIDERS' },
     { option: 'clusterName', flag: 'cluster-name', env: 'CIRRUS_CLUSTER_NAME' },
     { option: 'kubeconfig', flag: 'kubeconfig', env: 'CIRRUS_KUBECONFIG' },
     { option: 'dataDir', flag: 'data-dir', env: 'CIRRUS_DATA_DIR' },

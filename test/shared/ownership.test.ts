@@ -3,7 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { providerPlan } from '../../app/providers.ts';
+import { initProviders, providerPlan } from '../../app/providers.ts';
+import '../../app/root.ts';
+import { silentLogger } from '../harness/builders.ts';
 import { chooseForNode, chooseForService, hybridFleet, singleFleet } from '../../shared/cloud/fleet.ts';
 import {
   nodeOwner,
@@ -99,6 +101,26 @@ describe('providers on the command line', () => {
     assert.ok(rules !== undefined);
     assert.equal(rules.classes.get('example.com/metal'), 'static');
     assert.equal(rules.defaultProvider, 'aws');
+  });
+
+  it('serves all providers by default, or those --serve-providers names, and builds only them', async () => {
+    const base = { cloudProvider: 'static,fake', defaultProvider: 'fake' };
+    assert.deepEqual(providerPlan(base).served, ['static', 'fake']);
+    const plan = providerPlan({ ...base, serveProviders: 'fake' });
+    assert.deepEqual(plan.served, ['fake']);
+    assert.deepEqual(plan.ownership?.providers, ['static', 'fake']);
+    // The static provider is not built: its missing inventory would fail it.
+    const built = await initProviders(plan, { signal: new AbortController().signal, log: silentLogger() });
+    assert.deepEqual([...built.keys()], ['fake']);
+    assert.throws(
+      () => providerPlan({ ...base, serveProviders: 'aws' }),
+      /aws is not one of --cloud-provider static,fake/,
+    );
+    assert.throws(() => providerPlan({ ...base, serveProviders: 'fake,fake' }), /fake named twice/);
+    assert.throws(
+      () => providerPlan({ cloudProvider: 'fake', serveProviders: 'static' }),
+      /not the one --cloud-provider/,
+    );
   });
 
   it('refuses a file or class for a provider not named, twice, or not by name', () => {
