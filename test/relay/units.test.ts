@@ -238,7 +238,7 @@ describe('relay routing decisions', () => {
     assert.equal(nodeSetMayChange(change('delete', base, base)), true);
   });
 
-  it('routes: adds, deletes and podCIDR(s) changes', () => {
+  it('routes: adds, deletes, podCIDR(s) and provider label changes', () => {
     const base = node({ spec: { podCIDR: '10.0.1.0/24', podCIDRs: ['10.0.1.0/24'] } });
     assert.equal(
       routesMayChange(
@@ -255,6 +255,20 @@ describe('relay routing decisions', () => {
         ),
       ),
       false,
+    );
+    assert.equal(
+      routesMayChange(
+        change(
+          'update',
+          node({
+            spec: { podCIDR: '10.0.1.0/24', podCIDRs: ['10.0.1.0/24'] },
+            labels: { 'node.cirrus-ccm.dev/cloud-provider': 'static' },
+          }),
+          base,
+        ),
+      ),
+      true,
+      'a provider label moves the Node to another provider’s routes',
     );
     assert.equal(routesMayChange(change('add', base)), true);
     assert.equal(routesMayChange(change('delete', base)), true);
