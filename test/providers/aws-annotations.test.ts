@@ -241,20 +241,22 @@ describe('aws provider: annotations, for each kind', { skip: awsEmulatorSkip || 
   it('answers a port without a nodePort and a Service without IPv4 with a Warning naming the field, on each kind', async () => {
     for (const kind of ['classic', 'nlb'] as const) {
       // allocateLoadBalancerNodePorts: false, one port given a nodePort and one without: the latter gets no listener.
-      const svc = await core.createNamespacedService({
-        namespace: 'default',
-        body: {
-          metadata: { name: uniqueName(`fields-${kind}`) },
-          spec: {
-            type: 'LoadBalancer',
-            allocateLoadBalancerNodePorts: false,
-            ports: [
-              { name: 'web', port: 80, protocol: 'TCP', nodePort: kind === 'nlb' ? 30981 : 30982 },
-              { name: 'admin', port: 8080, protocol: 'TCP' },
-            ],
+      const svc = await withFreeNodePort((nodePort) =>
+        core.createNamespacedService({
+          namespace: 'default',
+          body: {
+            metadata: { name: uniqueName(`fields-${kind}`) },
+            spec: {
+              type: 'LoadBalancer',
+              allocateLoadBalancerNodePorts: false,
+              ports: [
+                { name: 'web', port: 80, protocol: 'TCP', nodePort },
+                { name: 'admin', port: 8080, protocol: 'TCP' },
+              ],
+            },
           },
-        },
-      });
+        }),
+      );
       const lb = provider(kind);
       await lb.ensureLoadBalancer('kubernetes', svc, nodes());
       const portSaid = await warnings(svc, 'FieldNotApplied');
@@ -326,3 +328,17 @@ describe('aws provider: annotations, for each kind', { skip: awsEmulatorSkip || 
     await core.deleteNamespacedService({ namespace: 'default', name: svc.metadata?.name ?? '' });
   });
 });
+
+// `create` with a node port of the default range that no other Service of the shared API server
+// holds: a random one, another when the API server answers that it is allocated.
+async function withFreeNodePort<T>(create: (nodePort: number) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    const nodePort = 30000 + Math.floor(Math.random() * 2768);
+    try {
+      return await create(nodePort);
+    } catch (error) {
+      const taken = /provided port is already allocated/.test((error as Error).message);
+      if (!taken || attempt >= 10) throw error;
+    }
+  }
+}
