@@ -81,8 +81,13 @@ function checkNames(cmd: Command<OptionName>, line: CommandLine<OptionName>): vo
 // An unknown --cloud-provider stops the command before it starts anything, naming the closest
 // registered name (a start-up failure, exit 1, as the registry's own refusal). With a
 // --provider-module the name may be the module's, so the registry decides once it is imported.
-function checkProvider(name: string | undefined): void {
-  if (name === undefined || name === '' || name === 'external' || isCloudProvider(name)) return;
+// Several providers (`static,aws`, a hybrid cluster: docs/hybrid.md) are checked one by one.
+function checkProvider(names: string | undefined): void {
+  for (const name of names?.split(',') ?? []) checkOneProvider(name);
+}
+
+function checkOneProvider(name: string): void {
+  if (name === '' || name === 'external' || isCloudProvider(name)) return;
   const known = registeredCloudProviders();
   const question = didYouMean(name, known);
   throw new Error(
