@@ -46,9 +46,16 @@ export interface Stopper {
   stop(): Promise<void>;
 }
 
-/** Whether start runs the demo: no provider given, or the example inventory. */
+/**
+ * Whether start runs the demo: no provider given, or the example inventory — the one file, or with
+ * several providers (`--cloud-config static=…,aws=…`, docs/hybrid.md) any provider's.
+ */
 export function runsDemo(config: Config<'cloudProvider'>, cloudConfig: string | undefined): boolean {
-  return config.cloudProvider === undefined || (cloudConfig !== undefined && samePath(cloudConfig, exampleInventory));
+  if (config.cloudProvider === undefined) return true;
+  if (cloudConfig === undefined) return false;
+  const several = config.cloudProvider.includes(',');
+  const paths = several ? cloudConfig.split(',').map((pair) => pair.slice(pair.indexOf('=') + 1)) : [cloudConfig];
+  return paths.some((path) => path !== '' && samePath(path, exampleInventory));
 }
 
 function samePath(a: string, b: string): boolean {

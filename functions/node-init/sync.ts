@@ -13,7 +13,8 @@ import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
 import { instanceMetadata, nodeAddresses } from '../../shared/cloud/instances.ts';
-import { chooseForNode, type Fleet } from '../../shared/cloud/fleet.ts';
+import { chooseForNode, isHybrid, type Fleet } from '../../shared/cloud/fleet.ts';
+import { providerIdScheme } from '../../shared/cloud/ownership.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
@@ -102,7 +103,7 @@ async function syncFetched(
   if (choice.provider === undefined) return leftAlone(deps, node, choice, options);
   try {
     return await (isUninitialized(node)
-      ? initialize(deps, choice.cloud, node, options)
+      ? initialize(deps, choice, node, options)
       : reconcileLabels(deps, node, options, claimed));
   } catch (error) {
     // Only the node's own patch can answer 404 (the follow-up writes' failures are caught, the
@@ -114,7 +115,7 @@ async function syncFetched(
 
 async function initialize(
   deps: NodeInitDeps,
-  cloud: CloudProvider,
+  { provider, cloud }: { readonly provider: string; readonly cloud: CloudProvider },
   node: V1Node,
   options: SyncOptions,
 ): Promise<ObjectReport> {
@@ -130,6 +131,7 @@ async function initialize(
     options.log.info({ node: name }, 'the cloud has no metadata for the node yet; it stays tainted');
     return { key, result: 'no-metadata', changes: [] };
   }
+  if (isHybrid(deps.fleet)) ownProviderId(provider, node, metadata.providerId);
   const patch = initializationPatch(node, metadata);
   // Addresses follow the initialization (they are status); computed for the node as patched.
   const addresses = desiredAddresses(applyPatch(node, patch), metadata.nodeAddresses);
@@ -155,6 +157,19 @@ async function initialize(
   deps.taintRemovalDelay?.observe(secondsSinceCreation(node));
   const error = await afterInitialization(deps, { name, addresses, event }, options.log);
   return error === undefined ? { key, result: 'initialized', changes } : { key, result: 'initialized', changes, error };
+}
+
+// In a hybrid cluster the provider ID written names the Node's owner from then on (its scheme,
+// ADR 0026): one of another scheme — a static inventory entry with `providerID: aws:///…` — would
+// hand the Node to another provider, or to nobody. Refused; the Node stays tainted until the
+// provider answers one of its own (the inventory is fixed).
+function ownProviderId(provider: string, node: V1Node, answered: string): void {
+  const providerId = node.spec?.providerID || answered;
+  if (providerIdScheme(providerId) === provider) return;
+  throw new Error(
+    `provider ${provider} answered provider ID "${providerId}" for node ${node.metadata?.name ?? ''}, which is not ` +
+      `${provider}://…: written, it would make the Node another provider's (or nobody's); it stays tainted`,
+  );
 }
 
 // The status write and the event: their failures are logged and reported, not retried (upstream

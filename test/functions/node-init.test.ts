@@ -9,6 +9,9 @@ import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
 import type { InstancesV2 } from '../../shared/cloud/provider.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
+import { createStaticProvider } from '../../providers/static/index.ts';
+import { hybridFleet } from '../../shared/cloud/fleet.ts';
+import { providerLabel } from '../../shared/cloud/ownership.ts';
 import type { FunctionDefinition, Report } from '../../shared/host/function.ts';
 import {
   createNode,
@@ -231,6 +234,39 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
       assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
     });
   }
+
+  it('in a hybrid cluster, refuses a provider ID of another provider’s scheme and leaves the node tainted', async () => {
+    // A static inventory entry naming an EC2 instance's provider ID: written, aws would own the Node.
+    const name = uniqueName('hybrid-id');
+    const inventory =
+      `instances:\n  - name: ${name}\n    providerID: aws:///us-east-1a/i-0abc123\n    instanceType: m1.metal\n` +
+      '    addresses: [{ type: InternalIP, address: 10.1.0.9 }]\n';
+    const metal = await createStaticProvider({
+      config: inventory,
+      configPath: undefined,
+      kubeConfig: undefined,
+      signal: new AbortController().signal,
+      log,
+    });
+    const aws = new FakeCloud();
+    aws.scheme = 'aws';
+    const fleet = hybridFleet(
+      { providers: ['static', 'aws'], defaultProvider: 'aws', classes: new Map() },
+      new Map([
+        ['static', metal],
+        ['aws', aws],
+      ]),
+    );
+    const hybrid = nodeInitFunction({ core: lean, fleet });
+    const before = await createNode(core, newNode(name, uninitialized, withLabels({ [providerLabel]: 'static' })));
+    await assert.rejects(
+      hybrid.reconcileOne({ kind: 'Node', name }, run),
+      /provider static answered provider ID "aws:\/\/\/us-east-1a\/i-0abc123" .* which is not static:\/\/…/,
+    );
+    const after = await core.readNode({ name });
+    assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion);
+    assert.deepEqual(aws.calls, []);
+  });
 
   it('uses the node provider ID when the provider sets none', async () => {
     const name = uniqueName('own-id');

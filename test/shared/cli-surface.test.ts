@@ -153,6 +153,12 @@ describe('suggestions', () => {
       code: 1,
       message: `cirrus conformance: unknown cloud provider "awz" (did you mean 'aws'?); registered: aws, fake, http, static\n`,
     },
+    // Several providers (a hybrid cluster) are each a registered one: the unknown one is named.
+    {
+      argv: ['start', '--cloud-provider', 'static,awz'],
+      code: 1,
+      message: `cirrus start: unknown cloud provider "awz" (did you mean 'aws'?); registered: aws, fake, http, static\n`,
+    },
   ];
   for (const { argv, code, message } of cases) {
     it(`'cirrus ${argv.join(' ')}' suggests what was meant`, async () => {

@@ -135,6 +135,25 @@ describe('cirrus', () => {
         "Run 'cirrus start --help' for usage.\n",
     },
     {
+      // A hybrid cluster whose static provider is given the example inventory by name is the demo too.
+      argv: [
+        'start',
+        '--cloud-provider',
+        'static,aws',
+        '--cloud-config',
+        'static=examples/static/inventory.yaml,aws=aws.conf',
+        '--default-provider',
+        'aws',
+        '--kubeconfig',
+        '/home/me/.kube/config',
+      ],
+      message:
+        'cirrus start: --kubeconfig /home/me/.kube/config: the demo (the example inventory) runs only against a local ' +
+        'control plane it starts; against that cluster it would initialize and delete Nodes as if they were the example ' +
+        'machines, and hand out its addresses. Give --cloud-provider and --cloud-config for it, or add --use-existing-cluster\n' +
+        "Run 'cirrus start --help' for usage.\n",
+    },
+    {
       argv: ['reconcile', 'relay', 'x'],
       message:
         "cirrus reconcile: unknown function 'relay' (functions: node-init, node-lifecycle, service-lb, routes; or a Go " +
