@@ -1,14 +1,16 @@
 // Builds deploy/'s kustomizations in-process, for tests that must run without kubectl: the subset of
 // kustomize those files use (resources, ConfigMap and Secret generators with fixed names, images,
-// and patch files that add annotations or labels to an object or set a Deployment's pod
-// dnsPolicy), and an error for anything else, so that this loader can never silently read a
+// patch files that add annotations or labels to an object or set a Deployment's pod dnsPolicy,
+// inline JSON patches of `add` and `replace` on the objects a target selects, and a nameSuffix over
+// ServiceAccounts, RBAC and Knative Services with the references kustomize renames), and an error
+// for anything else, so that this loader can never silently read a
 // kustomization differently from kustomize. manifests.test.ts compares it with `kubectl kustomize`
 // where kubectl is installed.
 
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadAll } from 'js-yaml';
+import { load, loadAll } from 'js-yaml';
 import { z } from 'zod';
 
 /** deploy/knative in this checkout. */
@@ -44,6 +46,31 @@ const generatorSchema = z.strictObject({
   files: z.array(z.string()).optional(),
 });
 
+// A patch's target: objects by group, kind and name (an exact name here; kustomize takes a regex).
+const targetSchema = z.strictObject({
+  group: z.string().optional(),
+  kind: z.string().optional(),
+  name: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/)
+    .optional(),
+});
+
+// A JSON patch's operations that the overlays use: add (`-` appends to an array) and replace.
+const jsonPatchSchema = z.array(
+  z.strictObject({ op: z.enum(['add', 'replace']), path: z.string().startsWith('/'), value: z.unknown() }),
+);
+
+// A configurations file: ServiceAccount references in more kinds than kustomize knows.
+const configurationsSchema = z.strictObject({
+  nameReference: z.array(
+    z.strictObject({
+      kind: z.literal('ServiceAccount'),
+      fieldSpecs: z.array(z.strictObject({ path: z.string(), group: z.string().optional(), kind: z.string() })),
+    }),
+  ),
+});
+
 const kustomizationSchema = z.strictObject({
   apiVersion: z.literal('kustomize.config.k8s.io/v1beta1'),
   kind: z.literal('Kustomization'),
@@ -58,8 +85,18 @@ const kustomizationSchema = z.strictObject({
   configMapGenerator: z.array(generatorSchema).optional(),
   secretGenerator: z.array(generatorSchema).optional(),
   // Strategic-merge patch files: the aws overlays annotate ServiceAccounts with their IAM roles,
-  // deploy/lambda sets the relay's dnsPolicy.
-  patches: z.array(z.strictObject({ path: z.string() })).optional(),
+  // deploy/lambda sets the relay's dnsPolicy. Inline JSON patches (RFC 6902) on a target: the hybrid
+  // overlay's per-provider environment.
+  patches: z
+    .array(z.union([z.strictObject({ path: z.string() }), z.strictObject({ target: targetSchema, patch: z.string() })]))
+    .optional(),
+  // The hybrid overlay's per-provider copies of the functions (knative/overlays/hybrid/static, aws).
+  nameSuffix: z
+    .string()
+    .regex(/^-[a-z0-9-]+$/)
+    .optional(),
+  // Files of further name references (only ServiceAccount ones: a Knative Service's serviceAccountName).
+  configurations: z.array(z.string()).optional(),
 });
 
 // What a patch file may do: add annotations or labels to an object of the build...
@@ -130,8 +167,13 @@ export function build(dir: string, options: BuildOptions = {}): KubeObject[] {
   });
   generateAll(objects, kustomization, dir, options);
   checkUnique(objects, dir);
+  // kustomize's order: patches, then the name suffix (and the references it renames), then images.
   applyPatches(objects, dir, kustomization.patches ?? []);
-  return objects.map((object) => withImages(object, kustomization.images ?? []));
+  const suffixed =
+    kustomization.nameSuffix === undefined
+      ? objects
+      : withSuffix(objects, kustomization.nameSuffix, extraServiceAccountRefs(dir, kustomization.configurations ?? []));
+  return suffixed.map((object) => withImages(object, kustomization.images ?? []));
 }
 
 function generateAll(objects: KubeObject[], kustomization: Kustomization, dir: string, options: BuildOptions): void {
@@ -143,10 +185,136 @@ function generateAll(objects: KubeObject[], kustomization: Kustomization, dir: s
     generate(objects, secret(generator, { dir, readFile, labels }), generator.behavior);
 }
 
-function applyPatches(objects: KubeObject[], dir: string, patches: readonly { path: string }[]): void {
-  for (const { path } of patches) {
-    for (const document of readObjects(join(dir, path))) applyPatch(objects, document, join(dir, path));
+function applyPatches(objects: KubeObject[], dir: string, patches: NonNullable<Kustomization['patches']>): void {
+  for (const patch of patches) {
+    if ('path' in patch) {
+      for (const document of readObjects(join(dir, patch.path))) applyPatch(objects, document, join(dir, patch.path));
+      continue;
+    }
+    const operations = jsonPatchSchema.parse(load(patch.patch));
+    const targets = objects.flatMap((object, at) => (selects(patch.target, object) ? [at] : []));
+    if (targets.length === 0)
+      throw new Error(`${dir}: a patch's target selects nothing: ${JSON.stringify(patch.target)}`);
+    for (const at of targets) {
+      const copy = structuredClone(objects[at]) as KubeObject;
+      for (const operation of operations) applyOperation(copy, operation, `${dir}: ${identity(copy)}`);
+      objects[at] = copy;
+    }
   }
+}
+
+function groupOf(object: KubeObject): string {
+  return object.apiVersion.includes('/') ? (object.apiVersion.split('/')[0] ?? '') : '';
+}
+
+function selects(target: z.infer<typeof targetSchema>, object: KubeObject): boolean {
+  return (
+    (target.group === undefined || target.group === groupOf(object)) &&
+    (target.kind === undefined || target.kind === object.kind) &&
+    (target.name === undefined || target.name === object.metadata.name)
+  );
+}
+
+// RFC 6902 add and replace on `object`, in place: add to an object member or into an array (`-`
+// appends); replace what exists.
+function applyOperation(object: KubeObject, operation: z.infer<typeof jsonPatchSchema>[number], where: string): void {
+  const keys = operation.path
+    .slice(1)
+    .split('/')
+    .map((key) => key.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const last = keys.pop() ?? '';
+  const parent = keys.reduce<unknown>((at, key) => (at as Record<string, unknown> | undefined)?.[key], object);
+  if (parent === null || typeof parent !== 'object') throw new Error(`${where}: ${operation.path}: no such path`);
+  const replace = operation.op === 'replace';
+  if (Array.isArray(parent)) {
+    spliceAt(parent, last, { replace, value: operation.value }, `${where}: ${operation.path}`);
+    return;
+  }
+  const members = parent as Record<string, unknown>;
+  if (replace && !(last in members)) throw new Error(`${where}: ${operation.path}: nothing to replace`);
+  members[last] = operation.value;
+}
+
+// Adds `value` into `array` at `key` (`-`: at the end), or replaces the item there.
+function spliceAt(
+  array: unknown[],
+  key: string,
+  { replace, value }: { replace: boolean; value: unknown },
+  where: string,
+): void {
+  const index = key === '-' ? array.length : Number(key);
+  const end = replace ? array.length - 1 : array.length;
+  if (!Number.isInteger(index) || index < 0 || index > end) throw new Error(`${where}: no such index`);
+  array.splice(index, replace ? 1 : 0, value);
+}
+
+// The kinds withSuffix renames, and whose references to each other it follows; anything else refused.
+const suffixedKinds = ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'];
+
+/** The extra places (`kind`, `group`, path) where a ServiceAccount is referred to, from configurations files. */
+function extraServiceAccountRefs(
+  dir: string,
+  files: readonly string[],
+): { kind: string; group: string; path: string[] }[] {
+  return files.flatMap((file) =>
+    configurationsSchema
+      .parse(load(readFileSync(join(dir, file), 'utf8')))
+      .nameReference.flatMap((ref) =>
+        ref.fieldSpecs.map((spec) => ({ kind: spec.kind, group: spec.group ?? '', path: spec.path.split('/') })),
+      ),
+  );
+}
+
+// nameSuffix as kustomize applies it: every object renamed, then the references among them (a
+// binding's roleRef and ServiceAccount subjects, and the configured ServiceAccount fields) renamed
+// with what they refer to.
+function withSuffix(
+  objects: readonly KubeObject[],
+  suffix: string,
+  serviceAccountRefs: readonly { kind: string; group: string; path: string[] }[],
+): KubeObject[] {
+  const renamed = new Map<string, string>();
+  for (const object of objects) {
+    const referrer = serviceAccountRefs.some((r) => r.kind === object.kind && r.group === groupOf(object));
+    if (!suffixedKinds.includes(object.kind) && !referrer)
+      throw new Error(`nameSuffix: ${identity(object)}: this loader does not know what refers to a ${object.kind}`);
+    renamed.set(identity(object), object.metadata.name + suffix);
+  }
+  const newName = (kind: string, namespace: string, name: string): string =>
+    renamed.get(`${kind}/${namespace}/${name}`) ?? name;
+  return objects.map((original) => {
+    const object = structuredClone(original) as KubeObject & Record<string, unknown>;
+    (object.metadata as { name: string }).name = original.metadata.name + suffix;
+    renameBindingRefs(object, newName);
+    for (const ref of serviceAccountRefs.filter((r) => r.kind === object.kind && r.group === groupOf(object)))
+      renameField(object, ref.path, (name) => newName('ServiceAccount', object.metadata.namespace ?? '', name));
+    return object;
+  });
+}
+
+type NewName = (kind: string, namespace: string, name: string) => string;
+
+// A binding's roleRef and ServiceAccount subjects, in place.
+function renameBindingRefs(object: Record<string, unknown> & KubeObject, newName: NewName): void {
+  if (object.kind !== 'RoleBinding' && object.kind !== 'ClusterRoleBinding') return;
+  const namespace = object.metadata.namespace ?? '';
+  const roleRef = object['roleRef'] as { kind: string; name: string };
+  roleRef.name = newName(roleRef.kind, roleRef.kind === 'Role' ? namespace : '', roleRef.name);
+  for (const subject of (object['subjects'] ?? []) as { kind: string; name: string; namespace?: string }[])
+    if (subject.kind === 'ServiceAccount')
+      subject.name = newName('ServiceAccount', subject.namespace ?? namespace, subject.name);
+}
+
+// The string at `path` in `object`, in place, where there is one.
+function renameField(object: Record<string, unknown>, path: readonly string[], rename: (name: string) => string): void {
+  const keys = [...path];
+  const last = keys.pop() ?? '';
+  const parent = keys.reduce<Record<string, unknown> | undefined>(
+    (at, key) => at?.[key] as Record<string, unknown> | undefined,
+    object,
+  );
+  const value = parent?.[last];
+  if (parent !== undefined && typeof value === 'string') parent[last] = rename(value);
 }
 
 // Merges the annotations and labels of `document` (a patch from `file`) into its object in
@@ -295,16 +463,20 @@ export function kustomizationDirs(root: string = knativeRoot): string[] {
 export function referencedFiles(root: string = knativeRoot): Set<string> {
   const files = new Set<string>();
   for (const dir of kustomizationDirs(root)) {
-    const kustomization = readKustomization(dir);
     files.add(relative(root, join(dir, 'kustomization.yaml')));
-    const generated = [...(kustomization.configMapGenerator ?? []), ...(kustomization.secretGenerator ?? [])]
-      .flatMap((g) => g.files ?? [])
-      .map((file) => file.slice(file.indexOf('=') + 1));
-    const patches = (kustomization.patches ?? []).map((p) => p.path);
-    for (const path of [...(kustomization.resources ?? []), ...generated, ...patches]) {
+    for (const path of namedFiles(readKustomization(dir))) {
       if (!existsSync(join(dir, path)) || !statSync(join(dir, path)).isDirectory())
         files.add(relative(root, join(dir, path)));
     }
   }
   return files;
+}
+
+// The paths a kustomization names: resources, generator files, patch files, configurations.
+function namedFiles(kustomization: Kustomization): string[] {
+  const generated = [...(kustomization.configMapGenerator ?? []), ...(kustomization.secretGenerator ?? [])]
+    .flatMap((g) => g.files ?? [])
+    .map((file) => file.slice(file.indexOf('=') + 1));
+  const patches = (kustomization.patches ?? []).flatMap((p) => ('path' in p ? [p.path] : []));
+  return [...(kustomization.resources ?? []), ...generated, ...patches, ...(kustomization.configurations ?? [])];
 }

@@ -40,9 +40,10 @@ import { providerPlan } from '../../app/providers.ts';
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const exampleDir = join(knativeRoot, 'overlays/example');
 const awsDir = join(knativeRoot, 'overlays/aws');
+const hybridDir = join(knativeRoot, 'overlays/hybrid');
 const lambdaDir = join(repoRoot, 'deploy/lambda');
 // Generated per cluster and never committed (each folder's .gitignore): stand-ins for builds.
-const signingSecretFiles = [exampleDir, awsDir, lambdaDir].map((dir) => join(dir, 'signing-secret'));
+const signingSecretFiles = [exampleDir, awsDir, hybridDir, lambdaDir].map((dir) => join(dir, 'signing-secret'));
 const readWithSigningSecret = (path: string): string =>
   signingSecretFiles.includes(path) && !existsSync(path) ? 'test-signing-secret\n' : readFileSync(path, 'utf8');
 
@@ -56,6 +57,7 @@ const builds: Readonly<Record<string, readonly KubeObject[]>> = {
   aws: build(awsDir, { readFile: readWithSigningSecret }),
   'standalone-aws': build(join(standaloneRoot, 'overlays/aws')),
   'standalone-hybrid': build(join(standaloneRoot, 'overlays/hybrid')),
+  hybrid: build(hybridDir, { readFile: readWithSigningSecret }),
 };
 
 const functionNames = catalogue.map((entry) => entry.name);
@@ -104,6 +106,7 @@ describe('deploy/knative', () => {
       cpSync(standaloneRoot, join(copy, 'standalone'), { recursive: true });
       writeFileSync(join(copy, 'knative/overlays/example/signing-secret'), 'test-signing-secret\n');
       writeFileSync(join(copy, 'knative/overlays/aws/signing-secret'), 'test-signing-secret\n');
+      writeFileSync(join(copy, 'knative/overlays/hybrid/signing-secret'), 'test-signing-secret\n');
       writeFileSync(join(copy, 'lambda/signing-secret'), 'test-signing-secret\n');
       const dirs = [
         ['base', 'knative'],
@@ -115,6 +118,7 @@ describe('deploy/knative', () => {
         ['aws', 'knative/overlays/aws'],
         ['standalone-aws', 'standalone/overlays/aws'],
         ['standalone-hybrid', 'standalone/overlays/hybrid'],
+        ['hybrid', 'knative/overlays/hybrid'],
       ] as const;
       for (const [name, dir] of dirs) {
         const result = spawnSync('kubectl', ['kustomize', join(copy, dir)], { encoding: 'utf8' });
@@ -186,6 +190,15 @@ describe('deploy/knative', () => {
         .sort(),
       functionNames.filter((name) => name !== 'node-init').sort(),
       'aws has routes',
+    );
+    assert.deepEqual(
+      knativeServices(builds['hybrid'] ?? [])
+        .map((s) => s.metadata.name)
+        .sort(),
+      ['node-lifecycle-aws', 'node-lifecycle-static', 'routes-aws', 'service-lb-aws', 'service-lb-static'].map(
+        (name) => `cirrus-${name}`,
+      ),
+      'hybrid: one per function and provider, routes for aws only',
     );
     assert.deepEqual(
       knativeServices(builds['apiserversource'] ?? [])
@@ -382,7 +395,7 @@ describe('deploy/knative', () => {
   });
 
   it('runs node-init with a relay of its own, as ServiceAccount cirrus-node-init, electing a leader on a Lease of its own', () => {
-    for (const name of ['base', 'example', 'aws'] as const) {
+    for (const name of ['base', 'example', 'aws', 'hybrid'] as const) {
       const objects = builds[name] ?? [];
       const nodeInit = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-node-init');
       assert.ok(nodeInit, name);
@@ -585,6 +598,7 @@ describe('deploy/standalone and the bootstrap path', () => {
         'base',
         'example',
         'aws',
+        'hybrid',
         'lambda',
       ] as const
     ).flatMap((name) =>
@@ -672,6 +686,15 @@ describe('the aws overlays (deploy/knative/overlays/aws, deploy/standalone/overl
   // The functions a workload runs: `serve <function>`, `start` (CIRRUS_CONTROLLERS), or none (the relay).
   const functionsOf = (workload: Workload, env: Record<string, string>): string[] => {
     const [command, name = ''] = workload.container.args;
+    // An instance that builds no aws provider (--serve-providers static) calls no AWS API.
+    const served = providerPlan({
+      cloudProvider: env['CIRRUS_CLOUD_PROVIDER'],
+      cloudConfig: env['CIRRUS_CLOUD_CONFIG'],
+      defaultProvider: env['CIRRUS_DEFAULT_PROVIDER'],
+      loadBalancerClass: env['CIRRUS_LOAD_BALANCER_CLASS'],
+      serveProviders: command === 'serve' ? env['CIRRUS_SERVE_PROVIDERS'] : undefined,
+    }).served;
+    if (!served.includes('aws')) return [];
     if (command === 'serve') return [name];
     if (command === 'start')
       return selectControllers(catalogue, (env['CIRRUS_CONTROLLERS'] ?? '*').split(',')).map((e) => e.name);
@@ -695,6 +718,8 @@ describe('the aws overlays (deploy/knative/overlays/aws, deploy/standalone/overl
       aws: Object.fromEntries(functionNames.map((fn) => [`cirrus-${fn}`, [fn]])),
       'standalone-aws': { cirrus: [...functionNames].sort() },
       'standalone-hybrid': { cirrus: [...functionNames].sort() },
+      // The static instances run as ServiceAccounts without a role (functionsOf gives them none).
+      hybrid: Object.fromEntries(functionNames.map((fn) => [`cirrus-${fn}`, [fn]])),
     };
     for (const [name, roles] of Object.entries(expected)) {
       const objects = builds[name] ?? [];
@@ -778,6 +803,115 @@ describe('the hybrid overlay (deploy/standalone/overlays/hybrid: static for bare
     assert.ok(find(objects, 'ConfigMap/cirrus-system/cirrus-lb-ipam'), "the static provider's allocations");
     const account = find(objects, 'ServiceAccount/cirrus-system/cirrus');
     assert.deepEqual(account, find(builds['standalone-aws'] ?? [], 'ServiceAccount/cirrus-system/cirrus'));
+  });
+});
+
+describe('the Knative hybrid overlay (deploy/knative/overlays/hybrid: a Knative Service per function and provider)', () => {
+  const objects = builds['hybrid'] ?? [];
+  const planOf = (env: Record<string, string>, serve: boolean): ReturnType<typeof providerPlan> =>
+    providerPlan({
+      cloudProvider: env['CIRRUS_CLOUD_PROVIDER'],
+      cloudConfig: env['CIRRUS_CLOUD_CONFIG'],
+      defaultProvider: env['CIRRUS_DEFAULT_PROVIDER'],
+      loadBalancerClass: env['CIRRUS_LOAD_BALANCER_CLASS'],
+      serveProviders: serve ? env['CIRRUS_SERVE_PROVIDERS'] : undefined,
+    });
+  const relay = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-relay');
+  const relayEnv = relay === undefined ? {} : containerEnv(relay, objects);
+  // The providers each Knative Service's instance acts for, by its name.
+  const servedBy = (): Map<string, readonly string[]> =>
+    new Map(
+      knativeServices(objects).map((service) => {
+        const workload = workloads(objects).find((w) => w.name === service.metadata.name);
+        assert.ok(workload);
+        return [service.metadata.name, planOf(containerEnv(workload, objects), true).served];
+      }),
+    );
+
+  it('gives every instance and the relay the same rules; each Knative Service acts for the provider it is named after, node-init for both', () => {
+    const rules = planOf(relayEnv, false).ownership;
+    assert.ok(rules, 'the relay has the ownership rules');
+    assert.deepEqual(rules.providers, ['static', 'aws']);
+    assert.equal(rules.defaultProvider, 'aws');
+    assert.deepEqual([...rules.classes], [['example.com/metal', 'static']]);
+    for (const workload of workloads(objects).filter((w) => ['serve', 'start'].includes(w.container.args[0] ?? ''))) {
+      const env = containerEnv(workload, objects);
+      const plan = planOf(env, workload.container.args[0] === 'serve');
+      assert.deepEqual(plan.ownership, rules, `${workload.id}: the relay's rules`);
+      const expected = workload.kind === 'Deployment' ? ['static', 'aws'] : [/-(\w+)$/.exec(workload.name)?.[1]];
+      assert.deepEqual(plan.served, expected, `${workload.id} acts for`);
+      if (workload.kind === 'Deployment')
+        assert.equal(env['CIRRUS_SERVE_PROVIDERS'], undefined, 'the bootstrap serves both providers');
+    }
+    assert.deepEqual(
+      [...servedBy()].filter(([name]) => name.startsWith('cirrus-routes')),
+      [['cirrus-routes-aws', ['aws']]],
+      'routes for aws only: static has none',
+    );
+  });
+
+  it("routes each provider's Nodes and Services to its own instances: one destination per Knative Service, by the ownership rules", () => {
+    assert.ok(relay);
+    const file = load(mountedFile(relay, objects, relayEnv['CIRRUS_ROUTING_CONFIG'] ?? ''));
+    const table = buildRoutingTable(catalogue, { file, ownership: planOf(relayEnv, false).ownership });
+    const served = servedBy();
+    const expected = knativeServices(objects).map((s) => [
+      component(s),
+      `http://${s.metadata.name}.${s.metadata.namespace}.svc.cluster.local`,
+      served.get(s.metadata.name),
+    ]);
+    assert.deepEqual(
+      table.destinations.map((d) => [d.feed, d.url, d.providers]).sort(),
+      expected.sort(),
+      'each Knative Service: its function, its address, its provider',
+    );
+    // Without the relay's provider options, a destination naming providers is refused.
+    assert.throws(() => buildRoutingTable(catalogue, { file }), /no ownership rules/);
+  });
+
+  it("grants each per-provider instance its function's rights (the static provider's allocations to service-lb-static only), node-init and the relay theirs", () => {
+    // Every rule granted to `account` through any binding: `namespace group/resource verb names`.
+    const rightsOf = (build: readonly KubeObject[], account: string): string[] =>
+      [...ofKind(build, 'RoleBinding'), ...ofKind(build, 'ClusterRoleBinding')]
+        .filter((b) => subjectsOf(b).some((s) => s.kind === 'ServiceAccount' && s.name === account))
+        .flatMap((b) => {
+          const ref = roleRefOf(b);
+          const namespace = ref.kind === 'Role' ? (b.metadata.namespace ?? '') : '';
+          return grants(build, `${ref.kind}/${namespace}/${ref.name}`).map((g) => `${namespace} ${g}`);
+        })
+        .sort();
+    for (const service of knativeServices(objects)) {
+      const account = service.spec.template.spec.serviceAccountName;
+      assert.equal(account, service.metadata.name, 'a ServiceAccount of its own, named as the Knative Service');
+      assert.ok(find(objects, `ServiceAccount/cirrus-system/${account}`), account);
+      // The static instances as overlays/example's functions, the aws ones as overlays/aws's.
+      const twin = account.endsWith('-static') ? builds['example'] : builds['aws'];
+      const granted = rightsOf(objects, account);
+      assert.ok(granted.length > 0, account);
+      assert.deepEqual(granted, rightsOf(twin ?? [], `cirrus-${component(service)}`), account);
+    }
+    for (const account of ['cirrus-node-init', 'cirrus-relay'])
+      assert.deepEqual(rightsOf(objects, account), rightsOf(builds['aws'] ?? [], account), account);
+    assert.ok(
+      rightsOf(objects, 'cirrus-service-lb-static').some((g) => g.includes('cirrus-lb-ipam')),
+      "the static provider's allocations",
+    );
+    assert.ok(!rightsOf(objects, 'cirrus-service-lb-aws').some((g) => g.includes('cirrus-lb-ipam')));
+  });
+
+  it('mounts both cloud-configs: the static inventory and the aws cloud.conf', () => {
+    const nodeInit = workloads(objects).find((w) => w.id === 'Deployment/cirrus-system/cirrus-node-init');
+    assert.ok(nodeInit);
+    const env = containerEnv(nodeInit, objects);
+    const paths = cloudConfigPaths(env);
+    assert.deepEqual([...paths.keys()], ['static', 'aws']);
+    const staticPath = paths.get('static') ?? '';
+    assert.ok(parseInventory(mountedFile(nodeInit, objects, staticPath), staticPath).instances.length > 0);
+    const awsPath = paths.get('aws') ?? '';
+    const aws = parseAwsConfig(mountedFile(nodeInit, objects, awsPath), awsPath);
+    assert.equal(aws.clusterId, env['CIRRUS_CLUSTER_NAME'], 'one cluster name, in cloud.conf and in cirrus-config');
+    assert.ok(aws.routeTableId, 'the route table routes programs');
+    assert.ok(env['CIRRUS_CLUSTER_CIDR'], "routes (aws's) needs the pods' CIDR");
   });
 });
 
@@ -932,7 +1066,14 @@ describe('each container, started with its arguments and environment', { skip: c
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  for (const name of ['example', 'standalone-example', 'aws', 'standalone-aws', 'standalone-hybrid'] as const) {
+  for (const name of [
+    'example',
+    'standalone-example',
+    'aws',
+    'standalone-aws',
+    'standalone-hybrid',
+    'hybrid',
+  ] as const) {
     const example = builds[name] ?? [];
     for (const workload of workloads(example)) {
       it(`${workload.id} (${name}) starts serving, and stops on SIGTERM`, async () => {
