@@ -11,6 +11,11 @@ import {
   ElasticLoadBalancingClient,
   RegisterInstancesWithLoadBalancerCommand,
 } from '@aws-sdk/client-elastic-load-balancing';
+import {
+  DescribeTargetGroupsCommand,
+  DescribeTargetHealthCommand,
+  type ElasticLoadBalancingV2Client,
+} from '@aws-sdk/client-elastic-load-balancing-v2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import { startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
 import {
@@ -240,3 +245,21 @@ export const nodeOfInstance = (i: WorldInstance): V1Node => ({
   metadata: { name: i.privateDnsName, labels: {} },
   spec: { providerID: i.providerId },
 });
+
+/** The instance IDs registered in each target group of the NLB `loadBalancerArn`, each list sorted. */
+export async function registeredTargets(
+  elbv2: ElasticLoadBalancingV2Client,
+  loadBalancerArn: string | undefined,
+): Promise<string[][]> {
+  const groups = (await elbv2.send(new DescribeTargetGroupsCommand({ LoadBalancerArn: loadBalancerArn }))).TargetGroups;
+  return Promise.all(
+    (groups ?? []).map(async (g) =>
+      (
+        (await elbv2.send(new DescribeTargetHealthCommand({ TargetGroupArn: g.TargetGroupArn })))
+          .TargetHealthDescriptions ?? []
+      )
+        .map((d) => d.Target?.Id ?? '')
+        .sort(),
+    ),
+  );
+}

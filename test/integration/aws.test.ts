@@ -6,18 +6,20 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import {
-  DescribeListenersCommand,
-  DescribeLoadBalancersCommand,
-  DescribeTargetGroupsCommand,
-  DescribeTargetHealthCommand,
-} from '@aws-sdk/client-elastic-load-balancing-v2';
+import { DescribeListenersCommand, DescribeLoadBalancersCommand } from '@aws-sdk/client-elastic-load-balancing-v2';
 import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { startCirrus, type Cirrus } from '../harness/cirrus.ts';
 import { createAwsProvider } from '../../providers/aws/index.ts';
-import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import {
+  awsEmulatorSkip,
+  awsTestEnv,
+  awsWorld,
+  registeredTargets,
+  type AwsWorld,
+  type WorldInstance,
+} from '../harness/aws.ts';
 import { createNode, newNode, ownTaints, setReady, uninitialized, withProviderId } from '../harness/builders.ts';
 import { controlPlaneSkip, ownControlPlane } from '../harness/cluster.ts';
 import { waitFor } from '../relay/harness.ts';
@@ -147,21 +149,7 @@ describe('the functions with the aws provider, against the emulator', { skip }, 
       listeners?.map((l) => l.Port).sort((x, y) => (x ?? 0) - (y ?? 0)),
       [80, 443],
     );
-    const targets = async (): Promise<string[][]> => {
-      const groups = (
-        await world.elbv2.send(new DescribeTargetGroupsCommand({ LoadBalancerArn: nlb?.LoadBalancerArn }))
-      ).TargetGroups;
-      return Promise.all(
-        (groups ?? []).map(async (g) =>
-          (
-            (await world.elbv2.send(new DescribeTargetHealthCommand({ TargetGroupArn: g.TargetGroupArn })))
-              .TargetHealthDescriptions ?? []
-          )
-            .map((d) => d.Target?.Id ?? '')
-            .sort(),
-        ),
-      );
-    };
+    const targets = (): Promise<string[][]> => registeredTargets(world.elbv2, nlb?.LoadBalancerArn);
     const targeting = async (ids: readonly string[]): Promise<boolean> => {
       const t = await targets();
       return t.length === 2 && t.every((registered) => registered.join() === [...ids].sort().join());

@@ -19,16 +19,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
-import {
-  DescribeLoadBalancersCommand,
-  DescribeTargetGroupsCommand,
-  DescribeTargetHealthCommand,
-} from '@aws-sdk/client-elastic-load-balancing-v2';
+import { DescribeLoadBalancersCommand } from '@aws-sdk/client-elastic-load-balancing-v2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import { main } from '../../app/cli/main.ts';
 import { providerLabel } from '../../shared/cloud/ownership.ts';
 import { startCallCounter, type CallCounter } from '../../tools/aws-emulator/counter.ts';
-import { awsEmulatorSkip, awsTestEnv, awsWorld, type AwsWorld, type WorldInstance } from '../harness/aws.ts';
+import {
+  awsEmulatorSkip,
+  awsTestEnv,
+  awsWorld,
+  registeredTargets,
+  type AwsWorld,
+  type WorldInstance,
+} from '../harness/aws.ts';
 import {
   createNode,
   newNode,
@@ -205,7 +208,7 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
     await waitFor(
       'the NLB to target the aws instances only',
       async () => {
-        const ids = await targets(nlb?.LoadBalancerArn);
+        const ids = await registeredTargets(world.elbv2, nlb?.LoadBalancerArn);
         return ids.length > 0 && ids.every((t) => t.join() === [a.instanceId, b.instanceId].sort().join());
       },
       30_000,
@@ -315,21 +318,6 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
       .send(new DescribeLoadBalancersCommand({ Names: [lbName] }))
       .then((answer) => answer.LoadBalancers?.[0])
       .catch(() => undefined);
-  }
-
-  // Each target group's registered instance IDs, sorted.
-  async function targets(arn: string | undefined): Promise<string[][]> {
-    const groups = (await world.elbv2.send(new DescribeTargetGroupsCommand({ LoadBalancerArn: arn }))).TargetGroups;
-    return Promise.all(
-      (groups ?? []).map(async (g) =>
-        (
-          (await world.elbv2.send(new DescribeTargetHealthCommand({ TargetGroupArn: g.TargetGroupArn })))
-            .TargetHealthDescriptions ?? []
-        )
-          .map((d) => d.Target?.Id ?? '')
-          .sort(),
-      ),
-    );
   }
 });
 
