@@ -4,7 +4,11 @@
 
 import { randomBytes } from 'node:crypto';
 import { after, before, type TestContext } from 'node:test';
-import { AuthorizeSecurityGroupIngressCommand, CreateSecurityGroupCommand } from '@aws-sdk/client-ec2';
+import {
+  AuthorizeSecurityGroupIngressCommand,
+  CreateSecurityGroupCommand,
+  DescribeRouteTablesCommand,
+} from '@aws-sdk/client-ec2';
 import {
   ConfigureHealthCheckCommand,
   CreateLoadBalancerCommand,
@@ -262,4 +266,13 @@ export async function registeredTargets(
         .sort(),
     ),
   );
+}
+
+/** The routes to instances in `world`'s route table, as `<destination CIDR>><instance ID>`, sorted. */
+export async function instanceRoutes(world: Pick<AwsWorld, 'ec2' | 'routeTableId'>): Promise<string[]> {
+  const table = await world.ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: [world.routeTableId] }));
+  return (table.RouteTables?.[0]?.Routes ?? [])
+    .filter((r) => r.InstanceId !== undefined)
+    .map((r) => `${r.DestinationCidrBlock}>${r.InstanceId}`)
+    .sort();
 }

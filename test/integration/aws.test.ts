@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DescribeListenersCommand, DescribeLoadBalancersCommand } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import pino from 'pino';
 import { startCirrus, type Cirrus } from '../harness/cirrus.ts';
@@ -16,6 +15,7 @@ import {
   awsEmulatorSkip,
   awsTestEnv,
   awsWorld,
+  instanceRoutes,
   registeredTargets,
   type AwsWorld,
   type WorldInstance,
@@ -161,13 +161,7 @@ describe('the functions with the aws provider, against the emulator', { skip }, 
     serving.push(b.instanceId);
     await waitFor('a joining node to become a target', () => targeting(serving), 30_000);
 
-    const routes = async (): Promise<string[]> => {
-      const table = await world.ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: [world.routeTableId] }));
-      return (table.RouteTables?.[0]?.Routes ?? [])
-        .filter((r) => r.InstanceId !== undefined)
-        .map((r) => `${r.DestinationCidrBlock}>${r.InstanceId}`)
-        .sort();
-    };
+    const routes = (): Promise<string[]> => instanceRoutes(world);
     await waitFor(
       'a route per pod CIDR',
       async () =>

@@ -18,7 +18,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { DescribeRouteTablesCommand } from '@aws-sdk/client-ec2';
 import { DescribeLoadBalancersCommand } from '@aws-sdk/client-elastic-load-balancing-v2';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
 import { main } from '../../app/cli/main.ts';
@@ -28,6 +27,7 @@ import {
   awsEmulatorSkip,
   awsTestEnv,
   awsWorld,
+  instanceRoutes,
   registeredTargets,
   type AwsWorld,
   type WorldInstance,
@@ -143,13 +143,7 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
   const metalNode = (name: string, n: number): V1Node =>
     withCidr(newNode(name, uninitialized, withLabels({ [providerLabel]: 'static' })), n);
   // The routes in this world's route table, as `<pod CIDR>><instance>`.
-  const routes = async (): Promise<string[]> => {
-    const table = await world.ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: [world.routeTableId] }));
-    return (table.RouteTables?.[0]?.Routes ?? [])
-      .filter((r) => r.InstanceId !== undefined)
-      .map((r) => `${r.DestinationCidrBlock}>${r.InstanceId}`)
-      .sort();
-  };
+  const routes = (): Promise<string[]> => instanceRoutes(world);
 
   it('initializes each Node with its own provider, and leaves a Node nobody owns tainted with one Event', async () => {
     await createNode(own.core, metalNode(names.metal1, 1));
