@@ -105,6 +105,8 @@ export interface CloudCalls {
   readonly maxInFlight: Record<string, number>;
   /** Each updateLoadBalancer: "namespace/name", the node names, and when it returned (Unix ms). */
   readonly updates: { service: string; nodes: string[]; at: number }[];
+  /** How many updates there are in all (those before `updatesFrom` included). */
+  readonly updatesTotal: number;
 }
 
 /** One process of a running CCM: the whole CCM, or (cirrus-split) the function or the relay. */
@@ -120,7 +122,11 @@ export interface RunningCcm {
   readonly logFiles: readonly string[];
   /** Throws when a process has exited: called while waiting, so that a crash fails at once. */
   assertAlive(): void;
-  cloudCalls(updatesFrom?: number): Promise<CloudCalls>;
+  /**
+   * The cloud's calls, and its updates from the `updatesFrom`-th on (Infinity: none, only their
+   * count), at most `limit` of them.
+   */
+  cloudCalls(updatesFrom?: number, limit?: number): Promise<CloudCalls>;
   /** Makes the cloud's machines of these nodes gone (instanceExists answers false). */
   forget(names: readonly string[]): Promise<void>;
   /** `cirrus start`'s /metrics (the relay's series among them); undefined for the others. */
@@ -171,8 +177,9 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
       if (gone !== undefined)
         throw new Error(`${contender.label}: ${gone[1].name} exited; its log: ${gone[1].logFile}`);
     },
-    cloudCalls: async (updatesFrom = 0) => {
-      const reply = await fetch(`http://127.0.0.1:${statsPort}/calls?updatesFrom=${updatesFrom}`);
+    cloudCalls: async (updatesFrom = 0, limit?: number) => {
+      const page = limit === undefined ? '' : `&limit=${String(limit)}`;
+      const reply = await fetch(`http://127.0.0.1:${statsPort}/calls?updatesFrom=${String(updatesFrom)}${page}`);
       if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
       return (await reply.json()) as CloudCalls;
     },

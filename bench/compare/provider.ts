@@ -35,9 +35,15 @@ registerCloudProvider(benchProviderName, ({ config, configPath, signal }) => {
       return;
     }
     const from = Number(url.searchParams.get('updatesFrom') ?? 0);
-    const updates = cloud.updates.slice(from).map((u) => ({ ...u, at: performance.timeOrigin + u.at }));
+    const limit = Number(url.searchParams.get('limit') ?? Infinity);
+    const all = cloud.updates;
+    const updates = all
+      .slice(from, from + (limit > 0 ? limit : Infinity))
+      .map((u) => ({ ...u, at: performance.timeOrigin + u.at }));
     response.setHeader('content-type', 'application/json');
-    response.end(JSON.stringify({ calls: cloud.calls, maxInFlight: cloud.maxInFlight, updates }));
+    response.end(
+      JSON.stringify({ calls: cloud.calls, maxInFlight: cloud.maxInFlight, updates, updatesTotal: all.length }),
+    );
   });
   server.listen(settings.statsPort, '127.0.0.1');
   signal.addEventListener('abort', () => server.close(), { once: true });

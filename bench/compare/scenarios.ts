@@ -167,7 +167,7 @@ async function ensureAll(h: Harness, ccm: RunningCcm, count: number): Promise<Sc
 // From the label PATCH returning to each Service's updateLoadBalancer returning without the Node,
 // as the cloud logged it (Unix ms, the same clock in every process of this machine).
 async function nodeSync(h: Harness, ccm: RunningCcm, count: number, excluded: string): Promise<ScenarioRun> {
-  const from = (await ccm.cloudCalls()).updates.length;
+  const from = (await ccm.cloudCalls(Infinity)).updatesTotal;
   const updated = new Map<string, number>();
   let start = 0;
   const costs = await measured(h, ccm, async () => {

@@ -1,14 +1,16 @@
 // What the benchmark reads from the cloud: calls per method, the most in flight at once per
 // method, and each updateLoadBalancer with its node names and when it returned (Unix ms). Served
-// as JSON on GET /calls?updatesFrom=N, in the shape bench/compare/provider.ts serves for cirrus; and
+// as JSON on GET /calls?updatesFrom=N (at most limit=M of them, and their count in all, updatesTotal; N may be Infinity), in the shape bench/compare/provider.ts serves for cirrus; and
 // POST /forget?name=N (repeatable) says those nodes' machines are gone (the scale scenario).
 package main
 
 import (
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,6 +27,9 @@ type callLog struct {
 	inFlight    map[string]int
 	maxInFlight map[string]int
 	updates     []lbUpdate
+	// Each node set an update named, once: the updates share it (at thousands of Nodes and
+	// Services, a copy per update would be most of the process's memory).
+	nodeSets map[string][]string
 	// Machines the benchmark said are gone (POST /forget?name=…): InstanceExists answers false.
 	gone map[string]bool
 }
@@ -35,6 +40,7 @@ func newCallLog() *callLog {
 		inFlight:    map[string]int{},
 		maxInFlight: map[string]int{},
 		updates:     []lbUpdate{}, // JSON [] rather than null
+		nodeSets:    map[string][]string{},
 		gone:        map[string]bool{},
 	}
 }
@@ -57,7 +63,13 @@ func (l *callLog) update(service string, nodes []string) {
 	at := float64(time.Now().UnixMicro()) / 1000
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.updates = append(l.updates, lbUpdate{Service: service, Nodes: nodes, At: at})
+	key := strings.Join(nodes, "\n")
+	shared, found := l.nodeSets[key]
+	if !found {
+		shared = nodes
+		l.nodeSets[key] = shared
+	}
+	l.updates = append(l.updates, lbUpdate{Service: service, Nodes: shared, At: at})
 }
 
 // forgotten says whether the machine of node name is gone.
@@ -75,12 +87,25 @@ func (l *callLog) serve(address string) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /calls", func(w http.ResponseWriter, r *http.Request) {
-		from, _ := strconv.Atoi(r.URL.Query().Get("updatesFrom"))
+		from, err := strconv.Atoi(r.URL.Query().Get("updatesFrom"))
+		if err != nil {
+			from = 0
+			if r.URL.Query().Get("updatesFrom") == "Infinity" {
+				from = math.MaxInt
+			}
+		}
+		limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+		if err != nil || limit <= 0 {
+			limit = math.MaxInt
+		}
 		l.mu.Lock()
+		start := min(max(from, 0), len(l.updates))
+		end := start + min(limit, len(l.updates)-start)
 		body, err := json.Marshal(map[string]any{
-			"calls":       l.calls,
-			"maxInFlight": l.maxInFlight,
-			"updates":     l.updates[min(max(from, 0), len(l.updates)):],
+			"calls":        l.calls,
+			"maxInFlight":  l.maxInFlight,
+			"updates":      l.updates[start:end],
+			"updatesTotal": len(l.updates),
 		})
 		l.mu.Unlock()
 		if err != nil {

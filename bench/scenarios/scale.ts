@@ -35,7 +35,7 @@ import { kwokStages, resolveKwok } from '../../tools/kwok/assets.ts';
 import { listVersion, nodeObject, uninitializedTaint, type Bench } from '../../test/harness/context.ts';
 import { percentile, sleep, type Kube, type KubeObject } from '../../test/harness/kube.ts';
 import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
-import { contenders, startCcm, type ContenderName, type RunningCcm } from '../compare/contenders.ts';
+import { contenders, startCcm, type CloudCalls, type ContenderName, type RunningCcm } from '../compare/contenders.ts';
 import { goCcm } from '../compare/go-ccm.ts';
 import { commandName, memoryMb } from '../compare/procfs.ts';
 import { measured, waitFor, watch, type Costs, type Harness } from '../compare/scenarios.ts';
@@ -194,6 +194,8 @@ async function runOne(
   };
   const abort = new AbortController();
   const watching = watchAll(kube, track, abort.signal);
+  // Read as the run goes (each waiting loop reads what came since), never all at once.
+  const updateLog = new UpdateLog(ccm);
   const samples: Sample[] = [];
   const started = performance.now();
   const sampler = setInterval(() => {
@@ -283,15 +285,13 @@ async function runOne(
       goneLatencies = gone.map((n) => (track.deleted.get(n) ?? 0) - forgotten);
 
       progress(`${label}: churn: ${excluded.length} Nodes excluded from load balancers`);
-      const from = (await ccm.cloudCalls()).updates.length;
+      await updateLog.read();
       const expected = names.filter((n) => !gone.includes(n) && !excluded.includes(n)).sort();
       const relabelled = Date.now();
       await forEach(excluded, (n) => relabel(kube, n, { [excludeLabel]: 'true' }));
       const updated = new Map<string, number>();
-      let seen = from;
       await waitFor(ccm, `${size.services} load balancers updated`, 120_000 + size.services * 1_500, async () => {
-        const { updates } = await ccm.cloudCalls(seen);
-        seen += updates.length;
+        const updates = await updateLog.read();
         for (const u of updates)
           if (!updated.has(u.service) && sameSet(u.nodes, expected)) updated.set(u.service, u.at - relabelled);
         return services.every((s) => updated.has(`default/${s}`));
@@ -321,7 +321,7 @@ async function runOne(
 
     // 5. Final states.
     const liveServices = [...services.slice(quarter), ...newServices];
-    const lost = await finalStates(kube, ccm, {
+    const lost = await finalStates(kube, updateLog, {
       live: names.filter((n) => !gone.includes(n)),
       gone,
       expectedBackends: names.filter((n) => !gone.includes(n) && !excluded.includes(n)).sort(),
@@ -422,7 +422,7 @@ function costFigures(
 
 async function finalStates(
   kube: Kube,
-  ccm: RunningCcm,
+  updates: UpdateLog,
   expected: {
     live: string[];
     gone: string[];
@@ -445,9 +445,8 @@ async function finalStates(
       s,
     ]),
   );
-  const lastUpdate = new Map<string, string[]>();
-  for (const u of (await ccm.cloudCalls()).updates) lastUpdate.set(u.service, u.nodes);
-  return [...nodeLosses(nodes, expected), ...serviceLosses(services, lastUpdate, expected)];
+  await updates.read();
+  return [...nodeLosses(nodes, expected), ...serviceLosses(services, updates.last, expected)];
 }
 
 function nodeLosses(nodes: ReadonlyMap<string, KubeObject>, expected: { live: string[]; gone: string[] }): string[] {
@@ -648,3 +647,33 @@ function escape(text: string): string {
 
 /** Where bench/run.ts keeps its results (the plot goes beside them). */
 export const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
+
+/**
+ * The cloud's load balancer updates, read a page at a time and each only once: at thousands of
+ * Nodes and Services (an update names every Node of its load balancer) all of them in one answer
+ * would not fit in a string. Keeps each Service's last node set.
+ */
+export class UpdateLog {
+  #seen = 0;
+  /** Each Service's node set in its last update read so far. */
+  readonly last = new Map<string, string[]>();
+  readonly #ccm: RunningCcm;
+
+  constructor(ccm: RunningCcm) {
+    this.#ccm = ccm;
+  }
+
+  /** The updates since the last read. */
+  async read(): Promise<CloudCalls['updates']> {
+    const read: CloudCalls['updates'] = [];
+    for (;;) {
+      const { updates } = await this.#ccm.cloudCalls(this.#seen, updatePage);
+      this.#seen += updates.length;
+      for (const u of updates) this.last.set(u.service, u.nodes);
+      read.push(...updates);
+      if (updates.length < updatePage) return read;
+    }
+  }
+}
+
+const updatePage = 200;

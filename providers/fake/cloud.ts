@@ -30,6 +30,11 @@ export class FakeCloud implements CloudProvider {
   readonly calls: FakeCall[] = [];
   /** The accepted calls in the order they were answered (their latency waited), with or without an error. */
   readonly answered: FakeCall[] = [];
+  /**
+   * Whether every call is kept in {@link calls} and {@link answered} (the default); off, only the
+   * counts and peaks are, so that a long benchmark's cloud does not grow with its calls.
+   */
+  recordCalls = true;
   /** The accepted calls by method name. */
   readonly callCounts = new Map<string, number>();
   /** The most accepted calls of each method in flight (waiting their latency) at once. */
@@ -152,7 +157,7 @@ export class FakeCloud implements CloudProvider {
   async #call(method: string, ...args: unknown[]): Promise<void> {
     this.#admit(method);
     const call: FakeCall = { method, args };
-    this.calls.push(call);
+    if (this.recordCalls) this.calls.push(call);
     this.callCounts.set(method, (this.callCounts.get(method) ?? 0) + 1);
     const inFlight = (this.#inFlight.get(method) ?? 0) + 1;
     this.#inFlight.set(method, inFlight);
@@ -161,12 +166,17 @@ export class FakeCloud implements CloudProvider {
       const latency = this.latencyMs.get(method) ?? this.latencyMs.get('*') ?? 0;
       if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     } finally {
-      this.#inFlight.set(method, (this.#inFlight.get(method) ?? 1) - 1);
-      call.answeredAt = performance.now();
-      this.answered.push(call);
+      this.#answered(call);
     }
     const error = this.errors.get(method);
     if (error) throw error;
+  }
+
+  // A call's latency is over: no longer in flight, answered now.
+  #answered(call: FakeCall): void {
+    this.#inFlight.set(call.method, (this.#inFlight.get(call.method) ?? 1) - 1);
+    call.answeredAt = performance.now();
+    if (this.recordCalls) this.answered.push(call);
   }
 
   // Slides the 1-s window and refuses the call when the throttle's limit is reached.

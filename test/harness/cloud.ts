@@ -10,6 +10,7 @@
 // as it reports them: calls and the most in flight by
 // method, and each updateLoadBalancer with the time it returned (the node-sync scenario).
 
+import type { V1Node } from '@kubernetes/client-node';
 import type {
   CloudProvider,
   Clusters,
@@ -34,8 +35,10 @@ export class BenchCloud implements CloudProvider {
   /** The recording cloud behind it. */
   readonly fake = new FakeCloud();
   readonly #updates: LoadBalancerUpdate[] = [];
-  // How many of the fake's answered calls #updates has looked at.
-  #seen = 0;
+  // Each node set an update named, once: the updates share it (at thousands of Nodes and
+  // Services, a copy per update would be most of the process's memory).
+  readonly #nodeSets = new Map<string, string[]>();
+  #loadBalancer: LoadBalancer | undefined;
   // Node names whose machines are gone (forget()).
   readonly #gone = new Set<string>();
 
@@ -44,6 +47,8 @@ export class BenchCloud implements CloudProvider {
       this.fake.disabled.add(capability);
     this.fake.instanceFor = (name) => (this.#gone.has(name) ? undefined : machineFor(name));
     this.fake.namesByUid = true;
+    // Counts and peaks only: the updates are kept here, as bench/go-ccm keeps them.
+    this.fake.recordCalls = false;
     this.fake.ingressFor = (n) => ({ ip: ipPlus(0xc6120000, n), ipMode: 'VIP' });
     this.lbLatencyMs = 0;
   }
@@ -79,15 +84,8 @@ export class BenchCloud implements CloudProvider {
     return Object.fromEntries(this.fake.peakInFlight);
   }
 
-  /** Each updateLoadBalancer, in the order they returned. */
+  /** Each updateLoadBalancer, in the order they returned (`at`: performance.now()). */
   get updates(): readonly LoadBalancerUpdate[] {
-    const { answered } = this.fake;
-    for (; this.#seen < answered.length; this.#seen += 1) {
-      const call = answered[this.#seen];
-      if (call?.method !== 'updateLoadBalancer') continue;
-      const [, service, nodes] = call.args as [string, string, string[]];
-      this.#updates.push({ service, nodes, at: call.answeredAt ?? 0 });
-    }
     return this.#updates;
   }
 
@@ -110,7 +108,27 @@ export class BenchCloud implements CloudProvider {
     return this.fake.clusters();
   }
   loadBalancer(): LoadBalancer | undefined {
-    return this.fake.loadBalancer();
+    const inner = this.fake.loadBalancer();
+    if (inner === undefined) return undefined;
+    // The same object on every call, as a provider's accessor answers.
+    this.#loadBalancer ??= {
+      ...inner,
+      updateLoadBalancer: async (clusterName, service, nodes, signal) => {
+        await inner.updateLoadBalancer(clusterName, service, nodes, signal);
+        const { namespace = '', name = '' } = service.metadata ?? {};
+        this.#updates.push({ service: `${namespace}/${name}`, nodes: this.#nodeSet(nodes), at: performance.now() });
+      },
+    };
+    return this.#loadBalancer;
+  }
+
+  // The node names of `nodes`, as one shared array per distinct set.
+  #nodeSet(nodes: readonly V1Node[]): string[] {
+    const names = nodes.map((n) => String(n.metadata?.name));
+    const key = names.join('\n');
+    let found = this.#nodeSets.get(key);
+    if (found === undefined) this.#nodeSets.set(key, (found = names));
+    return found;
   }
   routes(): Routes | undefined {
     return this.fake.routes();
