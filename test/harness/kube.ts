@@ -94,16 +94,12 @@ export class Kube {
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
           buffer += chunk;
-          // One pass over the buffer, cut once: slicing after every line copies the rest each time,
-          // which a stream of thousands of Nodes' heartbeats turns into most of the harness's CPU.
-          let start = 0;
           let newline;
-          while ((newline = buffer.indexOf('\n', start)) >= 0) {
-            const line = buffer.slice(start, newline);
-            start = newline + 1;
+          while ((newline = buffer.indexOf('\n')) >= 0) {
+            const line = buffer.slice(0, newline);
+            buffer = buffer.slice(newline + 1);
             if (line.trim() !== '') onEvent(JSON.parse(line) as WatchEvent);
           }
-          buffer = buffer.slice(start);
         });
         res.on('end', resolve);
         res.on('error', (error) => {
