@@ -292,10 +292,8 @@ export async function removeLoadBalancers(kube: Kube): Promise<void> {
 /**
  * Kube.watch until `signal` aborts, resumed from the last event's resourceVersion when the
  * connection breaks or ends (on a busy machine a watch has been seen to reset mid-scenario), at
- * most 5 times in a row; when the version has expired (an ERROR event: at thousands of Nodes with
- * live kubelets' heartbeats the API server's window is seconds), it lists `path` again, hands every
- * object on as MODIFIED and every one no longer listed as DELETED, and watches on from the list.
- * It never rejects before it is awaited, so a broken watch fails the scenario, not the process.
+ * most 5 times;
+ * it never rejects before it is awaited, so a broken watch fails the scenario, not the process.
  */
 export function watch(
   kube: Kube,
@@ -304,41 +302,17 @@ export function watch(
   signal: AbortSignal,
 ): Promise<void> {
   let version = resourceVersion;
-  let expired = false;
-  const known = new Map<string, KubeObject>();
   const seen = (event: { type: string; object: KubeObject }): void => {
-    if (event.type === 'ERROR') {
-      expired = true;
-      return;
-    }
+    // An ERROR (the version expired) ends the watch; the scenario then times out naming what it waited for.
+    if (event.type === 'ERROR') return;
     version = event.object.metadata.resourceVersion ?? version;
-    const key = objectKey(event.object);
-    if (event.type === 'DELETED') known.delete(key);
-    else known.set(key, event.object);
     onEvent(event);
-  };
-  const relist = async (): Promise<void> => {
-    const list = await kube.call<{ items: KubeObject[]; metadata: { resourceVersion?: string } }>('GET', path);
-    const listed = new Set<string>();
-    for (const object of list.items) {
-      listed.add(objectKey(object));
-      seen({ type: 'MODIFIED', object });
-    }
-    for (const [key, object] of [...known]) if (!listed.has(key)) seen({ type: 'DELETED', object });
-    version = list.metadata.resourceVersion ?? version;
-    expired = false;
   };
   const stopped = (): boolean => signal.aborted;
   const run = async (): Promise<void> => {
-    for (let attempt = 1, relists = 0; !stopped(); attempt++) {
+    for (let attempt = 1; !stopped(); attempt++) {
       try {
         await kube.watch(path, version, seen, signal);
-        if (expired && relists < 50) {
-          relists += 1;
-          attempt = 0;
-          await relist();
-          continue;
-        }
         if (attempt === 5) return;
       } catch (error) {
         if (stopped() || attempt === 5) throw error;
@@ -349,12 +323,6 @@ export function watch(
   const watching = run();
   watching.catch(() => undefined);
   return watching;
-}
-
-// Namespace and name of a watched object.
-function objectKey(object: KubeObject): string {
-  const namespace = object.metadata['namespace'];
-  return `${typeof namespace === 'string' ? namespace : ''}/${object.metadata.name}`;
 }
 
 // Runs `body` (which waits for the last object), lets trailing writes land, and reads the costs.
