@@ -157,13 +157,11 @@ export function providersFor(
   config: FunctionSettings,
 ): FunctionProviders {
   const able = [...providers].filter(([, cloud]) => entry.skipReason(cloud, config) === undefined);
-  if (plan.ownership === undefined || able.length === 0) {
-    const [cloud] = providers.values();
-    if (cloud === undefined) return { skip: 'no provider' };
-    const reasons = [...providers.values()].map((c) => entry.skipReason(c, config)).filter((r) => r !== undefined);
-    return reasons.length > 0 && able.length === 0 ? { skip: reasons.join('; ') } : { cloud };
-  }
   const [first] = able;
-  if (first === undefined) return { skip: 'no provider' };
+  if (first === undefined) {
+    const reasons = [...providers.values()].flatMap((cloud) => entry.skipReason(cloud, config) ?? []);
+    return { skip: reasons.length === 0 ? 'no provider' : reasons.join('; ') };
+  }
+  if (plan.ownership === undefined) return { cloud: first[1] };
   return { cloud: first[1], fleet: hybridFleet(plan.ownership, new Map(able)) };
 }

@@ -230,11 +230,9 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
   // listed copy stale, even when it has finished by the time the pass reaches the node.
   return deps.serializer.pass(async (run) => {
     const { items } = await deps.core.listNode();
-    // Another instance's Nodes are its own to pass over: only this instance's (and those nobody owns, for their Event).
-    const mine = items.filter((node) => {
-      const choice = chooseForNode(deps.fleet, node);
-      return choice.provider !== undefined || choice.nobody;
-    });
+    // Only this instance's Nodes: another instance passes over its own, and a Node nobody owns got
+    // its Event from its own event (a pass would only ask to write it again).
+    const mine = items.filter((node) => chooseForNode(deps.fleet, node).provider !== undefined);
     return mapLimit(mine, deps.concurrency, async (listed) => {
       const name = listed.metadata?.name ?? '';
       const key = `Node/${name}`;
