@@ -1,12 +1,13 @@
 // What ships, for the contenders that run it: the image's cirrus (scripts/build.ts's `image`
 // target, the folder deploy/Dockerfile copies to /app), built into a temporary folder at every
 // comparison so that it is never stale, with Node's compile cache warmed as the Dockerfile warms it
-// and the image's environment (NODE_ENV=production, NODE_COMPILE_CACHE). The benchmark cloud
+// and the image's environment (the ENV of deploy/Dockerfile's last stage, read from the file, with
+// NODE_COMPILE_CACHE pointing at the warmed cache). The benchmark cloud
 // (provider.ts) is bundled beside it as a provider module of your own would be: everything in it,
 // except cirrus's own contract (shared/cloud/), which it imports as 'cirrus-ccm' — the running
 // cirrus then hands it its own registry and error classes (app/cli/provider-module.ts).
 
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +27,24 @@ export interface Shipped {
 }
 
 const contract = fileURLToPath(new URL('../../shared/cloud/', import.meta.url));
+const dockerfile = fileURLToPath(new URL('../../deploy/Dockerfile', import.meta.url));
+
+/**
+ * The environment a Dockerfile's last stage sets: its ENV instructions (`KEY=value` pairs, a value
+ * quoted when it holds spaces; continuation lines joined), in order, a later one winning.
+ */
+export function imageEnvironment(text: string): Record<string, string> {
+  const lines = text.replace(/\\\n/g, ' ').split('\n');
+  const last = lines.findLastIndex((line) => /^FROM\s/i.test(line));
+  const env: Record<string, string> = {};
+  for (const line of lines.slice(last + 1)) {
+    const instruction = /^ENV\s+(.*)$/i.exec(line.trim());
+    if (instruction === null) continue;
+    for (const pair of instruction[1]?.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("([^"]*)"|\S*)/g) ?? [])
+      env[pair[1] ?? ''] = pair[3] ?? pair[2] ?? '';
+  }
+  return env;
+}
 
 export async function buildShipped(progress: (line: string) => void): Promise<Shipped> {
   const dir = await mkdtemp(join(tmpdir(), 'cirrus-compare-build-'));
@@ -49,7 +68,7 @@ export async function buildShipped(progress: (line: string) => void): Promise<Sh
     return {
       cli: join(image, 'cirrus.js'),
       providerModule,
-      env: { NODE_ENV: 'production', NODE_COMPILE_CACHE: compileCache },
+      env: { ...imageEnvironment(await readFile(dockerfile, 'utf8')), NODE_COMPILE_CACHE: compileCache },
       dir,
       remove: () => rm(dir, { recursive: true, force: true }),
     };
