@@ -52,19 +52,34 @@ export function involvesLoadBalancer(service: KubeObject | undefined): boolean {
 
 /**
  * Whether a Service change can change what its reconcile does: anything but an update that leaves
- * the spec fingerprint, the finalizers and the deletion timestamp as they were — such as the echo
- * of service-lb's own status and sync-record write (upstream's informer filters updates with
- * needsUpdate in the same way). A change without a previous state (an add, a fan-out) always can.
+ * the spec fingerprint and the deletion timestamp as they were and does not matter through cirrus's
+ * finalizer — such as the echo of service-lb's own status and sync-record write, or of the
+ * finalizer it adds before an ensure (upstream's informer filters updates the same way: `needsUpdate`
+ * or `needsCleanup` of the new Service, k8s.io/cloud-provider controllers/service/controller.go,
+ * the UpdateFunc of `New`). A change without a previous state (an add, a fan-out) always can.
  */
 export function serviceChangeMatters(change: WatchChange): boolean {
   if (change.type !== 'update' || change.previous === undefined) return true;
-  return decisionInputs(change.previous) !== decisionInputs(change.object);
+  return (
+    decisionInputs(change.previous) !== decisionInputs(change.object) ||
+    finalizerChangeMatters(change.previous, change.object)
+  );
 }
 
 function decisionInputs(object: KubeObject): string {
   const service = object as unknown as V1Service;
-  const metadata = service.metadata;
-  return JSON.stringify([specFingerprint(service), metadata?.finalizers ?? [], metadata?.deletionTimestamp ?? null]);
+  return JSON.stringify([specFingerprint(service), service.metadata?.deletionTimestamp ?? null]);
+}
+
+// cirrus's finalizer removed (put it back, or the cleanup that removed it is over), or added to a
+// Service that does not want a load balancer (a cleanup: upstream's needsCleanup). Added to a
+// load-balanced Service, it is the echo of service-lb's own write before an ensure: no work. Other
+// controllers' finalizers are none of service-lb's business.
+function finalizerChangeMatters(previous: KubeObject, current: KubeObject): boolean {
+  const had = (previous.metadata?.finalizers ?? []).includes(finalizer);
+  const has = (current.metadata?.finalizers ?? []).includes(finalizer);
+  if (had === has) return false;
+  return had || (current['spec'] as { type?: string } | undefined)?.type !== 'LoadBalancer';
 }
 
 /** Service events for load-balanced Services; a `reconcile.all` when the node set may have changed. */

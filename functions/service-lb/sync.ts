@@ -68,7 +68,7 @@ export async function syncService(
   return deps.serializer.run(key, (waited) =>
     fromClaim(deps.claims, key, { options, waited }, (claim) => {
       const start = claim as V1Service | undefined;
-      if (start === undefined || !inSync(start, deps.loadBalancerClass))
+      if (start === undefined || !(inSync(start, deps.loadBalancerClass) || firstEnsure(start, deps.loadBalancerClass)))
         return readAndSync(deps, namespace, name, options);
       return syncClaimed(deps, start, options);
     }),
@@ -87,6 +87,19 @@ function inSync(service: V1Service, loadBalancerClass: string | undefined): bool
     hasFinalizer(service) &&
     record?.spec === specFingerprint(service) &&
     record.class === loadBalancerClass
+  );
+}
+
+// A claim of a Service that wants a load balancer and does not carry the finalizer yet: a first
+// ensure. It is worked from, because its first step is the finalizer write, which carries the
+// claim's resourceVersion and comes before any Event or provider call (./run.ts addFinalizer): a
+// stale claim — such as the next event of a Service whose ensure has just added the finalizer — is
+// refused there, before anything is done, and the Service is read. With the finalizer already on
+// (a spec change of an ensured Service), no write would come before the provider's ensure, so that
+// one is decided on a read (inSync above).
+function firstEnsure(service: V1Service, loadBalancerClass: string | undefined): boolean {
+  return (
+    wantsLoadBalancer(service, loadBalancerClass) && !needsCleanup(service, loadBalancerClass) && !hasFinalizer(service)
   );
 }
 
@@ -320,8 +333,14 @@ async function updateHosts(run: Run, nodes: readonly V1Node[]): Promise<boolean>
 
 async function ensure(run: Run, nodes: readonly V1Node[], record: SyncRecord): Promise<string> {
   const { deps, service } = run;
-  await event(run, { type: 'Normal', reason: 'EnsuringLoadBalancer', message: 'Ensuring load balancer' });
+  const ensuring = { type: 'Normal', reason: 'EnsuringLoadBalancer', message: 'Ensuring load balancer' } as const;
+  // Upstream records the Event, then adds the finalizer. From a claim not yet confirmed the
+  // finalizer write comes first: it is the write that confirms the claim (firstEnsure), and a
+  // refused claim must have said nothing.
+  const fromClaim = run.unconfirmed !== undefined;
+  if (!fromClaim) await event(run, ensuring);
   await addFinalizer(run);
+  if (fromClaim) await event(run, ensuring);
   if (nodes.length === 0)
     await event(run, {
       type: 'Warning',

@@ -306,7 +306,7 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
   const updates = (cloud: FakeCloud): FakeCloud['calls'] =>
     cloud.calls.filter((c) => c.method === 'updateLoadBalancer');
 
-  it('service-lb: a signed event updates a load balancer without reading the Service; an ensure and unsigned events read it', async (t) => {
+  it('service-lb: a signed event ensures and updates a load balancer without reading the Service; unsigned events read it', async (t) => {
     const { cloud, signed, unsigned } = await serviceLb(t);
     const namespace = 'default';
     const [viaSigned, viaUnsigned] = [uniqueName('claimed-lb'), uniqueName('unsigned-lb')];
@@ -317,12 +317,17 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
       await watchCopy(cluster.core, viaUnsigned, namespace),
     ];
 
-    // A Service to ensure: decided on the Service as read, signed or not.
+    // A Service to ensure: from the signed claim, its finalizer write conditional on the claim's
+    // resourceVersion; the unsigned event's decided on the Service as read.
     const ensured = await counted(t, async () => {
-      for (const [i, copy] of copies.entries())
-        assert.equal((await sendEvent(i === 0 ? signed : unsigned, copy, i === 0)).objects[0]?.result, 'ensured');
+      assert.equal((await sendEvent(signed, copies[0] as V1Service, true)).objects[0]?.result, 'ensured');
     });
-    assert.equal(ensured['GET services'], 2, 'an ensure reads its Service');
+    assert.equal(ensured['GET services'] ?? 0, 0, 'the signed path reads no Service');
+    assert.equal(ensured['PATCH services/status'], 2, 'the finalizer (conditional), then the ingress and record');
+    const ensuredRead = await counted(t, async () => {
+      assert.equal((await sendEvent(unsigned, copies[1] as V1Service, false)).objects[0]?.result, 'ensured');
+    });
+    assert.equal(ensuredRead['GET services'], 1, 'an unsigned event reads the Service');
 
     // The node set changes: the signed event's Service (ensured for its spec) is updated from the claim.
     await createNode(cluster.core, newNode(uniqueName('lb-node')));
@@ -340,6 +345,35 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
     });
     assert.equal(read['GET services'], 1, 'an unsigned event reads the Service');
     assert.equal(updates(cloud).length, 2);
+  });
+
+  it('service-lb: a first ensure from a stale signed claim is refused at its finalizer, before any Event or cloud call', async (t) => {
+    const { cloud, signed } = await serviceLb(t);
+    const namespace = 'default';
+    const name = uniqueName('twice-lb');
+    await cluster.core.createNamespacedService({ namespace, body: loadBalancer(name) });
+    const copy = (await watchCopy(cluster.core, name, namespace)) as V1Service;
+    assert.equal((await sendEvent(signed, copy, true)).objects[0]?.result, 'ensured');
+    // The same claim (no finalizer yet) reaches another replica: the relay sent the key's next event
+    // before its watch had the first ensure's writes.
+    const definition = serviceLbFunction({
+      core: cluster.core,
+      loadBalancer: cloud.loadBalancer() ?? assert.fail('the fake cloud has load balancers'),
+      clusterName: 'kubernetes',
+    });
+    const replica = await served(t, definition, true);
+    const before = cloud.calls.length;
+    const refused = await counted(t, async () => {
+      assert.equal((await sendEvent(replica, copy, true)).objects[0]?.result, 'unchanged');
+    });
+    assert.equal(refused['PATCH services/status'], 1, 'the finalizer write, refused (409)');
+    assert.equal(refused['GET services'], 1, 'the refusal read the Service');
+    assert.equal(refused['POST events'] ?? 0, 0, 'nothing said');
+    assert.deepEqual(
+      cloud.calls.slice(before).map((c) => c.method),
+      [],
+      'nothing asked of the cloud',
+    );
   });
 
   it('service-lb: a stale signed claim is refused at its first write and re-read; what it asked of the cloud is not repeated', async (t) => {

@@ -29,7 +29,7 @@ import {
 import { needsInitialization } from '../../functions/node-init/feed.ts';
 import { needsLifecycleCheck } from '../../functions/node-lifecycle/feed.ts';
 import { routesMayChange } from '../../functions/routes/feed.ts';
-import { involvesLoadBalancer, nodeSetMayChange } from '../../functions/service-lb/feed.ts';
+import { involvesLoadBalancer, nodeSetMayChange, serviceLbFeed } from '../../functions/service-lb/feed.ts';
 import { parseDuration } from '../../shared/duration.ts';
 import type { ResourceChange, ChangeType } from '../../relay/watch.ts';
 import { verifyRequest } from '../../shared/wire/signing.ts';
@@ -289,6 +289,40 @@ describe('relay routing decisions', () => {
       involvesLoadBalancer(svc({ type: 'NodePort' }, { annotations: { 'service-lb.cirrus-ccm.dev/synced': '{}' } })),
       true,
     );
+  });
+
+  it("service-lb: the echo of its own finalizer is no work; the finalizer's removal, or a cleanup, is", () => {
+    const cleanup = 'service.kubernetes.io/load-balancer-cleanup';
+    const svc = (type: string, finalizers: string[], extra: object = {}): KubeObject => ({
+      metadata: { name: 's', namespace: 'ns', resourceVersion: String(finalizers.length), finalizers, ...extra },
+      spec: { type, ports: [{ port: 80, protocol: 'TCP' }] },
+    });
+    const lb = svc('LoadBalancer', []);
+    assert.equal(
+      serviceLbFeed(change('update', svc('LoadBalancer', [cleanup]), lb)),
+      undefined,
+      'added before an ensure',
+    );
+    assert.equal(
+      serviceLbFeed(change('update', svc('LoadBalancer', [cleanup, 'other/x']), svc('LoadBalancer', [cleanup]))),
+      undefined,
+      "another controller's finalizer",
+    );
+    assert.equal(serviceLbFeed(change('update', lb, svc('LoadBalancer', [cleanup]))), 'object', 'removed: put it back');
+    assert.equal(
+      serviceLbFeed(change('update', svc('ClusterIP', [cleanup]), svc('ClusterIP', []))),
+      'object',
+      'added where no load balancer is wanted: a cleanup',
+    );
+    assert.equal(
+      serviceLbFeed(
+        change('update', svc('LoadBalancer', [cleanup], { deletionTimestamp: 'now' }), svc('LoadBalancer', [cleanup])),
+      ),
+      'object',
+      'deleted',
+    );
+    assert.equal(serviceLbFeed(change('update', svc('NodePort', [cleanup]), svc('LoadBalancer', [cleanup]))), 'object');
+    assert.equal(serviceLbFeed(change('add', svc('LoadBalancer', [cleanup]))), 'object');
   });
 
   it('routes one node change to each feed that wants it, under the right keys', () => {
