@@ -13,6 +13,8 @@ export interface RunFacts {
   readonly full: boolean;
   /** The --only list as given, if any. */
   readonly only?: string;
+  /** The size flags given other than --full (--objects n, --scale n), if any. */
+  readonly sizeFlags?: string;
   readonly machine: Record<string, string | number>;
   readonly kubernetes: string;
 }
@@ -20,8 +22,9 @@ export interface RunFacts {
 /** The run's section: a heading line, then the figures' table (scenario, figure, value, goal, met, note). */
 export function runSection(facts: RunFacts, figures: readonly Figure[]): string {
   const sizes = facts.full ? '`--full` sizes' : 'default sizes';
+  const flags = facts.sizeFlags === undefined ? '' : ` but \`${facts.sizeFlags}\``;
   const scenarios = facts.only === undefined ? '' : `, \`--only ${facts.only}\``;
-  return `Run ${heading(facts)}; ${sizes}${scenarios}:\n\n${figuresTable(figures)}\n`;
+  return `Run ${heading(facts)}; ${sizes}${flags}${scenarios}:\n\n${figuresTable(figures)}\n`;
 }
 
 /** A comparison's section: a heading line, then the table bench/compare/table.ts made. */

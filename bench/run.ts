@@ -141,7 +141,15 @@ const file = await writeResults(
 );
 const chart = await drawChart(file);
 await copyFile(chart, join(dirname(file), 'latest.svg'));
-const facts = { ...common, ...(values.only === undefined ? {} : { only: values.only }) };
+const sizeFlags = [
+  ...(values.objects === undefined ? [] : [`--objects ${values.objects}`]),
+  ...(values.scale === undefined ? [] : [`--scale ${values.scale}`]),
+].join(' ');
+const facts = {
+  ...common,
+  ...(values.only === undefined ? {} : { only: values.only }),
+  ...(sizeFlags === '' ? {} : { sizeFlags }),
+};
 const figures: Figure[] = Object.values(results).flatMap((r) => r.figures);
 const markdown =
   comparison === undefined

@@ -290,39 +290,103 @@ export async function removeLoadBalancers(kube: Kube): Promise<void> {
 }
 
 /**
- * Kube.watch until `signal` aborts, resumed from the last event's resourceVersion when the
- * connection breaks or ends (on a busy machine a watch has been seen to reset mid-scenario), at
- * most 5 times;
- * it never rejects before it is awaited, so a broken watch fails the scenario, not the process.
+ * Kube.watch until `signal` aborts, resumed from the last resourceVersion seen (an event's or a
+ * bookmark's) each time the stream ends or breaks, as client-go's reflector does. The API server
+ * ends a watch whose reader falls behind: its watch cache hands each watcher events through a
+ * channel of 10–100 (kubernetes, staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go,
+ * suggestedWatchChannelSize) and closes one that stays full (cache_watcher.go, cacheWatcher.add,
+ * counted in apiserver_terminated_watchers_total). On 2 busy cores a burst of Node writes does that
+ * to the harness's watch in most scale waves; with a cap on resumes the watch stopped for good and
+ * the scenario waited for Nodes long initialized. When the version has expired anyway (an ERROR
+ * with code 410), it lists `path` once, hands every listed object on as MODIFIED and every one no
+ * longer listed as DELETED, and watches on from the list. It gives up (rejects) after 5 failures
+ * in a row (the connection refused or broken, or the API server answering with an error), and
+ * never rejects before it is awaited, so a broken watch fails the scenario, not the process.
+ * `stats`, when given, counts the resumes and lists.
  */
 export function watch(
   kube: Kube,
-  { path, resourceVersion }: { path: string; resourceVersion: string },
+  { path, resourceVersion, stats }: { path: string; resourceVersion: string; stats?: WatchStats },
   onEvent: (event: { type: string; object: KubeObject }) => void,
   signal: AbortSignal,
 ): Promise<void> {
+  const counted = stats ?? { resumed: 0, relisted: 0 };
   let version = resourceVersion;
+  // The last object seen of each key, to hand on as DELETED if a list after an expiry misses it.
+  const known = new Map<string, KubeObject>();
   const seen = (event: { type: string; object: KubeObject }): void => {
-    // An ERROR (the version expired) ends the watch; the scenario then times out naming what it waited for.
-    if (event.type === 'ERROR') return;
     version = event.object.metadata.resourceVersion ?? version;
+    const key = objectKey(event.object);
+    if (event.type === 'DELETED') known.delete(key);
+    else known.set(key, event.object);
     onEvent(event);
+  };
+  // One stream, until it ends: whether the version expired, or what else failed.
+  const stream = async (): Promise<{ expired: boolean; failure?: string }> => {
+    const ended: { expired: boolean; failure?: string } = { expired: false };
+    const event = (e: { type: string; object: KubeObject }): void => {
+      if (e.type !== 'ERROR') {
+        seen(e);
+        return;
+      }
+      const status = e.object as unknown as { code?: number; message?: string };
+      if (status.code === 410) ended.expired = true;
+      else ended.failure = `ERROR ${status.code ?? ''} ${status.message ?? ''}`;
+    };
+    try {
+      const last = await kube.watch(path, version, event, signal);
+      // A bookmark's version when one came after the last event (an ERROR's is none).
+      if (!ended.expired && ended.failure === undefined) version = last;
+      return ended;
+    } catch (error) {
+      return /: 410 /.test(String(error)) ? { expired: true } : { expired: false, failure: String(error) };
+    }
+  };
+  const relist = async (): Promise<string | undefined> => {
+    try {
+      const list = await kube.call<{ items: KubeObject[]; metadata: { resourceVersion?: string } }>('GET', path);
+      const listed = new Set<string>();
+      for (const object of list.items) {
+        listed.add(objectKey(object));
+        seen({ type: 'MODIFIED', object });
+      }
+      for (const [key, object] of [...known]) if (!listed.has(key)) seen({ type: 'DELETED', object });
+      version = list.metadata.resourceVersion ?? version;
+      counted.relisted += 1;
+      return undefined;
+    } catch (error) {
+      return String(error);
+    }
   };
   const stopped = (): boolean => signal.aborted;
   const run = async (): Promise<void> => {
-    for (let attempt = 1; !stopped(); attempt++) {
-      try {
-        await kube.watch(path, version, seen, signal);
-        if (attempt === 5) return;
-      } catch (error) {
-        if (stopped() || attempt === 5) throw error;
-      }
-      await sleep(200);
+    for (let failures = 0; !stopped();) {
+      const ended = await stream();
+      if (stopped()) return;
+      const failure = ended.expired ? await relist() : ended.failure;
+      failures = failure === undefined ? 0 : failures + 1;
+      if (failures === 5) throw new Error(`watch ${path}: 5 failures in a row, the last: ${failure}`);
+      counted.resumed += 1;
+      await sleep(failures === 0 ? 100 : 200 * 2 ** failures);
     }
   };
   const watching = run();
   watching.catch(() => undefined);
   return watching;
+}
+
+/** What a watch() went through. */
+export interface WatchStats {
+  /** Streams the API server ended (or that broke), each followed by a new watch. */
+  resumed: number;
+  /** Lists after an expired version (410). */
+  relisted: number;
+}
+
+// Namespace and name of a watched object.
+function objectKey(object: KubeObject): string {
+  const namespace = object.metadata['namespace'];
+  return `${typeof namespace === 'string' ? namespace : ''}/${object.metadata.name}`;
 }
 
 // Runs `body` (which waits for the last object), lets trailing writes land, and reads the costs.

@@ -37,6 +37,7 @@ import { startCirrus } from '../../test/harness/cirrus.ts';
 import { deleteNodes, listVersion, nodeObject, uninitializedTaint, type Bench } from '../../test/harness/context.ts';
 import { percentile, sleep, until, type KubeObject } from '../../test/harness/kube.ts';
 import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
+import { watch } from '../compare/scenarios.ts';
 
 const group = 'aws';
 const servicesPath = '/api/v1/namespaces/default/services';
@@ -179,9 +180,9 @@ async function nodeInit(bench: Bench, context: Context): Promise<Phase> {
   const cleared = new Map<string, number>();
   const names = new Set(instances.map((i) => i.privateDnsName));
   const abort = new AbortController();
-  const watching = kube.watch(
-    '/api/v1/nodes',
-    await listVersion(kube, '/api/v1/nodes'),
+  const watching = watch(
+    kube,
+    { path: '/api/v1/nodes', resourceVersion: await listVersion(kube, '/api/v1/nodes') },
     ({ object }) => {
       const name = object.metadata.name;
       if (names.has(name) && !cleared.has(name) && !tainted(object)) cleared.set(name, performance.now());
@@ -241,9 +242,9 @@ async function ensureNew(bench: Bench, context: Context): Promise<Phase> {
   const served = new Map<string, number>();
   const created = new Map<string, number>();
   const abort = new AbortController();
-  const watching = kube.watch(
-    servicesPath,
-    await listVersion(kube, servicesPath),
+  const watching = watch(
+    kube,
+    { path: servicesPath, resourceVersion: await listVersion(kube, servicesPath) },
     ({ object }) => {
       const name = object.metadata.name;
       if (name.startsWith(`${group}-`) && !served.has(name) && hasIngress(object)) served.set(name, performance.now());
@@ -299,9 +300,9 @@ async function ensureUnchanged(bench: Bench, context: Context): Promise<Phase> {
     synced.set(service.metadata.name, syncRecordOf(service) ?? '');
   }
   const abort = new AbortController();
-  const watching = kube.watch(
-    servicesPath,
-    await listVersion(kube, servicesPath),
+  const watching = watch(
+    kube,
+    { path: servicesPath, resourceVersion: await listVersion(kube, servicesPath) },
     ({ object }) => {
       const record = syncRecordOf(object);
       const { name } = object.metadata;

@@ -5,6 +5,7 @@
 import { deleteNodes, listVersion, nodeObject, type Bench } from '../../test/harness/context.ts';
 import { difference, percentile, until, type KubeObject } from '../../test/harness/kube.ts';
 import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
+import { watch } from '../compare/scenarios.ts';
 
 const excludeLabel = 'node.kubernetes.io/exclude-from-external-load-balancers';
 
@@ -22,9 +23,9 @@ export async function loadBalancers(bench: Bench, count: number): Promise<Scenar
   const served = new Map<string, number>();
   const abort = new AbortController();
   const path = '/api/v1/namespaces/default/services';
-  const watching = kube.watch(
-    path,
-    await listVersion(kube, path),
+  const watching = watch(
+    kube,
+    { path, resourceVersion: await listVersion(kube, path) },
     ({ object }) => {
       if (object.metadata.name.startsWith('lb-') && !served.has(object.metadata.name) && hasIngress(object))
         served.set(object.metadata.name, performance.now());

@@ -5,6 +5,7 @@
 import { deleteNodes, listVersion, nodeObject, uninitializedTaint, type Bench } from '../../test/harness/context.ts';
 import { difference, percentile, sleep, until, type Counts, type KubeObject } from '../../test/harness/kube.ts';
 import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
+import { watch } from '../compare/scenarios.ts';
 
 export interface NodeRun {
   readonly mode: 'steady' | 'burst';
@@ -21,9 +22,9 @@ export async function nodeInit(bench: Bench, run: NodeRun, ceiling: number | und
   const created = new Map<string, number>();
   const cleared = new Map<string, number>();
   const abort = new AbortController();
-  const watching = kube.watch(
-    '/api/v1/nodes',
-    await listVersion(kube, '/api/v1/nodes'),
+  const watching = watch(
+    kube,
+    { path: '/api/v1/nodes', resourceVersion: await listVersion(kube, '/api/v1/nodes') },
     ({ object }) => {
       const name = object.metadata.name;
       if (!name.startsWith(group) || cleared.has(name) || tainted(object)) return;

@@ -38,7 +38,7 @@ import type { Figure, ScenarioResult } from '../../test/harness/report.ts';
 import { contenders, startCcm, type CloudCalls, type ContenderName, type RunningCcm } from '../compare/contenders.ts';
 import { goCcm } from '../compare/go-ccm.ts';
 import { commandName, memoryMb } from '../compare/procfs.ts';
-import { measured, waitFor, watch, type Costs, type Harness } from '../compare/scenarios.ts';
+import { measured, waitFor, watch, type Costs, type Harness, type WatchStats } from '../compare/scenarios.ts';
 import { buildShipped } from '../compare/shipped.ts';
 
 export interface ScaleSize {
@@ -193,7 +193,9 @@ async function runOne(
     servicesGone: new Set(),
   };
   const abort = new AbortController();
-  const watching = watchAll(kube, track, abort.signal);
+  const watches = { nodes: { resumed: 0, relisted: 0 }, services: { resumed: 0, relisted: 0 } };
+  const terminatedBefore = await terminatedWatchers(kube);
+  const watching = watchAll(kube, track, watches, abort.signal);
   // Read as the run goes (each waiting loop reads what came since), never all at once.
   const updateLog = new UpdateLog(ccm);
   const samples: Sample[] = [];
@@ -333,7 +335,12 @@ async function runOne(
     const peak = Math.max(...samples.map((s) => s.rssMb));
     figure('peak RSS (sampled)', peak, 'MB');
     if (lost.length > 0) progress(`${label}: ${lost.length} final states lost: ${lost.slice(0, 5).join('; ')}`);
-    progress(`${label}: done`);
+    const terminated = (await terminatedWatchers(kube)) - terminatedBefore;
+    progress(
+      `${label}: done; the API server closed ${terminated} watches of Nodes or Services as too slow; ` +
+        `the harness's resumed ${watches.nodes.resumed} (Nodes) and ${watches.services.resumed} (Services) ` +
+        `times, listed ${watches.nodes.relisted + watches.services.relisted} times after an expired version`,
+    );
     return { figures, samples, lost };
   } finally {
     clearInterval(sampler);
@@ -343,12 +350,17 @@ async function runOne(
 }
 
 // One watch on the scenario's Nodes and one on its Services, for the whole run.
-async function watchAll(kube: Kube, track: Track, signal: AbortSignal): Promise<void> {
+async function watchAll(
+  kube: Kube,
+  track: Track,
+  stats: { nodes: WatchStats; services: WatchStats },
+  signal: AbortSignal,
+): Promise<void> {
   const nodesPath = `/api/v1/nodes?labelSelector=${encodeURIComponent(`${groupLabel}=${group}`)}`;
   const servicesSelected = `${servicesPath}?labelSelector=${encodeURIComponent(`${groupLabel}=${group}`)}`;
   const nodes = watch(
     kube,
-    { path: nodesPath, resourceVersion: await listVersion(kube, '/api/v1/nodes') },
+    { path: nodesPath, resourceVersion: await listVersion(kube, '/api/v1/nodes'), stats: stats.nodes },
     ({ type, object }) => {
       const name = object.metadata.name;
       const now = performance.now();
@@ -364,7 +376,7 @@ async function watchAll(kube: Kube, track: Track, signal: AbortSignal): Promise<
   );
   const services = watch(
     kube,
-    { path: servicesSelected, resourceVersion: await listVersion(kube, servicesPath) },
+    { path: servicesSelected, resourceVersion: await listVersion(kube, servicesPath), stats: stats.services },
     ({ type, object }) => {
       const name = object.metadata.name;
       if (type === 'DELETED') track.servicesGone.add(name);
@@ -373,6 +385,16 @@ async function watchAll(kube: Kube, track: Track, signal: AbortSignal): Promise<
     signal,
   );
   await Promise.allSettled([nodes, services]);
+}
+
+// Watchers of Nodes and Services (the CCM's, kwok's, the harness's) the API server's watch cache
+// closed as unresponsive (kubernetes, staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go,
+// cacheWatcher.add), from its apiserver_terminated_watchers_total.
+async function terminatedWatchers(kube: Kube): Promise<number> {
+  const lines = (await kube.text('/metrics')).split('\n');
+  return lines
+    .filter((l) => l.startsWith('apiserver_terminated_watchers_total{') && /resource="(nodes|services)"/.test(l))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
 
 // RSS summed over the CCM's processes; for cirrus, its relay's queue depth from /metrics.

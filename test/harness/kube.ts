@@ -76,39 +76,53 @@ export class Kube {
     await Promise.all(Array.from({ length: options.concurrency }, worker));
   }
 
-  /** Watches a collection from `resourceVersion`, calling `onEvent` per event, until the signal aborts. */
+  /**
+   * Watches a collection from `resourceVersion`, calling `onEvent` per event, until the signal
+   * aborts or the API server ends the stream; resolves with the last resourceVersion seen, a
+   * bookmark's included (the API server's BOOKMARK events, about one a minute, are asked for and
+   * not handed on). Rejects when the connection breaks or the API server answers with an error.
+   */
   watch(
     path: string,
     resourceVersion: string,
     onEvent: (event: WatchEvent) => void,
     signal: AbortSignal,
-  ): Promise<void> {
+  ): Promise<string> {
     const url = new URL(
-      `${path}${path.includes('?') ? '&' : '?'}watch=1&allowWatchBookmarks=false&resourceVersion=${resourceVersion}`,
+      `${path}${path.includes('?') ? '&' : '?'}watch=1&allowWatchBookmarks=true&resourceVersion=${resourceVersion}`,
       this.#url,
     );
     this.#count('WATCH', path);
+    let version = resourceVersion;
     return new Promise((resolve, reject) => {
       const req = request(url, { ...this.#base, method: 'GET', signal }, (res) => {
+        const failed = (res.statusCode ?? 0) >= 400;
         let buffer = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
           buffer += chunk;
+          if (failed) return;
           let newline;
           while ((newline = buffer.indexOf('\n')) >= 0) {
             const line = buffer.slice(0, newline);
             buffer = buffer.slice(newline + 1);
-            if (line.trim() !== '') onEvent(JSON.parse(line) as WatchEvent);
+            if (line.trim() === '') continue;
+            const event = JSON.parse(line) as WatchEvent;
+            if (event.type !== 'ERROR') version = event.object.metadata.resourceVersion ?? version;
+            if (event.type !== 'BOOKMARK') onEvent(event);
           }
         });
-        res.on('end', resolve);
+        res.on('end', () => {
+          if (failed) reject(new Error(`WATCH ${path}: ${res.statusCode} ${buffer.slice(0, 300)}`));
+          else resolve(version);
+        });
         res.on('error', (error) => {
-          if (signal.aborted) resolve();
+          if (signal.aborted) resolve(version);
           else reject(error);
         });
       });
       req.on('error', (error) => {
-        if (signal.aborted) resolve();
+        if (signal.aborted) resolve(version);
         else reject(error);
       });
       req.end();
