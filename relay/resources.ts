@@ -76,14 +76,14 @@ function hadLoadBalancer(service: KubeObject): boolean {
 
 /**
  * What the relay keeps of an object between its changes (ADR 0024): its metadata (without
- * managedFields) and spec, and of its status only a Service's `loadBalancer` — not a Node's status
- * (conditions, addresses, capacity, the kubelet's images list: most of a Node's bytes, rewritten
- * every heartbeat). The kept state is what every reader of the relay's store needs:
+ * managedFields) and spec, and of its status only a Service's `loadBalancer` and a Node's Ready
+ * condition's status — not the rest of a Node's status (conditions, addresses, capacity, the
+ * kubelet's images list: most of a Node's bytes, rewritten every heartbeat). The kept state is what
+ * every reader of the relay's store needs:
  *
  * - change detection: the `previous` state the functions' feeds compare (functions/<step>/feed.ts:
- *   a Node's labels, taints, deletionTimestamp, providerID, podCIDR(s); a Service's spec,
- *   annotations, finalizers and deletionTimestamp); a feed that reads the status (node-lifecycle's
- *   Ready condition) reads it from the change's new state, which is whole;
+ *   a Node's labels, taints, deletionTimestamp, providerID, podCIDR(s) and whether it is Ready; a
+ *   Service's spec, annotations, finalizers and deletionTimestamp);
  * - the fan-out (routing.ts `fanOut`): the Services a node-set change sends service-lb, whose
  *   feed reads their type, class, finalizers and sync record, and whose claim (shared/host) the
  *   same fields and status.loadBalancer;
@@ -97,11 +97,18 @@ function hadLoadBalancer(service: KubeObject): boolean {
 export function retained(object: KubeObject): KubeObject {
   const { status, ...kept } = object;
   if (status === undefined) return object;
-  if (object.kind !== 'Service') return kept;
+  if (object.kind !== 'Service') return withReady(kept, status);
   const { loadBalancer, ...rest } = status as { loadBalancer?: unknown };
   // Nothing to drop (a Service's status is mostly its load balancer alone): the object itself, not a copy.
   if (Object.keys(rest).length === 0) return object;
   return loadBalancer === undefined ? kept : { ...kept, status: { loadBalancer } };
+}
+
+// A Node's Ready condition, reduced to its type and status (node-lifecycle's feed compares it).
+function withReady(kept: KubeObject, status: unknown): KubeObject {
+  const conditions = (status as { conditions?: { type?: string; status?: string }[] }).conditions;
+  const ready = conditions?.find((c) => c.type === 'Ready');
+  return ready === undefined ? kept : { ...kept, status: { conditions: [{ type: 'Ready', status: ready.status }] } };
 }
 
 export const nodes: ResourceType = {

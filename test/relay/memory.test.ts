@@ -72,6 +72,9 @@ const ready = (o: Editable) => {
   return condition;
 };
 
+// What the relay keeps of a Ready Node's status (relay/resources.ts retained).
+const readyOnly = { conditions: [{ type: 'Ready', status: 'True' }] };
+
 // Node changes after which some function's decision may or may not differ.
 const nodeVariants: Record<string, KubeObject> = {
   heartbeat: node((o) => {
@@ -147,10 +150,18 @@ function change(type: ResourceType, kind: ChangeType, object: KubeObject, previo
 }
 
 describe('what the relay keeps of an object', () => {
-  it("keeps metadata and spec; of the status, only a Service's load balancer", () => {
+  it("keeps metadata and spec; of the status, only a Service's load balancer and whether a Node is Ready", () => {
     const n = node();
     const kept = nodes.retain(n);
-    assert.equal(kept['status'], undefined, 'no Node status: no conditions, addresses, capacity or images');
+    assert.deepEqual(
+      kept['status'],
+      readyOnly,
+      "of a Node's status its Ready condition's status alone: no other condition, no addresses, capacity or images",
+    );
+    assert.deepEqual(nodes.retain(node((o) => (ready(o).status = 'False')))['status'], {
+      conditions: [{ type: 'Ready', status: 'False' }],
+    });
+    assert.equal(nodes.retain(node((o) => (o.status = {})))['status'], undefined, 'no Ready condition, no status');
     assert.deepEqual(kept['spec'], n['spec']);
     assert.deepEqual(kept.metadata, n.metadata);
     assert.equal(kept.kind, 'Node');
@@ -273,7 +284,7 @@ describe('what the relay keeps of an object', () => {
         observedAt: 0,
       },
     );
-    assert.equal([...listed.next.values()][0]?.['status'], undefined);
+    assert.deepEqual([...listed.next.values()][0]?.['status'], readyOnly);
     assert.equal(
       (listed.changes[0]?.object['status'] as { images?: unknown[] } | undefined)?.images?.length,
       realisticImages,
@@ -322,7 +333,7 @@ function summary(kept: KubeObject | undefined): Record<string, unknown> {
 }
 
 describe('what the relay keeps, through the API server', { skip: controlPlaneSkip }, () => {
-  it('sends a Node whole, keeps it without its status once emitted, and compares the next change with that', async (t) => {
+  it('sends a Node whole, keeps it without its status (but whether it is Ready) once emitted, and compares the next change with that', async (t) => {
     const { admin } = await testCluster();
     const core = admin.makeApiClient(CoreV1Api);
     const created = realisticNode(uniqueName('mem'), 0);
@@ -337,8 +348,8 @@ describe('what the relay keeps, through the API server', { skip: controlPlaneSki
     assert.equal(images(changes[0]?.object)?.length, realisticImages, 'the add carries the whole Node');
     assert.deepEqual(
       summary(stored()),
-      { status: undefined, providerID: providerId, managedFields: undefined, moved: undefined },
-      'the relay keeps the spec, no status',
+      { status: readyOnly, providerID: providerId, managedFields: undefined, moved: undefined },
+      'the relay keeps the spec and whether the Node is Ready',
     );
 
     await waitFor('the watch', () => watch.established);
@@ -351,11 +362,11 @@ describe('what the relay keeps, through the API server', { skip: controlPlaneSki
     assert.equal(images(update.object)?.length, realisticImages, 'the update carries the whole Node');
     assert.deepEqual(
       summary(update.previous),
-      { status: undefined, providerID: providerId, managedFields: undefined, moved: undefined },
+      { status: readyOnly, providerID: providerId, managedFields: undefined, moved: undefined },
       'its previous state is what was kept',
     );
     assert.deepEqual(summary(stored()), {
-      status: undefined,
+      status: readyOnly,
       providerID: providerId,
       managedFields: undefined,
       moved: 'yes',

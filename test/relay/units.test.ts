@@ -201,6 +201,37 @@ describe('relay routing decisions', () => {
     assert.equal(needsLifecycleCheck(change('delete', node())), false);
   });
 
+  it('node-lifecycle: an update of a node still not Ready only when what the check reads changed', () => {
+    const notReady = { conditions: [{ type: 'Ready', status: 'False' }] };
+    const before = nodes.retain(node({ status: notReady, spec: { providerID: 'p://1' } }));
+    const now = (fields: Parameters<typeof node>[0]): KubeObject => node({ status: notReady, ...fields });
+    const cases: [string, KubeObject, boolean][] = [
+      ['a label (node-init, a user)', now({ spec: { providerID: 'p://1' }, labels: { a: 'b' } }), false],
+      ['its status reported again', now({ spec: { providerID: 'p://1' } }), false],
+      ['Ready → Unknown', node({ spec: { providerID: 'p://1' }, status: { conditions: [] } }), true],
+      [
+        'the shutdown taint',
+        now({ spec: { providerID: 'p://1', ...taint('node.cloudprovider.kubernetes.io/shutdown') } }),
+        true,
+      ],
+      ['the provider ID', now({ spec: { providerID: 'p://2' } }), true],
+      [
+        'the provider label',
+        now({ spec: { providerID: 'p://1' }, labels: { 'node.cirrus-ccm.dev/cloud-provider': 'x' } }),
+        true,
+      ],
+    ];
+    for (const [what, object, expected] of cases)
+      assert.equal(needsLifecycleCheck(change('update', object, before)), expected, what);
+    assert.equal(
+      needsLifecycleCheck(
+        change('update', now({ spec: { providerID: 'p://1' } }), nodes.retain(node({ status: ready }))),
+      ),
+      true,
+      'Ready → not Ready, through what the relay keeps',
+    );
+  });
+
   it("service-lb's node set: adds, deletes, exclusion, providerID, provider label, deletion, the autoscaler's taint; not other changes", () => {
     const base = node({ spec: { providerID: 'p://1' } });
     const cases: [string, KubeObject, boolean][] = [
