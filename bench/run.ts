@@ -17,7 +17,8 @@
 //                                       scenarios; a table of every figure, the build's ratio and issue 30's
 //                                       goals (bench/compare/). With --full: 1000 objects; --objects <n>: n
 //                                       objects; --sizes short,full: both sizes and each figure's growth;
-//                                       --contenders go-width,cirrus-build,…: some of them.
+//                                       --contenders go-width,cirrus-build,…: some of them; --baseline <commit>:
+//                                       also the build of that commit (before ÷ after in one run).
 
 import { copyFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -72,6 +73,8 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --sizes <list>         with --compare: several sizes (short, full or n objects) in one table, with
                          each figure's growth beside the object count's
   --contenders <list>    with --compare: some of ${contenderNames.join(', ')}
+  --baseline <commit>    with --compare: also \`cirrus start\` as shipped at that commit (cirrus-baseline, run
+                         before cirrus-build), and a column "build ÷ baseline": a change's before and after in one run
   --only scale           not among the defaults: kwok's simulated Nodes (--scale n, default 200; 5000
                          the full size) and n/5 Services, cirrus beside the Go CCM (bench/scenarios/scale.ts)
   -h, --help             this text
@@ -91,7 +94,8 @@ const values = (() => {
         compare: { type: 'string' },
         objects: { type: 'string' },
         sizes: { type: 'string' },
-        contenders: { type: 'string', default: contenderNames.join(',') },
+        contenders: { type: 'string', default: contenderNames.filter((n) => n !== 'cirrus-baseline').join(',') },
+        baseline: { type: 'string' },
         scale: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -247,7 +251,15 @@ function compareOptions(): Parameters<typeof compareWithGo>[2] {
   const unknown = chosen.filter((n) => !(contenderNames as readonly string[]).includes(n));
   if (unknown.length > 0)
     throw new Error(`--contenders: unknown ${unknown.join(', ')}; known: ${contenderNames.join(', ')}`);
-  return { sizes, contenders: chosen as ContenderName[], progress };
+  // --baseline runs the baseline's build before what ships; cirrus-baseline is nothing without it.
+  if (chosen.includes('cirrus-baseline') && values.baseline === undefined)
+    throw new Error('--contenders cirrus-baseline: give --baseline <commit>');
+  const withBaseline =
+    values.baseline === undefined || chosen.includes('cirrus-baseline')
+      ? chosen
+      : chosen.flatMap((n) => (n === 'cirrus-build' ? ['cirrus-baseline', n] : [n]));
+  if (values.baseline !== undefined && !withBaseline.includes('cirrus-baseline')) withBaseline.push('cirrus-baseline');
+  return { sizes, contenders: withBaseline as ContenderName[], baseline: values.baseline, progress };
 }
 
 function notMeasured(): string[] {

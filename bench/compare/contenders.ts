@@ -24,6 +24,7 @@ export const contenderNames = [
   'go-tuned',
   'go-width',
   'cirrus-source',
+  'cirrus-baseline',
   'cirrus-build',
   'cirrus-split',
 ] as const;
@@ -89,6 +90,16 @@ export const contenders: Record<ContenderName, Contender> = {
     flags: [],
     nodesOnly: false,
   },
+  // `--baseline <commit>`: `cirrus start` as shipped at that commit, the "before" of a change
+  // measured in the same run as its "after" (cirrus-build).
+  'cirrus-baseline': {
+    name: 'cirrus-baseline',
+    label: 'cirrus start, build, baseline',
+    kind: 'start',
+    built: true,
+    flags: [],
+    nodesOnly: false,
+  },
   'cirrus-split': {
     name: 'cirrus-split',
     label: `serve ${nodeInit} + relay, build`,
@@ -139,6 +150,8 @@ export interface StartSettings {
   readonly goBinary: string;
   /** The build, for the contenders that run it. */
   readonly shipped: Shipped | undefined;
+  /** The baseline's build (`--baseline`), for cirrus-baseline. */
+  readonly baseline?: Shipped | undefined;
   readonly logDir: string;
   /** Names this process's log and cloud-config files. */
   readonly tag: string;
@@ -267,8 +280,9 @@ function runCli(
 }
 
 function shippedOf(contender: Contender, settings: StartSettings): Shipped {
-  if (settings.shipped === undefined) throw new Error(`${contender.label} runs the build, and none was made`);
-  return settings.shipped;
+  const shipped = contender.name === 'cirrus-baseline' ? settings.baseline : settings.shipped;
+  if (shipped === undefined) throw new Error(`${contender.label} runs a build, and none was made`);
+  return shipped;
 }
 
 // Waits until the function answers /healthz (so the relay's first deliveries find it).

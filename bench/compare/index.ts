@@ -43,6 +43,8 @@ export interface CompareOptions {
   /** The sizes to run, smallest first (sizesOf()). */
   readonly sizes: readonly Size[];
   readonly contenders: readonly ContenderName[];
+  /** `--baseline`: the commit whose build runs as cirrus-baseline. */
+  readonly baseline?: string | undefined;
   readonly progress: (line: string) => void;
 }
 
@@ -94,10 +96,13 @@ export async function compareWithGo(
   progress(
     `CCM logs in ${logDir}; cirrus keeps ${cirrusWidth} reconciles in flight, so "Go at width" runs as many workers`,
   );
-  const shipped = options.contenders.some((n) => contenders[n].built) ? await buildShipped(progress) : undefined;
+  const shipped = options.contenders.some((n) => n !== 'cirrus-baseline' && contenders[n].built)
+    ? await buildShipped(progress)
+    : undefined;
+  const baseline = options.baseline === undefined ? undefined : await buildShipped(progress, options.baseline);
   const run: Run = {
     harness: { kube: bench.kube, apiserverPid },
-    settings: { kubeconfig: controlPlane.info.adminKubeconfig, goBinary: go.binary, shipped, logDir },
+    settings: { kubeconfig: controlPlane.info.adminKubeconfig, goBinary: go.binary, shipped, baseline, logDir },
     expected: await expectedSample(),
     progress,
   };
@@ -110,6 +115,7 @@ export async function compareWithGo(
     }
   } finally {
     await shipped?.remove();
+    await baseline?.remove();
   }
   const table = rows(sized, ceiling);
   return {
@@ -119,6 +125,7 @@ export async function compareWithGo(
       goCcm: { binary: go.binary, kubernetes: go.kubernetes, builtInSeconds: go.builtInSeconds, go: goVersion() },
       cirrusWidth,
       shipped: shippedContender,
+      baseline: options.baseline,
       flags: Object.fromEntries(options.contenders.map((n) => [n, contenders[n].flags])),
       apiserverPatchCeiling: ceiling,
       sizes,
@@ -136,7 +143,7 @@ export async function compareWithGo(
 
 interface Run {
   readonly harness: Harness;
-  readonly settings: Pick<StartSettings, 'kubeconfig' | 'goBinary' | 'shipped' | 'logDir'>;
+  readonly settings: Pick<StartSettings, 'kubeconfig' | 'goBinary' | 'shipped' | 'baseline' | 'logDir'>;
   readonly expected: Parameters<typeof sampleCheck>[2];
   readonly progress: (line: string) => void;
   /** What the first CCM wrote for the sample; every later one must write the same. */

@@ -7,7 +7,9 @@
 // except cirrus's own contract (shared/cloud/), which it imports as 'cirrus-ccm' — the running
 // cirrus then hands it its own registry and error classes (app/cli/provider-module.ts).
 
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +30,7 @@ export interface Shipped {
 
 const contract = fileURLToPath(new URL('../../shared/cloud/', import.meta.url));
 const dockerfile = fileURLToPath(new URL('../../deploy/Dockerfile', import.meta.url));
+const repository = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * The environment a Dockerfile's last stage sets: its ENV instructions (`KEY=value` pairs, a value
@@ -46,11 +49,23 @@ export function imageEnvironment(text: string): Record<string, string> {
   return env;
 }
 
-export async function buildShipped(progress: (line: string) => void): Promise<Shipped> {
+/**
+ * What ships: built from the working tree, or with `revision` from that commit (`--baseline`: the
+ * same comparison's "before"), whose files are taken with `git archive` and built by its own
+ * scripts/build.ts, on this checkout's node_modules, and run with its own Dockerfile's environment.
+ */
+export async function buildShipped(progress: (line: string) => void, revision?: string): Promise<Shipped> {
   const dir = await mkdtemp(join(tmpdir(), 'cirrus-compare-build-'));
   try {
-    progress(`building what ships (scripts/build.ts image) into ${dir}`);
-    await build(['image'], dir);
+    let environment: string;
+    if (revision === undefined) {
+      progress(`building what ships (scripts/build.ts image) into ${dir}`);
+      await build(['image'], dir);
+      environment = await readFile(dockerfile, 'utf8');
+    } else {
+      progress(`building what shipped at ${revision} (its scripts/build.ts image) into ${dir}`);
+      environment = await buildRevision(revision, dir);
+    }
     const image = join(dir, 'image');
     const compileCache = join(dir, 'compile-cache');
     await warmCompileCache(image, compileCache);
@@ -68,7 +83,7 @@ export async function buildShipped(progress: (line: string) => void): Promise<Sh
     return {
       cli: join(image, 'cirrus.js'),
       providerModule,
-      env: { ...imageEnvironment(await readFile(dockerfile, 'utf8')), NODE_COMPILE_CACHE: compileCache },
+      env: { ...imageEnvironment(environment), NODE_COMPILE_CACHE: compileCache },
       dir,
       remove: () => rm(dir, { recursive: true, force: true }),
     };
@@ -76,6 +91,33 @@ export async function buildShipped(progress: (line: string) => void): Promise<Sh
     await rm(dir, { recursive: true, force: true });
     throw error;
   }
+}
+
+// The image of commit `revision`, built into `dir`/image by that commit's own build script; its
+// Dockerfile's text.
+async function buildRevision(revision: string, dir: string): Promise<string> {
+  const source = join(dir, 'source');
+  await mkdir(source);
+  const commit = (await run('git', ['rev-parse', '--verify', `${revision}^{commit}`], repository)).trim();
+  await run('sh', ['-c', `git archive ${commit} | tar -x -C "$0"`, source], repository);
+  await symlink(join(repository, 'node_modules'), join(source, 'node_modules'));
+  await run(process.execPath, ['scripts/build.ts', 'image', '--out-dir', dir], source);
+  return readFile(join(source, 'deploy', 'Dockerfile'), 'utf8');
+}
+
+// Runs a command to its end; its standard output, or an error with its standard error.
+async function run(command: string, args: readonly string[], cwd: string): Promise<string> {
+  const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  child.stdout.on('data', (b: Buffer) => out.push(b));
+  child.stderr.on('data', (b: Buffer) => err.push(b));
+  const [code] = (await once(child, 'close')) as [number | null];
+  if (code !== 0)
+    throw new Error(
+      `${command} ${args.join(' ')} (in ${cwd}) exited ${String(code)}: ${Buffer.concat(err).toString()}`,
+    );
+  return Buffer.concat(out).toString();
 }
 
 // shared/cloud/*.ts → 'cirrus-ccm', left to the running cirrus to resolve.

@@ -44,6 +44,8 @@ export interface Row {
   readonly ratio: number | undefined;
   /** The split ÷ `cirrus start` built. */
   readonly splitRatio: number | undefined;
+  /** `cirrus start` built ÷ the same built at the baseline commit (`--baseline`): after ÷ before. */
+  readonly baselineRatio?: number | undefined;
   readonly goal: string;
   readonly met: boolean | undefined;
 }
@@ -271,7 +273,8 @@ function row(results: Results, scenario: string, spec: Spec): Row {
   const values = valuesOf(results, spec.value);
   const ratio = ratioOf(values[shippedContender], values['go-width']);
   const splitRatio = ratioOf(values['cirrus-split'], values[shippedContender]);
-  const base = { scenario, metric: spec.metric, unit: spec.unit, values, ratio, splitRatio };
+  const baselineRatio = ratioOf(values[shippedContender], values['cirrus-baseline']);
+  const base = { scenario, metric: spec.metric, unit: spec.unit, values, ratio, splitRatio, baselineRatio };
   if (spec.maxRatio === undefined) return { ...base, goal: '', met: undefined };
   return { ...base, goal: `≤ ${spec.maxRatio}×`, met: ratio === undefined ? undefined : ratio <= spec.maxRatio };
 }
@@ -307,12 +310,17 @@ function ratioOf(numerator: number | undefined, denominator: number | undefined)
 
 /**
  * The rows as a Markdown table: scenario, figure, one column per CCM that ran, what ships ÷ Go at
- * width, the split ÷ what ships (when the split ran), goal, met.
+ * width, the split ÷ what ships (when the split ran), what ships ÷ the baseline (when it ran), goal, met.
  */
 export function markdown(table: readonly Row[]): string {
   const ran = contenderNames.filter((name) => table.some((r) => r.values[name] !== undefined));
   const split = ran.includes('cirrus-split');
-  const ratios = [`${contenders[shippedContender].label} ÷ Go at width`, ...(split ? ['split ÷ start, build'] : [])];
+  const baseline = ran.includes('cirrus-baseline');
+  const ratios = [
+    `${contenders[shippedContender].label} ÷ Go at width`,
+    ...(split ? ['split ÷ start, build'] : []),
+    ...(baseline ? ['build ÷ baseline'] : []),
+  ];
   const header = ['scenario', 'figure', ...ran.map((n) => contenders[n].label), ...ratios, 'goal', 'met'];
   const times = (x: number | undefined): string => (x === undefined ? '' : `${x.toFixed(2)}×`);
   let previous = '';
@@ -325,6 +333,7 @@ export function markdown(table: readonly Row[]): string {
       ...ran.map((n) => format(r.values[n], r.unit)),
       times(r.ratio),
       ...(split ? [times(r.splitRatio)] : []),
+      ...(baseline ? [times(r.baselineRatio)] : []),
       r.goal,
       r.met === undefined ? '' : r.met ? 'met' : 'NOT met',
     ];
