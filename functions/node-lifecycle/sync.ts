@@ -219,10 +219,13 @@ export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorO
       const name = node.metadata?.name ?? '';
       const key = `Node/${name}`;
       try {
-        // The listed node is fresh enough unless another reconcile of it ran since the list.
+        // The listed node is fresh enough unless another reconcile of it ran since the pass began:
+        // that one asked the cloud about it within this period (an event's check, or a retry of
+        // one), so the pass leaves it to it rather than read it and ask again. The next pass, or the
+        // node's next change of what a check reads, checks it anew.
         return await run(key, (stale) =>
           stale
-            ? readAndMonitor(deps, name, options)
+            ? Promise.resolve({ key, result: 'checked-meanwhile', changes: [] })
             : monitorFetched(deps, node, options).catch((error: unknown) => {
                 if (apiStatus(error) === 409) return readAndMonitor(deps, name, options);
                 throw error;

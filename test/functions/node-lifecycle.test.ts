@@ -245,4 +245,19 @@ describe('node-lifecycle, the periodic pass', { skip: controlPlaneSkip }, () => 
     });
     assert.equal(await exists(own.core, broken), true);
   });
+
+  it('leaves a node to a reconcile of it that ran since the pass began: no second check', async () => {
+    const name = uniqueName('checked');
+    cloud.machines.push({ id: name, nodeName: name });
+    await createNode(own.core, newNode(name, withReady('False')));
+    cloud.latencyMs.set('instanceExists', 300);
+    // An event's reconcile is asking the cloud about the node when the pass lists it.
+    const event = fn.reconcileOne({ kind: 'Node', name }, run);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const report = await fn.reconcileAll(run);
+    assert.equal(result(await event), 'not-ready');
+    assert.equal(report.objects.find((o) => o.key === `Node/${name}`)?.result, 'checked-meanwhile');
+    const about = cloud.calls.filter((c) => JSON.stringify(c.args).includes(name)).map((c) => c.method);
+    assert.deepEqual(about, ['instanceExists', 'instanceShutdown'], 'the event asked once; the pass did not ask again');
+  });
 });
