@@ -2,6 +2,7 @@
 // method, and each updateLoadBalancer with its node names and when it returned (Unix ms). Served
 // as JSON on GET /calls?updatesFrom=N (at most limit=M of them, and their count in all, updatesTotal; N may be Infinity), in the shape bench/compare/provider.ts serves for cirrus; and
 // POST /forget?name=N (repeatable) says those nodes' machines are gone (the scale scenario).
+// GET /debug/pprof/ serves Go's profiles of the process (net/http/pprof).
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +125,10 @@ func (l *callLog) serve(address string) error {
 		l.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})
+	// Go's profiles of this process (net/http/pprof, as its init registers them on the default mux),
+	// for finding what holds the CCM's memory: go tool pprof http://addr/debug/pprof/heap.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	go func() { _ = http.Serve(listener, mux) }()
 	return nil
 }
