@@ -13,6 +13,7 @@ import { defaultDelivery } from '../../relay/index.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/index.ts';
 import { freePort, startProcess, type ManagedProcess } from '../../tools/control-plane/processes.ts';
 import { clusterCidr, functionOfController } from '../../test/harness/cirrus.ts';
+import { NodeSetReader } from '../../test/harness/node-sets.ts';
 import { benchProviderName, type BenchCloudConfig } from './provider.ts';
 import type { Shipped } from './shipped.ts';
 
@@ -110,7 +111,20 @@ export const contenders: Record<ContenderName, Contender> = {
   },
 };
 
-/** What the cloud reports (GET /calls on either cloud). */
+/**
+ * What either cloud answers on GET /calls?updatesFrom=N&limit=M&namesFrom=K: each update's node
+ * set as a bitset over the cloud's numbered node names (test/harness/node-sets.ts), and the names
+ * from the K-th on.
+ */
+interface CloudPage {
+  readonly calls: Record<string, number>;
+  readonly maxInFlight: Record<string, number>;
+  readonly updates: { service: string; nodes: string; at: number }[];
+  readonly updatesTotal: number;
+  readonly names: string[];
+}
+
+/** What the cloud reports, its node sets turned back into names (by the harness, in its process). */
 export interface CloudCalls {
   readonly calls: Record<string, number>;
   readonly maxInFlight: Record<string, number>;
@@ -181,6 +195,7 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
     throw error;
   }
   const logFiles = children.map(([, c]) => c.logFile);
+  const nodeSets = new NodeSetReader();
   return {
     contender,
     processes: children.map(([role, child]) => ({ role, pid: child.pid })),
@@ -191,10 +206,15 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
         throw new Error(`${contender.label}: ${gone[1].name} exited; its log: ${gone[1].logFile}`);
     },
     cloudCalls: async (updatesFrom = 0, limit?: number) => {
-      const page = limit === undefined ? '' : `&limit=${String(limit)}`;
-      const reply = await fetch(`http://127.0.0.1:${statsPort}/calls?updatesFrom=${String(updatesFrom)}${page}`);
+      const query = new URLSearchParams({ updatesFrom: String(updatesFrom) });
+      if (limit !== undefined) query.set('limit', String(limit));
+      query.set('namesFrom', String(nodeSets.names.length));
+      const reply = await fetch(`http://127.0.0.1:${statsPort}/calls?${query.toString()}`);
       if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
-      return (await reply.json()) as CloudCalls;
+      const page = (await reply.json()) as CloudPage;
+      nodeSets.names.push(...page.names);
+      const updates = page.updates.map((u) => ({ ...u, nodes: nodeSets.decode(u.nodes) }));
+      return { calls: page.calls, maxInFlight: page.maxInFlight, updates, updatesTotal: page.updatesTotal };
     },
     forget: async (names) => {
       const query = names.map((n) => `name=${encodeURIComponent(n)}`).join('&');

@@ -2,7 +2,8 @@
 // runs in a process of its own like the Go CCM: `cirrus start --provider-module
 // bench/compare/provider.ts --cloud-provider bench --cloud-config <file>`. The cloud-config (JSON)
 // sets the latencies and the port of a /calls endpoint that answers as the Go CCM's cloud does
-// (bench/go-ccm/calls.go): calls and most in flight per method, and the updateLoadBalancer log;
+// (bench/go-ccm/calls.go): calls and most in flight per method, and the updateLoadBalancer log
+// (each update's node set as test/harness/node-sets.ts keeps it, and the names it numbers);
 // POST /forget?name=N (repeatable) makes those nodes' machines gone, as there.
 //
 //   {"latencyMs": 50, "lbLatencyMs": 1000, "statsPort": 40123}
@@ -36,13 +37,13 @@ registerCloudProvider(benchProviderName, ({ config, configPath, signal }) => {
     }
     const from = Number(url.searchParams.get('updatesFrom') ?? 0);
     const limit = Number(url.searchParams.get('limit') ?? Infinity);
-    const all = cloud.updates;
-    const updates = all
-      .slice(from, from + (limit > 0 ? limit : Infinity))
-      .map((u) => ({ ...u, at: performance.timeOrigin + u.at }));
+    const namesFrom = Number(url.searchParams.get('namesFrom') ?? 0);
+    const page = cloud.recorded(from, limit > 0 ? limit : Infinity, namesFrom);
+    const updates = page.updates.map((u) => ({ ...u, at: performance.timeOrigin + u.at }));
+    const updatesTotal = cloud.updatesTotal;
     response.setHeader('content-type', 'application/json');
     response.end(
-      JSON.stringify({ calls: cloud.calls, maxInFlight: cloud.maxInFlight, updates, updatesTotal: all.length }),
+      JSON.stringify({ calls: cloud.calls, maxInFlight: cloud.maxInFlight, updates, updatesTotal, names: page.names }),
     );
   });
   server.listen(settings.statsPort, '127.0.0.1');

@@ -137,11 +137,7 @@ func (c *benchCloud) EnsureLoadBalancer(ctx context.Context, _ string, service *
 
 func (c *benchCloud) UpdateLoadBalancer(ctx context.Context, _ string, service *v1.Service, nodes []*v1.Node) error {
 	c.call(ctx, "updateLoadBalancer", c.lbLatency)
-	names := make([]string, len(nodes))
-	for i, node := range nodes {
-		names[i] = node.Name
-	}
-	c.calls.update(service.Namespace+"/"+service.Name, names)
+	c.calls.update(service.Namespace+"/"+service.Name, nodes)
 	return nil
 }
 

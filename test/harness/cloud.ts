@@ -8,9 +8,9 @@
 // Every call waits `latencyMs`, and ensure, update and delete of a load balancer `lbLatencyMs`;
 // forget() removes a node's machine (the scale scenario). The benchmark reads the fake's records
 // as it reports them: calls and the most in flight by
-// method, and each updateLoadBalancer with the time it returned (the node-sync scenario).
+// method, and each updateLoadBalancer with the time it returned (the node-sync scenario), its
+// node set kept as bench/go-ccm/calls.go keeps it (node-sets.ts): a bitset over numbered names.
 
-import type { V1Node } from '@kubernetes/client-node';
 import type {
   CloudProvider,
   Clusters,
@@ -21,6 +21,7 @@ import type {
   Zones,
 } from '../../shared/cloud/provider.ts';
 import { FakeCloud, type FakeInstance } from '../../providers/fake/index.ts';
+import { NodeSetReader, NodeSetRecorder } from './node-sets.ts';
 
 /** One updateLoadBalancer: the Service key, the node names, and when it returned (performance.now()). */
 export interface LoadBalancerUpdate {
@@ -29,15 +30,25 @@ export interface LoadBalancerUpdate {
   readonly at: number;
 }
 
+/** One updateLoadBalancer as the cloud keeps it: its node set is a NodeSetRecorder's. */
+export interface RecordedUpdate {
+  readonly service: string;
+  readonly nodes: string;
+  readonly at: number;
+}
+
 const loadBalancerWrites = ['ensureLoadBalancer', 'updateLoadBalancer', 'ensureLoadBalancerDeleted'];
 
 export class BenchCloud implements CloudProvider {
   /** The recording cloud behind it. */
   readonly fake = new FakeCloud();
-  readonly #updates: LoadBalancerUpdate[] = [];
-  // Each node set an update named, once: the updates share it (at thousands of Nodes and
-  // Services, a copy per update would be most of the process's memory).
-  readonly #nodeSets = new Map<string, string[]>();
+  readonly #updates: RecordedUpdate[] = [];
+  // The updates' node sets, each distinct one kept once as a bitset (at thousands of Nodes and
+  // Services, their names would be most of the process's memory).
+  readonly #nodeSets = new NodeSetRecorder();
+  // For `updates` only (tests and scenarios in this process): their names, decoded as asked.
+  #reader: NodeSetReader | undefined;
+  readonly #decoded: LoadBalancerUpdate[] = [];
   #loadBalancer: LoadBalancer | undefined;
   // Node names whose machines are gone (forget()).
   readonly #gone = new Set<string>();
@@ -84,9 +95,30 @@ export class BenchCloud implements CloudProvider {
     return Object.fromEntries(this.fake.peakInFlight);
   }
 
-  /** Each updateLoadBalancer, in the order they returned (`at`: performance.now()). */
+  /** Each updateLoadBalancer, in the order they returned (`at`: performance.now()), with its node names. */
   get updates(): readonly LoadBalancerUpdate[] {
-    return this.#updates;
+    const reader = (this.#reader ??= new NodeSetReader());
+    reader.names.push(...this.#nodeSets.names.slice(reader.names.length));
+    for (const u of this.#updates.slice(this.#decoded.length))
+      this.#decoded.push({ ...u, nodes: reader.decode(u.nodes) });
+    return this.#decoded;
+  }
+
+  /**
+   * The updates from the `from`-th on, at most `limit`, as kept (`at`: performance.now()), and
+   * the names of nodes from the `namesFrom`-th on (every node the updates name is among the first
+   * names.length): what bench/compare/provider.ts serves.
+   */
+  recorded(from: number, limit: number, namesFrom: number): { updates: RecordedUpdate[]; names: string[] } {
+    return {
+      updates: this.#updates.slice(from, from + limit),
+      names: this.#nodeSets.names.slice(namesFrom),
+    };
+  }
+
+  /** How many updates there are. */
+  get updatesTotal(): number {
+    return this.#updates.length;
   }
 
   providerName(): string {
@@ -116,20 +148,13 @@ export class BenchCloud implements CloudProvider {
       updateLoadBalancer: async (clusterName, service, nodes, signal) => {
         await inner.updateLoadBalancer(clusterName, service, nodes, signal);
         const { namespace = '', name = '' } = service.metadata ?? {};
-        this.#updates.push({ service: `${namespace}/${name}`, nodes: this.#nodeSet(nodes), at: performance.now() });
+        const set = this.#nodeSets.record(nodes, (n) => String(n.metadata?.name));
+        this.#updates.push({ service: `${namespace}/${name}`, nodes: set, at: performance.now() });
       },
     };
     return this.#loadBalancer;
   }
 
-  // The node names of `nodes`, as one shared array per distinct set.
-  #nodeSet(nodes: readonly V1Node[]): string[] {
-    const names = nodes.map((n) => String(n.metadata?.name));
-    const key = names.join('\n');
-    let found = this.#nodeSets.get(key);
-    if (found === undefined) this.#nodeSets.set(key, (found = names));
-    return found;
-  }
   routes(): Routes | undefined {
     return this.fake.routes();
   }
