@@ -94,9 +94,10 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
     assert.ok((requests['GET nodes'] ?? 0) <= 2, `GET nodes: ${requests['GET nodes']}`);
     // A Service reconcile starts from the relay's copy of the Service (signed, ADR 0022): it reads
     // the Service only when that copy was stale, its conditional write refused — a race with the
-    // watch. Reading first, it was one GET per Service and node change (70 here).
+    // watch. Reading first, it was one GET per Service and node change (70 here); the race's share
+    // varies from run to run (0–12 seen on the 2-core machine), so the bound is well under 70.
     const gets = requests['GET services'] ?? 0;
-    assert.ok(gets <= 10, `GET services: ${gets}, updates: ${updates}`);
+    assert.ok(gets <= 20, `GET services: ${gets}, updates: ${updates}`);
   });
 
   it("service-lb reads the nodes only when an event's digest is not the one it holds", async (t) => {
