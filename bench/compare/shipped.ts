@@ -7,12 +7,12 @@
 // except cirrus's own contract (shared/cloud/), which it imports as 'cirrus-ccm' — the running
 // cirrus then hands it its own registry and error classes (app/cli/provider-module.ts).
 
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import * as esbuild from 'esbuild';
 import { build } from '../../scripts/build.ts';
 import { warmCompileCache } from '../scenarios/coldstart.ts';
@@ -98,26 +98,14 @@ export async function buildShipped(progress: (line: string) => void, revision?: 
 async function buildRevision(revision: string, dir: string): Promise<string> {
   const source = join(dir, 'source');
   await mkdir(source);
-  const commit = (await run('git', ['rev-parse', '--verify', `${revision}^{commit}`], repository)).trim();
-  await run('sh', ['-c', `git archive ${commit} | tar -x -C "$0"`, source], repository);
+  const run = promisify(execFile);
+  const commit = (
+    await run('git', ['rev-parse', '--verify', `${revision}^{commit}`], { cwd: repository })
+  ).stdout.trim();
+  await run('sh', ['-c', `git archive ${commit} | tar -x -C "$0"`, source], { cwd: repository });
   await symlink(join(repository, 'node_modules'), join(source, 'node_modules'));
-  await run(process.execPath, ['scripts/build.ts', 'image', '--out-dir', dir], source);
+  await run(process.execPath, ['scripts/build.ts', 'image', '--out-dir', dir], { cwd: source });
   return readFile(join(source, 'deploy', 'Dockerfile'), 'utf8');
-}
-
-// Runs a command to its end; its standard output, or an error with its standard error.
-async function run(command: string, args: readonly string[], cwd: string): Promise<string> {
-  const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  child.stdout.on('data', (b: Buffer) => out.push(b));
-  child.stderr.on('data', (b: Buffer) => err.push(b));
-  const [code] = (await once(child, 'close')) as [number | null];
-  if (code !== 0)
-    throw new Error(
-      `${command} ${args.join(' ')} (in ${cwd}) exited ${String(code)}: ${Buffer.concat(err).toString()}`,
-    );
-  return Buffer.concat(out).toString();
 }
 
 // shared/cloud/*.ts → 'cirrus-ccm', left to the running cirrus to resolve.

@@ -9,7 +9,14 @@ import type { V1Node, V1Service } from '@kubernetes/client-node';
 import type { Feed, WatchChange } from '../../shared/catalogue.ts';
 import { providerLabel } from '../../shared/cloud/ownership.ts';
 import type { KubeObject } from '../../shared/kube/object.ts';
-import { finalizer, inLoadBalancers, nodeListDigest, specFingerprint, syncedAnnotation } from './predicates.ts';
+import {
+  finalizer,
+  hasFinalizer,
+  inLoadBalancers,
+  nodeListDigest,
+  specFingerprint,
+  syncedAnnotation,
+} from './predicates.ts';
 
 // The predicates are typed for client-node's V1Node; they read only labels, taints and
 // deletionTimestamp (for presence), which the raw JSON has in the same shape.
@@ -76,8 +83,8 @@ function decisionInputs(object: KubeObject): string {
 // load-balanced Service, it is the echo of service-lb's own write before an ensure: no work. Other
 // controllers' finalizers are none of service-lb's business.
 function finalizerChangeMatters(previous: KubeObject, current: KubeObject): boolean {
-  const had = (previous.metadata?.finalizers ?? []).includes(finalizer);
-  const has = (current.metadata?.finalizers ?? []).includes(finalizer);
+  const had = hasFinalizer(previous as unknown as V1Service);
+  const has = hasFinalizer(current as unknown as V1Service);
   if (had === has) return false;
   return had || (current['spec'] as { type?: string } | undefined)?.type !== 'LoadBalancer';
 }

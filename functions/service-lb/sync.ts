@@ -337,10 +337,10 @@ async function ensure(run: Run, nodes: readonly V1Node[], record: SyncRecord): P
   // Upstream records the Event, then adds the finalizer. From a claim not yet confirmed the
   // finalizer write comes first: it is the write that confirms the claim (firstEnsure), and a
   // refused claim must have said nothing.
-  const fromClaim = run.unconfirmed !== undefined;
-  if (!fromClaim) await event(run, ensuring);
+  const claimed = run.unconfirmed !== undefined;
+  if (!claimed) await event(run, ensuring);
   await addFinalizer(run);
-  if (fromClaim) await event(run, ensuring);
+  if (claimed) await event(run, ensuring);
   if (nodes.length === 0)
     await event(run, {
       type: 'Warning',
