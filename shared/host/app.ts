@@ -31,7 +31,10 @@ export interface AppOptions {
   readonly logger: Logger;
   /** Overrides of {@link defaultPressure} (./shedding.ts), or false for no load shedding at all. */
   readonly pressure?: PressureOptions | false;
-  /** Largest request body in bytes; default {@link defaultBodyLimit}. */
+  /**
+   * Largest request body of the reconcile routes in bytes; default {@link defaultBodyLimit}. Every
+   * other route reads no body at all (shared/host/body.ts `addBodyGuard`).
+   */
   readonly bodyLimit?: number;
   /** The deadline on a request's headers and body, in ms (./probes.ts, default 30 s). */
   readonly requestTimeoutMs?: number;
@@ -127,7 +130,11 @@ async function assemble(
   const admission = new Admission(pressure ? pressure.maxConcurrentRequests : 0);
   const bodyLimit = options.bodyLimit ?? defaultBodyLimit;
   const routes = new Set<string>();
-  const app = createHostApp({ logger: options.logger, bodyLimit, requestTimeoutMs: options.requestTimeoutMs });
+  const app = createHostApp({
+    logger: options.logger,
+    requestTimeoutMs: options.requestTimeoutMs,
+    registry: metrics.registry,
+  });
   const signatures: Signatures | undefined =
     options.auth === undefined ? undefined : { auth: options.auth, replays: new ReplayGuard(options.auth) };
   addAuthPolicy(app, options, signatures, routes);

@@ -15,6 +15,24 @@ export interface HostMetrics {
   readonly duration: Histogram<'function' | 'trigger'>;
   /** Objects reconciled, by the result the report gives each (initialized, unchanged, ensured, failed, …). */
   readonly results: Counter<'function' | 'result'>;
+  /** Requests whose client closed the connection before the request was in ({@link abortedRequests}). */
+  readonly aborted: Counter;
+}
+
+/**
+ * `cirrus_http_requests_aborted_total` in `registry`, created on first use (an app's host metrics
+ * and its server's error handler share it; under `cirrus start` both listeners count into one).
+ * A client that goes away mid-body is counted here instead of logged as an error.
+ */
+export function abortedRequests(registry: Registry): Counter {
+  const name = 'cirrus_http_requests_aborted_total';
+  const existing = registry.getSingleMetric(name);
+  if (existing instanceof Counter) return existing;
+  return new Counter({
+    name,
+    help: 'Requests whose client closed the connection before the whole request had arrived (not logged as errors).',
+    registers: [registry],
+  });
 }
 
 /**
@@ -49,5 +67,5 @@ export function createHostMetrics(options: {
     labelNames: ['function', 'result'] as const,
     registers: [registry],
   });
-  return { registry, requests, duration, results };
+  return { registry, requests, duration, results, aborted: abortedRequests(registry) };
 }

@@ -14,8 +14,10 @@ import fastify, {
   type RawServerDefault,
 } from 'fastify';
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
+import { Registry, type Counter } from 'prom-client';
+import { addBodyGuard, noteClientGone, outsideBodyLimit } from './body.ts';
 import { errorBody, errorReply, statusOf, type ErrorCode } from './errors.ts';
+import { abortedRequests } from './metrics.ts';
 
 /** An app the host builds: a Fastify instance logging through a pino Logger. */
 export type HostApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
@@ -61,7 +63,7 @@ export function addProbeRoutes(app: HostApp, options: ProbeOptions): void {
  * whose work is not request-driven, such as the relay.
  */
 export async function buildProbeApp(options: ProbeOptions & { readonly logger: Logger }): Promise<HostApp> {
-  const app = createHostApp({ logger: options.logger });
+  const app = createHostApp({ logger: options.logger, registry: options.registry });
   addProbeRoutes(app, options);
   await app.ready();
   return app;
@@ -71,8 +73,14 @@ export async function buildProbeApp(options: ProbeOptions & { readonly logger: L
 export interface HostAppOptions {
   /** Where the app logs. */
   readonly logger: Logger;
-  /** Largest request body in bytes; default Fastify's (1 MiB). */
+  /**
+   * Largest request body in bytes outside routes that set their own; default 64 KiB
+   * (./body.ts `outsideBodyLimit`). No route there reads a body: ./body.ts `addBodyGuard`
+   * answers a request that brings one before reading it.
+   */
   readonly bodyLimit?: number | undefined;
+  /** Where `cirrus_http_requests_aborted_total` is counted (default a registry of its own). */
+  readonly registry?: Registry | undefined;
   /** The deadline on a request's headers and body, in ms; default {@link defaultRequestTimeoutMs}. */
   readonly requestTimeoutMs?: number | undefined;
 }
@@ -91,8 +99,9 @@ export const defaultHeadersTimeoutMs = 10_000;
 
 /**
  * The Fastify instance, without routes, that every app of the host starts from: quiet request
- * logging, its own request ids, 503 for requests that arrive while closing (and idle connections
- * closed then), and no JSON schema compilers.
+ * logging, its own request ids, a body read only by routes that say they take one (./body.ts),
+ * 503 for requests that arrive while closing (and idle connections closed then), clients that go
+ * away counted rather than logged as errors, and no JSON schema compilers.
  */
 export function createHostApp(options: HostAppOptions): HostApp {
   const requestTimeout = options.requestTimeoutMs ?? defaultRequestTimeoutMs;
@@ -103,7 +112,7 @@ export function createHostApp(options: HostAppOptions): HostApp {
     // one event share its id, and structured mode has no such header. The event id is logged
     // as `ceId` next to this one.
     genReqId: () => randomUUID(),
-    ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),
+    bodyLimit: options.bodyLimit ?? outsideBodyLimit,
     // Node checks the deadlines every connectionsCheckingInterval (30 s by default, which would
     // let a slow client keep its place up to twice the deadline): once a second.
     requestTimeout,
@@ -119,20 +128,22 @@ export function createHostApp(options: HostAppOptions): HostApp {
     // fast-json-stringify at construction anyway: 35-85 ms and 8 MB of a cold start (measured).
     schemaController: { compilersFactory: { buildValidator: noSchemas, buildSerializer: noSchemas } },
   });
+  addBodyGuard(app);
   addClosingHooks(app);
-  addErrorReplies(app);
+  addErrorReplies(app, abortedRequests(options.registry ?? new Registry()));
   return app;
 }
 
 // Fastify's own 404s and errors outside the reconcile routes (which have their own handler, with
 // the same table) carry a code like every other error reply.
-function addErrorReplies(app: HostApp): void {
+function addErrorReplies(app: HostApp, aborted: Counter): void {
   app.setNotFoundHandler((request, reply) =>
     reply
       .code(404)
       .send(errorBody('CIRRUS_ERR_NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`)),
   );
   app.setErrorHandler((error, request, reply) => {
+    if (noteClientGone(error, request, aborted)) return reply.code(400).send();
     const { status, body, level } = errorReply(error);
     request.log[level]({ err: error, code: status, errorCode: body.code }, 'request failed');
     return reply.code(status).send(body);

@@ -13,7 +13,7 @@ import type {
 } from 'fastify';
 import type { Logger } from 'pino';
 import { addSignatureCheck, type Signatures } from './auth.ts';
-import { addBodyParsers, closeIfBodyUnread } from './body.ts';
+import { addBodyParsers, closeIfBodyUnread, noteClientGone, takesBody } from './body.ts';
 import { failure } from './errors.ts';
 import { eventJob, manualJob } from './requests.ts';
 import { runReconcile, send, type Runner } from './run.ts';
@@ -46,6 +46,8 @@ export function reconcileRoutes(host: Host, pressure: Required<PressureOptions> 
     if (pressure) await addLoadShedding(scope, pressure, host.admission);
     addBodyParsers(scope);
     scope.setErrorHandler((error, request, reply) => {
+      // A client gone mid-body: counted, not a failed reconcile (nothing ran).
+      if (noteClientGone(error, request, host.metrics.aborted)) return reply.code(400).send();
       closeIfBodyUnread(request, reply);
       return send(reply, failure(error, { log: request.log, retryAfter: host.retryAfter }));
     });
@@ -55,12 +57,14 @@ export function reconcileRoutes(host: Host, pressure: Required<PressureOptions> 
       host.metrics.requests.inc({ function: host.definition.name, trigger, code: String(reply.statusCode) });
       done();
     });
-    scope.post('/', (request, reply) => {
+    // The only routes of any listener that read a body, up to the host's limit.
+    const bodied = { config: takesBody, bodyLimit: host.bodyLimit };
+    scope.post('/', bodied, (request, reply) => {
       // With signatures on, every request here passed the signature check (the first hook).
       const job = eventJob(host.definition, request, (type) => triggers.set(request, type), signatures !== undefined);
       return runReconcile(host, request, reply, job);
     });
-    scope.post('/reconcile', (request, reply) =>
+    scope.post('/reconcile', bodied, (request, reply) =>
       runReconcile(host, request, reply, manualJob(host.definition, host.defaultKind, request)),
     );
   };
