@@ -69,8 +69,9 @@ const nodeLifecycle: FunctionEntry = {
   feed: nodeLifecycleFeed,
   // instanceExists, then instanceShutdown.
   cloudCallsPerObject: 2,
-  // The Go CCM's --node-monitor-period.
-  period: { option: 'nodeMonitorPeriod', defaultMs: 5_000 },
+  // The Go CCM's --node-monitor-period. Upstream's pass acts only on a Node that is not Ready, or
+  // Ready with the shutdown taint: the relay rechecks exactly those, from its copy (ADR 0029).
+  period: { option: 'nodeMonitorPeriod', defaultMs: 5_000, recheck: 'Node' },
   access: [
     { group: '', resource: 'nodes', verb: 'get' },
     { group: '', resource: 'nodes', verb: 'list' },

@@ -161,6 +161,7 @@ function objectEvent(
     [extensionNames.apiVersion]: apiVersion,
     [extensionNames.name]: name,
     [extensionNames.namespace]: namespace,
+    ...(outgoing.reason === undefined ? {} : { [extensionNames.reason]: outgoing.reason }),
   };
   return { attributes, data: change.object };
 }

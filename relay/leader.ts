@@ -17,8 +17,8 @@ import { watchedResources, type ResourceChange, type ResourceType } from './reso
 import {
   feedWatches,
   mergeOutgoing,
+  periodicFor,
   route,
-  triggerKey,
   type Destination,
   type Known,
   type Outgoing,
@@ -170,21 +170,23 @@ export class Delivering {
     }
   }
 
+  // Each function's periodic work (routing.ts periodicFor): its `reconcile.all`, or one recheck per
+  // object that needs one. Neither piles up: a key with a delivery waiting, in flight or in
+  // backoff is skipped (a Node's own event, or its last recheck, does the check).
   #startPeriodicTriggers(): void {
-    for (const [target, period] of Object.entries(this.#settings.table.periods)) {
-      const destinations = this.#settings.table.destinations.filter((d) => d.feed === target || d.feed === 'all');
+    const { table } = this.#settings;
+    for (const [target, period] of Object.entries(table.periods)) {
+      const destinations = table.destinations.filter((d) => d.feed === target || d.feed === 'all');
       if (period <= 0 || destinations.length === 0) continue;
       this.#timers.push(
         setInterval(() => {
-          for (const destination of destinations) {
-            const result = this.queue.push(
-              destination.name,
-              triggerKey(target),
-              { kind: 'trigger', target, reason: 'periodic' },
-              { skipIfBusy: true },
-            );
-            this.#settings.metrics.triggers.inc({ destination: destination.name, trigger: 'periodic', result });
-          }
+          const observedAt = this.#settings.clock.now();
+          for (const destination of destinations)
+            for (const routed of periodicFor(table, destination, target, { known: this.#known, observedAt })) {
+              const result = this.queue.push(destination.name, routed.key, routed.outgoing, { skipIfBusy: true });
+              const trigger = routed.outgoing.kind === 'trigger' ? 'periodic' : 'recheck';
+              this.#settings.metrics.triggers.inc({ destination: destination.name, trigger, result });
+            }
         }, period),
       );
     }

@@ -283,7 +283,12 @@ const ceOverridesSchema = z.object({
 
 /** What the relay sends: one object's change, or a `reconcile.all` for a function. */
 export type Outgoing =
-  | { readonly kind: 'object'; readonly change: ResourceChange }
+  | {
+      readonly kind: 'object';
+      readonly change: ResourceChange;
+      /** A periodic recheck of an unchanged object (periodicFor): sent with `cirrusreason: recheck`. */
+      readonly reason?: 'recheck';
+    }
   | { readonly kind: 'trigger'; readonly target: string; readonly reason: 'periodic' | 'nodes' };
 
 /** One delivery to make: to which destination, under which queue key. */
@@ -335,8 +340,37 @@ function outgoingFor(table: RoutingTable, feed: Feed, change: ResourceChange, kn
   return fn.fanOut === undefined ? [trigger(feed)] : fanOut(fn, fn.fanOut, { change, known });
 }
 
-function trigger(target: string): Outgoing {
-  return { kind: 'trigger', target, reason: 'nodes' };
+function trigger(target: string, reason: 'periodic' | 'nodes' = 'nodes'): Outgoing {
+  return { kind: 'trigger', target, reason };
+}
+
+/**
+ * What one period of function `target` sends `destination`. For a function whose period rechecks
+ * objects (catalogue `period.recheck`, ADR 0029) and a destination fed that function alone: one
+ * event per object of that kind the relay knows and the function's feed accepts (node-lifecycle:
+ * each Node that is not Ready, or Ready with the shutdown taint), each under the object's own
+ * queue key and carrying what the relay keeps of it; nothing for a cluster where no object needs
+ * it, and no pass that lists. Otherwise (a function with a pass, a destination fed everything, a
+ * kind not watched): the function's `reconcile.all` trigger.
+ */
+export function periodicFor(
+  table: RoutingTable,
+  destination: Destination,
+  target: string,
+  { known, observedAt }: { readonly known: Known; readonly observedAt: number },
+): Routed[] {
+  const fn = table.functions.get(target);
+  const kind = fn?.period.recheck;
+  const found = kind === undefined || destination.feed !== target ? undefined : known(kind);
+  if (fn === undefined || found === undefined)
+    return [{ destination, key: triggerKey(target), outgoing: trigger(target, 'periodic') }];
+  const routed: Routed[] = [];
+  for (const [key, object] of found.objects) {
+    const each: ResourceChange = { resource: found.resource, type: 'update', key, object, observedAt };
+    if (fn.feed(each) !== 'object' || !ownerGate(table.ownership, each)(destination.providers, each)) continue;
+    routed.push({ destination, key, outgoing: { kind: 'object', change: each, reason: 'recheck' } });
+  }
+  return routed;
 }
 
 // A change that concerns many objects, as one event per known object of `kind` the function's feed

@@ -107,8 +107,14 @@ export interface FunctionEntry {
    * budget (ADR 0015). A legacy Instances provider makes more (node-init: up to six).
    */
   readonly cloudCallsPerObject: number;
-  /** Its periodic `reconcile.all`: the option that sets the period, and the default in ms (0: none). */
-  readonly period: { readonly option: PeriodOption; readonly defaultMs: number };
+  /**
+   * Its periodic work: the option that sets the period, and the default in ms (0: none). Each
+   * period the relay sends a `reconcile.all` — or, with `recheck`, one event per object of that
+   * kind the relay knows and the feed accepts (judged on the object as it is, with no previous
+   * state), from what the relay keeps: the function then reads no list on a timer, and a cluster
+   * where no object needs it costs it nothing at rest (ADR 0029).
+   */
+  readonly period: { readonly option: PeriodOption; readonly defaultMs: number; readonly recheck?: string };
   /**
    * The API rights its reconciles use (its ClusterRole in deploy/knative/<name>/rbac/): checked at
    * start-up against an existing cluster, so that a missing one stops the command with its name

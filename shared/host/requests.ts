@@ -24,6 +24,8 @@ export interface Job {
   /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
   readonly claimVerified?: boolean;
   readonly nodeSet?: string;
+  /** The relay's periodic recheck of an unchanged object (`cirrusreason: recheck`): routine when it changes nothing. */
+  readonly recheck?: boolean;
   /** A trigger's share of the relay's cloud call budget: the pass's calls are paced to it. */
   readonly callBudget?: CallBudgetSettings;
 }
@@ -75,6 +77,7 @@ export function jobOfEvent(
   const callBudget = mode === 'all' ? readBudget(event.extensions[extensionNames.budget]) : undefined;
   return {
     trigger: event.type,
+    ...recheckOf(event),
     target,
     dryRun,
     success: 202,
@@ -85,6 +88,13 @@ export function jobOfEvent(
     ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
     ...(callBudget === undefined ? {} : { callBudget }),
   };
+}
+
+// The relay's periodic recheck of an unchanged object: an object's event with `cirrusreason: recheck`.
+function recheckOf(event: CloudEvent): { readonly recheck?: true } {
+  return eventMode(event.type) === 'resource' && event.extensions[extensionNames.reason] === 'recheck'
+    ? { recheck: true }
+    : {};
 }
 
 /** The Job of a manual request to `definition` (`kind` defaults to `defaultKind`); answered 200. */

@@ -105,8 +105,10 @@ function done(host: Runner, run: { job: Job; log: Logger; started: number }, rep
   const summary = summarize(report);
   for (const [result, count] of Object.entries(summary.results))
     host.metrics.results.inc({ function: host.definition.name, result }, count);
-  // A periodic pass that changed nothing is routine (node-lifecycle's comes every 5 s): debug.
-  const routine = job.target === 'all' && job.trigger !== 'manual' && summary.changes === 0;
+  // A periodic pass or recheck that changed nothing is routine (a NotReady Node's recheck comes
+  // every 5 s): debug.
+  const periodic = (job.target === 'all' && job.trigger !== 'manual') || job.recheck === true;
+  const routine = periodic && summary.changes === 0;
   log[routine ? 'debug' : 'info'](
     { outcome: 'done', code: job.success, durationMs: since(run.started), ...summary },
     'reconciled',

@@ -319,6 +319,10 @@ describe('deploy/knative', () => {
     assert.ok(routes);
     assert.equal(scaleAnnotation(routes, 'max-scale'), 1, 'routes coalesces passes per instance');
     assert.equal(scaleAnnotation(routes, 'min-scale'), 1);
+    // ADR 0029: the relay sends node-lifecycle nothing while every Node is Ready.
+    const lifecycle = knativeServices(builds['base'] ?? []).find((s) => component(s) === 'node-lifecycle');
+    assert.ok(lifecycle);
+    assert.equal(scaleAnnotation(lifecycle, 'min-scale'), 0, 'node-lifecycle scales to zero');
     assert.equal(
       routes.spec.template.spec.containerConcurrency,
       0,

@@ -262,9 +262,10 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
 
   for (const transport of transportNames)
     it(`lends each pass a share of the budget, named in its trigger's cirrusbudget, and none without a budget (${transport})`, async (t) => {
-      const [lifecycle, routes] = [await standIn(t, transport), await standIn(t, transport)];
-      const periods = { 'node-lifecycle': 100 };
-      const to = [`node-lifecycle=${lifecycle.url}`, `routes=${routes.url}`];
+      // routes' period is a pass (reconcile.all); node-lifecycle's rechecks Nodes one by one (ADR 0029).
+      const [routes, lifecycle] = [await standIn(t, transport), await standIn(t, transport)];
+      const periods = { routes: 100 };
+      const to = [`routes=${routes.url}`, `node-lifecycle=${lifecycle.url}`];
       const relay = testRelay(
         t,
         admin,
@@ -272,13 +273,13 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
         { cloudCallBudget: { rate: 9, burst: 6 }, ...reaching(transport, to) },
       );
       await ready(relay);
-      await waitFor('a periodic trigger', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
-      const [trigger] = lifecycle.ofType('dev.cirrus-ccm.reconcile.all');
+      await waitFor('a periodic trigger', () => routes.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
+      const [trigger] = routes.ofType('dev.cirrus-ccm.reconcile.all');
       // Two destinations, each with at most one trigger in flight, and the objects' deliveries: thirds.
       assert.equal(trigger?.headers['ce-cirrusbudget'], '3/2');
 
       const unpaced = await standIn(t, transport);
-      const unpacedTo = [`node-lifecycle=${unpaced.url}`];
+      const unpacedTo = [`routes=${unpaced.url}`];
       const free = testRelay(t, admin, { to: unpacedTo, periods }, reaching(transport, unpacedTo));
       await ready(free);
       await waitFor('a periodic trigger', () => unpaced.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 5_000);
@@ -286,22 +287,22 @@ describe('relay with a cloud call budget', { skip: controlPlaneSkip }, () => {
     });
 
   it("delivers objects only at what is not lent while a pass's trigger is in flight", async (t) => {
-    const [lifecycle, lb] = [await functionServer(t), await functionServer(t)];
+    const [routes, lb] = [await functionServer(t), await functionServer(t)];
     // Every pass takes 3 s, and the next is sent as soon as one ends: a share is always lent.
-    lifecycle.respond = async () => {
+    routes.respond = async () => {
       await setTimeout(3_000);
       return { status: 202, body: '{}' };
     };
     const relay = testRelay(
       t,
       admin,
-      { to: [`node-lifecycle=${lifecycle.url}`, `service-lb=${lb.url}`], periods: { 'node-lifecycle': 100 } },
+      { to: [`routes=${routes.url}`, `service-lb=${lb.url}`], periods: { routes: 100 } },
       { cloudCallBudget: { rate: 40, burst: 1 } },
     );
     await ready(relay);
     // The first trigger waits its turn behind the LIST's deliveries of every LoadBalancer Service
     // in the cluster (other tests' too).
-    await waitFor('a pass in flight', () => lifecycle.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 30_000);
+    await waitFor('a pass in flight', () => routes.ofType('dev.cirrus-ccm.reconcile.all').length > 0, 30_000);
     const names = await loadBalancerServices(40, 'lent');
     await waitFor('every Service delivered', () => names.every((n) => lb.about(n).length > 0), 30_000);
     const times = names.map((n) => lb.about(n)[0]?.at ?? 0);

@@ -21,7 +21,7 @@ import { buildMultiHost } from '../../shared/host/app.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { buildProbeApp } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
-import { createNode, newNode, silentLogger, uninitialized } from '../harness/builders.ts';
+import { createNode, newNode, silentLogger, uninitialized, withReady } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
   functionServer,
@@ -569,14 +569,14 @@ for (const transport of transportNames)
       const held = gate();
       let hold = false;
       fn.respond = async (request) => {
-        if (hold && request.key === 'all/node-lifecycle') await held.opened;
+        if (hold && request.key === 'all/routes') await held.opened;
         return { status: 202 };
       };
-      const relay = relayTo(t, { to: [`node-lifecycle=${fn.url}`], periods: { 'node-lifecycle': 100 } });
+      const relay = relayTo(t, { to: [`routes=${fn.url}`], periods: { routes: 100 } });
       await ready(relay);
-      const triggers = (): number => fn.received.filter((r) => r.key === 'all/node-lifecycle').length;
+      const triggers = (): number => fn.received.filter((r) => r.key === 'all/routes').length;
       await waitFor('three triggers', () => triggers() >= 3);
-      const [trigger] = fn.received.filter((r) => r.key === 'all/node-lifecycle');
+      const [trigger] = fn.received.filter((r) => r.key === 'all/routes');
       assert.equal(trigger?.headers['ce-type'], 'dev.cirrus-ccm.reconcile.all');
       assert.equal(trigger.headers['ce-cirrusreason'], 'periodic');
       assert.equal(trigger.headers['ce-source'], '/cirrus/relay');
@@ -593,6 +593,50 @@ for (const transport of transportNames)
       hold = false;
       held.open();
       await waitFor('triggers to resume', () => triggers() >= before + 3);
+    });
+
+    // ADR 0029: node-lifecycle's monitor period is one recheck per Node that needs one, from the
+    // relay's copy. Before it, the period was a reconcile.all, and the function listed every Node.
+    it('rechecks each Node that needs it every monitor period, from its copy: none for Ready Nodes, no reconcile.all', async (t) => {
+      const fn = await standIn(t, transport);
+      const relay = relayTo(t, { to: [`node-lifecycle=${fn.url}`], periods: { 'node-lifecycle': 100 } });
+      await ready(relay);
+      const [readyNode, notReady, tainted] = [
+        uniqueName('recheck-ready'),
+        uniqueName('recheck-not-ready'),
+        uniqueName('recheck-tainted'),
+      ];
+      const shutdownTainted = (node: ReturnType<typeof newNode>): void => {
+        node.spec = { taints: [{ key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }] };
+      };
+      await createNode(core, newNode(readyNode, withReady('True')));
+      await createNode(core, newNode(notReady, withReady('False')));
+      await createNode(core, newNode(tainted, withReady('True'), shutdownTainted));
+      await waitFor(
+        'rechecks of the Nodes that need one',
+        () => fn.about(notReady).length >= 3 && fn.about(tainted).length >= 3,
+      );
+      const before = { ready: fn.about(readyNode).length, notReady: fn.about(notReady).length };
+      await sleep(1_000);
+      assert.equal(fn.about(readyNode).length, before.ready, 'a Ready, untainted Node was rechecked');
+      assert.ok(
+        fn.about(notReady).length >= before.notReady + 4,
+        `${fn.about(notReady).length - before.notReady} rechecks in 1 s at 100 ms`,
+      );
+      const recheck = fn.about(notReady).at(-1);
+      assert.equal(recheck?.type, 'update');
+      assert.equal(recheck.data?.metadata?.name, notReady, "the recheck carries the relay's copy of the Node");
+      assert.equal(fn.received.filter((r) => r.key === 'all/node-lifecycle').length, 0, 'a reconcile.all was sent');
+      const metrics = { destination: 'node-lifecycle' };
+      assert.equal(await metric(relay.registry, 'cirrus_relay_triggers_total', { ...metrics, trigger: 'periodic' }), 0);
+      assert.ok(
+        (await metric(relay.registry, 'cirrus_relay_triggers_total', {
+          ...metrics,
+          trigger: 'recheck',
+          result: 'queued',
+        })) > 0,
+      );
+      await Promise.all([readyNode, notReady, tainted].map((name) => core.deleteNode({ name })));
     });
 
     httpOnly('reports readiness and metrics over HTTP', async (t) => {
