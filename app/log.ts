@@ -12,6 +12,7 @@ import {
   type Logger,
   type LoggerOptions,
 } from 'pino';
+import { scrubUrls } from '../shared/net/url.ts';
 
 /** `json`: JSON lines; `pretty`: readable lines; `auto`: pretty when stdout is a terminal. */
 export type LogFormat = 'json' | 'pretty' | 'auto';
@@ -145,11 +146,15 @@ function censoredError(error: Error, depth: number): unknown {
 }
 
 // An error's message, not pino's message with its causes appended: a wrapping error here already
-// says its cause's message (`failed to …: <cause>`), which pino would repeat.
+// says its cause's message (`failed to …: <cause>`), which pino would repeat. The URLs in its
+// message and stack are scrubbed of credentials and query strings (shared/net/url.ts): a provider's
+// error may repeat a URL it was given.
 function serializeError(error: unknown): unknown {
   const serialized = stdSerializers.err(error as Error) as unknown;
   if (error instanceof Error && serialized !== null && typeof serialized === 'object') {
-    (serialized as { message: string }).message = error.message;
+    const fields = serialized as { message: string; stack?: unknown };
+    fields.message = scrubUrls(error.message);
+    if (typeof fields.stack === 'string') fields.stack = scrubUrls(fields.stack);
   }
   return serialized;
 }

@@ -140,7 +140,7 @@ export async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promi
   run.changes.push({
     action: 'event',
     target: run.key,
-    detail: { type: spec.type, reason: spec.reason, message: spec.message },
+    detail: { type: spec.type, reason: spec.reason, message: body.message },
   });
   if (run.options.dryRun) return;
   await recordEvent(run.deps.core, body).catch((error: unknown) => {

@@ -5,6 +5,9 @@
 // [ServiceOverride] sections, retries by the SDK's retry modes (AWS_RETRY_MODE, AWS_MAX_ATTEMPTS).
 // Every call goes through send(): it passes the reconcile's AbortSignal, counts the call by
 // operation and outcome, and turns throttling that outlived the SDK's retries into RetryError.
+// Each attempt has a connection and a request timeout (ConnectTimeoutSeconds, RequestTimeoutSeconds
+// in [Global]; the SDK sets none of its own), so a blackholed endpoint fails the call instead of
+// holding it; a call that timed out says which timeout, and how many attempts the SDK made.
 
 import { EC2Client, type EC2ClientConfig } from '@aws-sdk/client-ec2';
 import { ElasticLoadBalancingClient } from '@aws-sdk/client-elastic-load-balancing';
@@ -65,20 +68,29 @@ export function errorCode(error: unknown): string | undefined {
 export function createAwsApi(config: AwsConfig, options: AwsApiOptions = {}): AwsApi {
   const override = (service: ServiceName): ServiceOverride | undefined =>
     config.serviceOverrides.find((o) => o.service === service && o.region === config.region);
+  // The SDK's Node.js handler with cirrus's timeouts: requestTimeout throws only with throwOnRequestTimeout.
+  const requestHandler = options.requestHandler ?? {
+    connectionTimeout: config.connectTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    throwOnRequestTimeout: true,
+  };
   const clientConfig = (service: ServiceName) => {
     const o = override(service === 'elb' ? 'elbv2' : service);
     return {
       region: o?.signingRegion ?? config.region,
       ...(o === undefined ? {} : { endpoint: o.url }),
-      ...(options.requestHandler === undefined ? {} : { requestHandler: options.requestHandler }),
+      requestHandler,
     };
   };
   const ec2 = new EC2Client(clientConfig('ec2'));
   const elbv2 = new ElasticLoadBalancingV2Client(clientConfig('elbv2'));
   const elb = new ElasticLoadBalancingClient(clientConfig('elb'));
-  watch(ec2, 'ec2', options.observe);
-  watch(elbv2, 'elbv2', options.observe);
-  watch(elb, 'elb', options.observe);
+  for (const [client, service] of [
+    [ec2, 'ec2'],
+    [elbv2, 'elbv2'],
+    [elb, 'elb'],
+  ] as const)
+    watch(client, service, options.observe, config);
   return { ec2, elbv2, elb };
 }
 
@@ -86,6 +98,7 @@ function watch(
   client: EC2Client | ElasticLoadBalancingV2Client | ElasticLoadBalancingClient,
   service: ServiceName,
   observe: CallObserver | undefined,
+  config: Pick<AwsConfig, 'connectTimeoutMs' | 'requestTimeoutMs'>,
 ): void {
   (client.middlewareStack as EC2Client['middlewareStack']).add(
     (next, context) => async (args) => {
@@ -104,11 +117,31 @@ function watch(
             { cause: error },
           );
         }
-        throw error;
+        throw timedOut(error, `${service}:${operation}`, config) ?? error;
       }
     },
     { step: 'initialize', name: 'cirrusCallObserver', priority: 'high' },
   );
+}
+
+/**
+ * A call whose attempts timed out (the SDK's TimeoutError, after its retries), as an error naming
+ * the timeout and its [Global] key; undefined for any other error.
+ */
+function timedOut(
+  error: unknown,
+  call: string,
+  config: Pick<AwsConfig, 'connectTimeoutMs' | 'requestTimeoutMs'>,
+): Error | undefined {
+  if (!(error instanceof Error) || error.name !== 'TimeoutError') return undefined;
+  const attempts = (error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
+  const tries = attempts === 1 ? 'its one attempt' : `each of its ${attempts} attempts`;
+  const what = /establish a connection/.test(error.message)
+    ? `no connection to AWS within ${config.connectTimeoutMs / 1000} s (ConnectTimeoutSeconds in [Global])`
+    : /requestTimeout/.test(error.message)
+      ? `no answer from AWS within ${config.requestTimeoutMs / 1000} s (RequestTimeoutSeconds in [Global])`
+      : `timed out: ${error.message}`;
+  return new Error(`${call}: ${what}, on ${tries}`, { cause: error });
 }
 
 /** `cirrus_aws_api_calls_total{service,operation,outcome}` in `registry`, as a CallObserver. */

@@ -3,8 +3,9 @@
 // instance, so there is no instance-metadata self-lookup: region, VPC and cluster ID must be in
 // the file. A key cirrus does not know is a start-up error that names it; a key upstream knows but
 // cirrus does not act on is refused when acting on it matters (RoleARN, SourceARN) and
-// reported as ignored when it does not. One key is cirrus's own: DefaultLoadBalancerType (upstream's
-// gcfg reader skips keys it does not know, so the file stays readable by cloud-provider-aws).
+// reported as ignored when it does not. Three keys are cirrus's own: DefaultLoadBalancerType and
+// the AWS calls' ConnectTimeoutSeconds and RequestTimeoutSeconds (upstream's gcfg reader skips
+// keys it does not know, so the file stays readable by cloud-provider-aws).
 
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
 import { parseGcfg, type Section } from './gcfg.ts';
@@ -33,6 +34,10 @@ export interface AwsConfig {
   readonly nlbSecurityGroupManaged?: boolean;
   /** What a Service without the aws-load-balancer-type annotation gets when it has no load balancer yet. */
   readonly defaultLoadBalancerType: 'classic' | 'nlb';
+  /** How long a new connection to an AWS endpoint may take (ConnectTimeoutSeconds), per attempt. */
+  readonly connectTimeoutMs: number;
+  /** How long one attempt of an AWS call may take, connection included (RequestTimeoutSeconds). */
+  readonly requestTimeoutMs: number;
   /** Keys read but without effect in cirrus, with why: logged once at start. */
   readonly ignored: readonly string[];
 }
@@ -58,6 +63,8 @@ const globalKeys = new Map(
     'SupportedTopologyInstanceTypePattern',
     'NLBSecurityGroupMode',
     'DefaultLoadBalancerType',
+    'ConnectTimeoutSeconds',
+    'RequestTimeoutSeconds',
   ].map((k) => [k.toLowerCase(), k]),
 );
 
@@ -99,6 +106,7 @@ export function parseAwsConfig(text: string | undefined, file: string | undefine
     elbSecurityGroup: readId(one, 'ElbSecurityGroup', 'sg', file),
     nlbSecurityGroupManaged: readNlbSecurityGroupMode(one, file),
     defaultLoadBalancerType: readDefaultType(one, file),
+    ...readTimeouts(one, file),
     ignored,
   };
 }
@@ -233,6 +241,35 @@ function readDefaultType(one: Reader, file: string | undefined): AwsConfig['defa
   const value = (one('DefaultLoadBalancerType') ?? 'classic').toLowerCase();
   if (value !== 'classic' && value !== 'nlb')
     throw new CloudConfigError(file, 'Global.DefaultLoadBalancerType', `"${value}" is not classic or nlb`);
+  return value;
+}
+
+/** The defaults of ConnectTimeoutSeconds and RequestTimeoutSeconds. */
+export const DEFAULT_CONNECT_TIMEOUT_SECONDS = 5;
+export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
+
+/**
+ * ConnectTimeoutSeconds and RequestTimeoutSeconds: seconds (fractions allowed), above 0 and at most
+ * 3600; the connection's no longer than the request's, which includes it.
+ */
+function readTimeouts(one: Reader, file: string | undefined): Pick<AwsConfig, 'connectTimeoutMs' | 'requestTimeoutMs'> {
+  const connect = seconds(one, 'ConnectTimeoutSeconds', DEFAULT_CONNECT_TIMEOUT_SECONDS, file);
+  const request = seconds(one, 'RequestTimeoutSeconds', DEFAULT_REQUEST_TIMEOUT_SECONDS, file);
+  if (connect > request)
+    throw new CloudConfigError(
+      file,
+      'Global.ConnectTimeoutSeconds',
+      `${connect} is longer than RequestTimeoutSeconds (${request}), which includes the connection`,
+    );
+  return { connectTimeoutMs: Math.round(connect * 1000), requestTimeoutMs: Math.round(request * 1000) };
+}
+
+function seconds(one: Reader, key: string, fallback: number, file: string | undefined): number {
+  const text = one(key);
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!/^\d+(\.\d+)?$/.test(text) || value <= 0 || value > 3600)
+    throw new CloudConfigError(file, `Global.${key}`, `"${text}" is not a number of seconds above 0 and at most 3600`);
   return value;
 }
 

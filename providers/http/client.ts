@@ -1,12 +1,16 @@
 // One protocol v1 call over HTTP(S): node:http / node:https (the client certificate needs an
 // https.Agent, which fetch cannot take without undici). The caller's AbortSignal, bounded by
-// timeoutSeconds, is the request's deadline. Every failure names the call and the endpoint and
-// says what was wrong; the endpoint being unreachable or slow is a RetryError (the reconcile is
-// tried again after retryAfterSeconds), and so is an error answer with code Retry.
+// timeoutSeconds, is the request's deadline; a new connection must be made (TCP, and TLS for
+// https://) within connectTimeoutSeconds. Every failure names the call and the endpoint (its URL
+// scrubbed: shared/net/url.ts) and says what was wrong; the endpoint being unreachable or slow is
+// a RetryError (the reconcile is tried again after retryAfterSeconds), and so is an error answer
+// with code Retry.
 
 import { readFile } from 'node:fs/promises';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import type { z } from 'zod';
 import {
   ImplementedElsewhereError,
@@ -14,6 +18,7 @@ import {
   NotImplementedError,
   RetryError,
 } from '../../shared/cloud/errors.ts';
+import { displayUrl } from '../../shared/net/url.ts';
 import type { HttpConfig } from './config.ts';
 import { errorAnswer, errorCodes, PROTOCOL, results, type CallName } from './protocol.ts';
 
@@ -30,6 +35,11 @@ const unreachable = new Set([
   'ECONNRESET',
   'EPIPE',
 ]);
+
+/** A new connection that was not made within connectTimeoutSeconds. */
+class ConnectTimeoutError extends Error {
+  override readonly name = 'ConnectTimeoutError';
+}
 
 interface Answer {
   readonly status: number;
@@ -92,14 +102,8 @@ export class ProtocolClient {
       headers['content-length'] = String(Buffer.byteLength(body));
     }
     const file = this.#config.tokenFile;
-    if (file !== undefined) {
-      const token = await readFile(file, 'utf8').catch((error: unknown) => {
-        throw new Error(`http provider: could not read tokenFile ${file}: ${(error as Error).message}`, {
-          cause: error,
-        });
-      });
-      headers['authorization'] = `Bearer ${token.trim()}`;
-    }
+    if (file !== undefined) headers['authorization'] = `Bearer ${await secret(file, 'tokenFile')}`;
+    for (const [name, path] of this.#config.headerFiles) headers[name] = await secret(path, `headerFiles.${name}`);
     return headers;
   }
 
@@ -108,36 +112,57 @@ export class ProtocolClient {
     const timeout = AbortSignal.timeout(this.#config.timeoutMs);
     const deadline = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
     const headers = await this.#headers(body);
+    const options = { method, headers, agent: this.#agent, signal: deadline };
     try {
-      return await exchange(url, { method, headers, agent: this.#agent, signal: deadline }, body);
+      return await exchange(url, options, body, this.#config.connectTimeoutMs);
     } catch (error) {
-      if (signal?.aborted === true)
-        throw new Error(
-          `http provider: ${name}: cancelled by the caller (${reasonOf(signal)}) before ${url.origin} answered`,
-          { cause: error },
-        );
-      const retryAfterMs = this.#config.retryAfterMs;
-      if (timeout.aborted)
-        throw new RetryError(
-          `http provider: ${name}: ${url.href} did not answer within ${this.#config.timeoutMs / 1000} s (timeoutSeconds); retrying in ${retryAfterMs / 1000} s`,
-          retryAfterMs,
-          { cause: error },
-        );
-      const code = (error as { code?: string }).code ?? '';
-      if (unreachable.has(code))
-        throw new RetryError(
-          `http provider: ${name}: could not reach ${url.href}: ${(error as Error).message}; retrying in ${retryAfterMs / 1000} s`,
-          retryAfterMs,
-          { cause: error },
-        );
-      throw new Error(`http provider: ${name}: request to ${url.href} failed: ${(error as Error).message}`, {
-        cause: error,
-      });
+      throw this.#sendFailure(name, url, error, { signal, timeout });
     }
   }
 
+  // Why a request got no answer, as the module comment says.
+  #sendFailure(
+    name: string,
+    url: URL,
+    error: unknown,
+    { signal, timeout }: { signal: AbortSignal | undefined; timeout: AbortSignal },
+  ): Error {
+    const shown = displayUrl(url);
+    if (signal?.aborted === true)
+      return new Error(
+        `http provider: ${name}: cancelled by the caller (${reasonOf(signal)}) before ${shown} answered`,
+        {
+          cause: error,
+        },
+      );
+    const retryAfterMs = this.#config.retryAfterMs;
+    const retrying = `retrying in ${retryAfterMs / 1000} s`;
+    if (error instanceof ConnectTimeoutError)
+      return new RetryError(
+        `http provider: ${name}: could not connect to ${shown} within ${this.#config.connectTimeoutMs / 1000} s (connectTimeoutSeconds); ${retrying}`,
+        retryAfterMs,
+        { cause: error },
+      );
+    if (timeout.aborted)
+      return new RetryError(
+        `http provider: ${name}: ${shown} did not answer within ${this.#config.timeoutMs / 1000} s (timeoutSeconds); ${retrying}`,
+        retryAfterMs,
+        { cause: error },
+      );
+    const code = (error as { code?: string }).code ?? '';
+    if (unreachable.has(code))
+      return new RetryError(
+        `http provider: ${name}: could not reach ${shown}: ${(error as Error).message}; ${retrying}`,
+        retryAfterMs,
+        { cause: error },
+      );
+    return new Error(`http provider: ${name}: request to ${shown} failed: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+
   #parse<S extends z.ZodType>(name: string, answer: Answer, schema: S, enveloped: boolean): z.output<S> {
-    const where = `http provider: ${name}: ${this.#url(name).href}`;
+    const where = `http provider: ${name}: ${displayUrl(this.#url(name))}`;
     if (answer.status < 200 || answer.status > 299) throw this.#failure(name, where, answer);
     const value = decode(where, answer, enveloped);
     const parsed = schema.safeParse(value);
@@ -200,10 +225,36 @@ function plainFailure(where: string, answer: Answer, retryAfterMs: number): Erro
   );
 }
 
+// A file's contents, trimmed, as a header value; read on every call so that a rotated secret is used at once.
+async function secret(path: string, field: string): Promise<string> {
+  try {
+    return (await readFile(path, 'utf8')).trim();
+  } catch (error) {
+    throw new Error(`http provider: could not read ${field} ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+// Destroys `request` with a ConnectTimeoutError when its socket is new and not connected (for
+// https://, not through the TLS handshake) within `ms`. A reused keep-alive socket is connected.
+function connectDeadline(request: ReturnType<typeof httpRequest>, ms: number): void {
+  request.once('socket', (socket: Socket) => {
+    if (!socket.connecting) return;
+    const timer = setTimeout(() => {
+      request.destroy(new ConnectTimeoutError(`no connection within ${ms} ms`));
+    }, ms);
+    const connected = (): void => {
+      clearTimeout(timer);
+    };
+    socket.once(socket instanceof TLSSocket ? 'secureConnect' : 'connect', connected);
+    request.once('close', connected);
+  });
+}
+
 function exchange(
   url: URL,
   options: { method: string; headers: Record<string, string>; agent: HttpAgent | HttpsAgent; signal: AbortSignal },
   body: string | undefined,
+  connectTimeoutMs: number,
 ): Promise<Answer> {
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
@@ -224,6 +275,7 @@ function exchange(
       });
     });
     request.on('error', reject);
+    connectDeadline(request, connectTimeoutMs);
     request.end(body);
   });
 }

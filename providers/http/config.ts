@@ -1,4 +1,6 @@
-// The http provider's cloud-config: where the endpoint is and how to authenticate to it.
+// The http provider's cloud-config: where the endpoint is, how to authenticate to it and how long
+// to wait for it. Credentials come from files (tokenFile, headerFiles), never from the endpoint's
+// URL: a URL is repeated in log lines and errors, and errors reach Events and replies.
 // Format for users: docs/providers/http.md.
 
 import { readFileSync } from 'node:fs';
@@ -6,14 +8,26 @@ import { isIP } from 'node:net';
 import { load } from 'js-yaml';
 import { z } from 'zod';
 import { CloudConfigError } from '../../shared/cloud/errors.ts';
+import { hasUserinfo } from '../../shared/net/url.ts';
 
 const path = z.string().trim().min(1, 'must not be empty');
+
+/** Headers cirrus sets itself, which headerFiles may not replace. */
+const ownHeaders = new Set(['accept', 'content-type', 'content-length', 'host', 'connection', 'x-cirrus-timeout-ms']);
+
+// RFC 9110's token: the characters of a field name.
+const headerName = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 const schema = z.strictObject({
   /** The endpoint's base URL; calls go to <endpoint>/v1/<call>. */
   endpoint: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
   /** A file holding a bearer token, sent as `Authorization: Bearer …`; read on every call. */
   tokenFile: path.optional(),
+  /**
+   * Headers whose values are files' contents (trimmed), read on every call: `Authorization: Basic …`,
+   * an API key header. Instead of credentials in the endpoint's URL.
+   */
+  headerFiles: z.record(z.string(), path).optional(),
   tls: z
     .strictObject({
       /** CA certificates (PEM) to verify the endpoint with, instead of the system's. */
@@ -25,6 +39,8 @@ const schema = z.strictObject({
     .optional(),
   /** The deadline of one call, when the caller's signal does not end it sooner. */
   timeoutSeconds: z.number().min(0.001).max(3600).default(30),
+  /** How long a new connection (TCP, and TLS for https://) may take, within timeoutSeconds. */
+  connectTimeoutSeconds: z.number().min(0.001).max(3600).default(5),
   /** The delay asked for (RetryError) when the endpoint cannot be reached or does not answer in time. */
   retryAfterSeconds: z.number().min(0).max(3600).default(5),
 });
@@ -33,10 +49,13 @@ const schema = z.strictObject({
 export interface HttpConfig {
   readonly endpoint: URL;
   readonly tokenFile: string | undefined;
+  /** Header name (lower case) → the file holding its value. */
+  readonly headerFiles: ReadonlyMap<string, string>;
   readonly ca: Buffer | undefined;
   readonly cert: Buffer | undefined;
   readonly key: Buffer | undefined;
   readonly timeoutMs: number;
+  readonly connectTimeoutMs: number;
   readonly retryAfterMs: number;
 }
 
@@ -52,15 +71,19 @@ export function parseHttpConfig(text: string | undefined, file: string | undefin
   const config = parsed.data;
   const endpoint = new URL(config.endpoint.replace(/\/+$/, ''));
   const tls = config.tls ?? {};
+  checkEndpoint(file, endpoint);
+  const headerFiles = readHeaderFiles(file, config);
   checkTransport(file, endpoint, config);
   checkClientCertificate(file, tls);
   return {
     endpoint,
     tokenFile: config.tokenFile,
+    headerFiles,
     ca: readPem(file, 'tls.caFile', tls.caFile),
     cert: readPem(file, 'tls.certFile', tls.certFile),
     key: readPem(file, 'tls.keyFile', tls.keyFile),
     timeoutMs: Math.round(config.timeoutSeconds * 1000),
+    connectTimeoutMs: Math.round(Math.min(config.connectTimeoutSeconds, config.timeoutSeconds) * 1000),
     retryAfterMs: Math.round(config.retryAfterSeconds * 1000),
   };
 }
@@ -74,16 +97,67 @@ function checkClientCertificate(
   throw new CloudConfigError(file, missing, 'is required with the other: a client certificate needs its key');
 }
 
-// Plain http carries no client certificate, and a bearer token only to this machine.
+// No credentials in the URL (they would be repeated in every log line and error naming the
+// endpoint), and no query or fragment: calls go to <endpoint>/v1/<call>, which would drop them.
+function checkEndpoint(file: string | undefined, endpoint: URL): void {
+  if (hasUserinfo(endpoint))
+    throw new CloudConfigError(
+      file,
+      'endpoint',
+      'must not carry credentials (user:password@): a URL is repeated in logs, errors and Events; put a bearer token in tokenFile, or a header such as "Authorization: Basic …" in a file named in headerFiles',
+    );
+  if (endpoint.search !== '' || endpoint.hash !== '')
+    throw new CloudConfigError(
+      file,
+      'endpoint',
+      `must not have a ${endpoint.search === '' ? 'fragment (#…)' : 'query (?…)'}: calls go to <endpoint>/v1/<call> without it; put credentials in tokenFile or headerFiles`,
+    );
+}
+
+// The header files by lower-case name. A name that is not a header's, a header cirrus sets, one
+// name given twice in two spellings, or Authorization beside tokenFile (which sends it) is an error.
+function readHeaderFiles(file: string | undefined, config: z.output<typeof schema>): ReadonlyMap<string, string> {
+  const files = new Map<string, string>();
+  for (const [name, path] of Object.entries(config.headerFiles ?? {})) {
+    const lower = name.toLowerCase();
+    if (!headerName.test(name)) throw new CloudConfigError(file, `headerFiles.${name}`, 'is not an HTTP header name');
+    if (ownHeaders.has(lower))
+      throw new CloudConfigError(file, `headerFiles.${name}`, 'is a header cirrus sets itself');
+    if (files.has(lower))
+      throw new CloudConfigError(
+        file,
+        `headerFiles.${name}`,
+        'names a header given already (names are case-insensitive)',
+      );
+    if (lower === 'authorization' && config.tokenFile !== undefined)
+      throw new CloudConfigError(
+        file,
+        `headerFiles.${name}`,
+        'is set beside tokenFile, which sends Authorization: Bearer; give one',
+      );
+    files.set(lower, path);
+  }
+  return files;
+}
+
+// Plain http carries no client certificate, and credentials (a bearer token, header files) only
+// to this machine.
 function checkTransport(file: string | undefined, endpoint: URL, config: z.output<typeof schema>): void {
   if (endpoint.protocol !== 'http:') return;
   if (config.tls !== undefined)
     throw new CloudConfigError(file, 'tls', 'is set, but the endpoint is http://; use https://');
-  if (config.tokenFile !== undefined && !isLoopback(endpoint.hostname))
+  if (isLoopback(endpoint.hostname)) return;
+  const credentials =
+    config.tokenFile !== undefined
+      ? 'the bearer token (tokenFile)'
+      : Object.keys(config.headerFiles ?? {}).length > 0
+        ? 'the headerFiles'
+        : undefined;
+  if (credentials !== undefined)
     throw new CloudConfigError(
       file,
       'endpoint',
-      `is http:// to ${endpoint.hostname}, which would send the bearer token (tokenFile) unencrypted; use https:// (plain http only to a loopback address)`,
+      `is http:// to ${endpoint.hostname}, which would send ${credentials} unencrypted; use https:// (plain http only to a loopback address)`,
     );
 }
 

@@ -16,6 +16,7 @@ import {
   type Routes,
   type Zones,
 } from '../../shared/cloud/provider.ts';
+import { displayUrl } from '../../shared/net/url.ts';
 import { ProtocolClient } from './client.ts';
 import { parseHttpConfig } from './config.ts';
 import { capabilitiesAnswer, type CapabilityName } from './protocol.ts';
@@ -40,12 +41,12 @@ export async function createHttpProvider(context: ProviderContext): Promise<Clou
     client.close();
     // Nothing retries a failed start here: the platform restarts the function.
     const reason = (error as Error).message.replace(/; retrying in .*$/, '');
-    throw new Error(`the endpoint ${config.endpoint.href} did not say what it supports: ${reason}`, {
+    throw new Error(`the endpoint ${displayUrl(config.endpoint)} did not say what it supports: ${reason}`, {
       cause: error,
     });
   }
   context.log.info(
-    { endpoint: config.endpoint.href, providerName: answer.providerName, capabilities: answer.capabilities },
+    { endpoint: displayUrl(config.endpoint), providerName: answer.providerName, capabilities: answer.capabilities },
     'http provider ready',
   );
   return new HttpCloud(client, answer.providerName, answer.hasClusterId, new Set(answer.capabilities));

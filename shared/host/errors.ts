@@ -3,12 +3,15 @@
 // host's own checks, a body parser, load shedding, the signature check): the Knative data plane
 // retries on the status alone (400 is never retried, 503 is retried after Retry-After, other 5xx
 // with backoff), and a caller that wants to know why matches on the code (shared/wire/replies.ts
-// lists them; docs/http-contract.md says what each means).
+// lists them; docs/http-contract.md says what each means). A reply's message repeats an error's
+// text, a provider's included: the URLs in it are scrubbed of credentials and query strings
+// (shared/net/url.ts), whoever wrote the error.
 
 import { ApiException } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
 import { findCause, RetryError } from '../cloud/errors.ts';
 import { apiMessage } from '../kube/api.ts';
+import { scrubUrls } from '../net/url.ts';
 import { errorCodes, InvalidRequestError, type ErrorBody, type ErrorCode } from '../wire/replies.ts';
 
 // The 400 error, the error body and the codes are the wire contract's (shared/wire/replies.ts);
@@ -145,9 +148,9 @@ function isFastifyError(error: unknown): error is Error & { code: string; status
 }
 
 // An API error's own message is client-node's dump of the whole response, headers included: the
-// reply carries the API server's Status message instead.
+// reply carries the API server's Status message instead. URLs are scrubbed in either.
 function errorMessage(error: unknown): string {
-  if (error instanceof ApiException) return `Kubernetes API answered ${apiMessage(error)}`;
-  if (error instanceof Error) return error.message;
-  return typeof error === 'string' ? error : 'unknown error';
+  if (error instanceof ApiException) return scrubUrls(`Kubernetes API answered ${apiMessage(error)}`);
+  if (error instanceof Error) return scrubUrls(error.message);
+  return typeof error === 'string' ? scrubUrls(error) : 'unknown error';
 }

@@ -1,15 +1,17 @@
 // Running a Job: the definition called with the request's options (its logger, dry run, the
 // abandonment signal, the claims of the event), under the trigger's share of the cloud call budget
 // when it carries one, held among the requests in flight until it ends, observed in the metrics
-// and answered once done (the data-plane contract's "do not accept until handled").
+// and answered once done (the data-plane contract's "do not accept until handled"). A report's
+// errors and notes repeat providers' error text: their URLs are scrubbed (shared/net/url.ts).
 
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { countCloudCalls } from '../cloud/paced.ts';
+import { scrubUrls } from '../net/url.ts';
 import { formatKey, type ObjectKey } from '../wire/keys.ts';
 import { cloudCallsHeader } from '../wire/replies.ts';
 import { failure } from './errors.ts';
-import type { FunctionDefinition, ReconcileOptions, Report } from './function.ts';
+import type { FunctionDefinition, ObjectReport, ReconcileOptions, Report } from './function.ts';
 import type { HostMetrics } from './metrics.ts';
 import type { Job } from './requests.ts';
 import type { Admission } from './shedding.ts';
@@ -113,7 +115,18 @@ function done(host: Runner, run: { job: Job; log: Logger; started: number }, rep
     { outcome: 'done', code: job.success, durationMs: since(run.started), ...summary },
     'reconciled',
   );
-  return { status: job.success, body: report };
+  return { status: job.success, body: scrubbed(report) };
+}
+
+/** `report` with the URLs in its objects' errors and notes scrubbed; the same object when none has one. */
+export function scrubbed(report: Report): Report {
+  const objects = report.objects.map((object): ObjectReport => {
+    const error = object.error === undefined ? undefined : scrubUrls(object.error);
+    const note = object.note === undefined ? undefined : scrubUrls(object.note);
+    if (error === object.error && note === object.note) return object;
+    return { ...object, ...(error === undefined ? {} : { error }), ...(note === undefined ? {} : { note }) };
+  });
+  return objects.every((object, i) => object === report.objects[i]) ? report : { ...report, objects };
 }
 
 // async, so that a definition that throws before returning its promise is handled the same way.

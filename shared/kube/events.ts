@@ -1,7 +1,10 @@
 // Kubernetes Events, as the Go controllers' event recorders write them (core/v1; Events about
-// cluster-scoped objects such as Nodes live in the `default` namespace).
+// cluster-scoped objects such as Nodes live in the `default` namespace). An Event's message is read
+// by whoever may read Events in its namespace (a tenant, for a Service): the URLs in it are
+// scrubbed of credentials and query strings, whatever error text it repeats.
 
 import type { CoreV1Event, V1ObjectReference } from '@kubernetes/client-node';
+import { scrubUrls } from '../net/url.ts';
 import type { Core } from './core.ts';
 
 /** An Event to record about one object. */
@@ -13,7 +16,7 @@ export interface EventSpec {
   readonly component: string;
 }
 
-/** The core/v1 Event for `object`; pure, so a dry run can report it. */
+/** The core/v1 Event for `object`, its message's URLs scrubbed (shared/net/url.ts); pure, so a dry run can report it. */
 export function eventFor(object: V1ObjectReference, spec: EventSpec, now = new Date()): CoreV1Event {
   const namespace = object.namespace ?? 'default';
   return {
@@ -21,7 +24,7 @@ export function eventFor(object: V1ObjectReference, spec: EventSpec, now = new D
     involvedObject: object,
     type: spec.type,
     reason: spec.reason,
-    message: spec.message,
+    message: scrubUrls(spec.message),
     source: { component: spec.component },
     reportingComponent: spec.component,
     firstTimestamp: now,

@@ -14,12 +14,15 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { V1Node } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
-import { createHttpProvider } from '../../providers/http/index.ts';
+import { createHttpProvider, parseHttpConfig } from '../../providers/http/index.ts';
+import { ProtocolClient } from '../../providers/http/client.ts';
 import { errorCodes, results } from '../../providers/http/protocol.ts';
 import { findCause, InstanceNotFoundError, RetryError } from '../../shared/cloud/errors.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { createCa, createClientCert, createServingCert } from '../../tools/control-plane/pki.ts';
 import { errorReply } from '../../shared/host/errors.ts';
+import { eventFor } from '../../shared/kube/events.ts';
+import { silentEndpoint, unacceptingEndpoint } from '../harness/hanging.ts';
 
 type Handler = (request: IncomingMessage, body: string, response: ServerResponse) => void;
 
@@ -224,6 +227,121 @@ describe('the http provider', () => {
     assert.match((cancelled as Error).message, /^http provider: instanceExists: cancelled by the caller/);
     assert.match((cancelled as Error).message, /cancelled by the caller \(shutting down\)/);
   });
+
+  it('sends each header of headerFiles from its file, read on every call', async () => {
+    const key = join(dir, 'api-key');
+    const basic = join(dir, 'basic');
+    await writeFile(key, 'k1\n');
+    await writeFile(basic, `Basic ${Buffer.from('cirrus:s3cret').toString('base64')}\n`);
+    const headers: Record<string, string | undefined>[] = [];
+    const { cloud } = await provider((request, _body, response) => {
+      headers.push({ key: request.headers['x-api-key'] as string, auth: request.headers.authorization });
+      json(response, 200, { result: true });
+    }, `headerFiles: { X-Api-Key: ${key}, Authorization: ${basic} }\n`);
+    assert.equal(await v2(cloud).instanceExists(node), true);
+    await writeFile(key, 'k2');
+    assert.equal(await v2(cloud).instanceExists(node), true);
+    assert.deepEqual(headers, [
+      { key: 'k1', auth: 'Basic Y2lycnVzOnMzY3JldA==' },
+      { key: 'k2', auth: 'Basic Y2lycnVzOnMzY3JldA==' },
+    ]);
+  });
+
+  it('refuses credentials in the endpoint URL (they would be repeated in logs, errors and Events), and a query', () => {
+    for (const endpoint of ['https://cirrus:s3cret@provider.example', 'https://token@provider.example/base']) {
+      assert.throws(
+        () => parseHttpConfig(`endpoint: ${endpoint}\n`, 'cloud.yaml'),
+        (error: Error) => {
+          assert.match(error.message, /^cloud\.yaml: endpoint: must not carry credentials \(user:password@\)/);
+          assert.match(error.message, /tokenFile/);
+          assert.match(error.message, /headerFiles/);
+          assert.doesNotMatch(error.message, /s3cret|token@/);
+          return true;
+        },
+      );
+    }
+    assert.throws(() => parseHttpConfig('endpoint: https://provider.example/?api_key=s3cret\n', 'cloud.yaml'), {
+      message: /^cloud\.yaml: endpoint: must not have a query \(\?…\)/,
+    });
+    assert.throws(
+      () => parseHttpConfig('endpoint: https://x\ntokenFile: /t\nheaderFiles: { authorization: /a }\n', 'cloud.yaml'),
+      {
+        message:
+          'cloud.yaml: headerFiles.authorization: is set beside tokenFile, which sends Authorization: Bearer; give one',
+      },
+    );
+    assert.throws(() => parseHttpConfig('endpoint: https://x\nheaderFiles: { Content-Type: /a }\n', 'cloud.yaml'), {
+      message: /headerFiles\.Content-Type.*is a header cirrus sets itself/,
+    });
+    assert.throws(() => parseHttpConfig('endpoint: https://x\nheaderFiles: { "a b": /a }\n', 'cloud.yaml'), {
+      message: /is not an HTTP header name/,
+    });
+    assert.throws(
+      () => parseHttpConfig('endpoint: http://provider.example\nheaderFiles: { X-Api-Key: /a }\n', 'cloud.yaml'),
+      { message: /endpoint: is http:\/\/ to provider\.example, which would send the headerFiles unencrypted/ },
+    );
+    assert.throws(() => parseHttpConfig('endpoint: https://x\nconnectTimeoutSeconds: 0\n', 'cloud.yaml'), {
+      message: /^cloud\.yaml: connectTimeoutSeconds: /,
+    });
+  });
+
+  it("scrubs a URL's credentials and query out of an endpoint's error text before it reaches a reply or an Event", async () => {
+    const leak = 'could not open https://admin:hunter2@db.example/x?token=abc';
+    const { cloud } = await provider((_request, _body, response) => {
+      json(response, 500, { error: { code: 'Failed', message: leak } });
+    });
+    const error = await (
+      cloud.loadBalancer()?.ensureLoadBalancer('k', { metadata: { uid: 'u' } }, []) ?? Promise.resolve()
+    ).catch((e: unknown) => e);
+    assert.match((error as Error).message, /hunter2/, "the error itself is the endpoint's text");
+    const reply = errorReply(new Error(`failed to ensure load balancer: ${(error as Error).message}`));
+    const event = eventFor(
+      { kind: 'Service', name: 'web', namespace: 'tenant' },
+      { type: 'Warning', reason: 'SyncLoadBalancerFailed', message: (error as Error).message, component: 'c' },
+    );
+    for (const text of [reply.body.error, event.message ?? '']) {
+      assert.doesNotMatch(text, /hunter2|admin|token=abc/);
+      assert.match(text, /could not open https:\/\/\[redacted\]@db\.example\/x\?\[redacted\]/);
+    }
+  });
+
+  it(
+    'gives up on an endpoint that never accepts at connectTimeoutSeconds, and on one that never answers at timeoutSeconds',
+    { timeout: 20_000 },
+    async () => {
+      const unaccepting = await unacceptingEndpoint();
+      const silent = await silentEndpoint();
+      try {
+        const config = (url: string): ReturnType<typeof parseHttpConfig> =>
+          parseHttpConfig(`endpoint: ${url}\nconnectTimeoutSeconds: 0.3\ntimeoutSeconds: 1\n`, 'cloud.yaml');
+        const client = new ProtocolClient(config(unaccepting.url));
+        const connect = await client.call('instanceExists', { node }).catch((e: unknown) => e);
+        client.close();
+        assert.ok(findCause(connect, RetryError), String(connect));
+        assert.equal(
+          (connect as Error).message,
+          `http provider: instanceExists: could not connect to ${unaccepting.url}/v1/instanceExists within 0.3 s (connectTimeoutSeconds); retrying in 5 s`,
+        );
+        await assert.rejects(
+          createHttpProvider(context(`endpoint: ${unaccepting.url}\nconnectTimeoutSeconds: 0.3\n`)),
+          {
+            message: `the endpoint ${unaccepting.url}/ did not say what it supports: http provider: capabilities: could not connect to ${unaccepting.url}/v1/capabilities within 0.3 s (connectTimeoutSeconds)`,
+          },
+        );
+        const slow = new ProtocolClient(config(silent.url));
+        const request = await slow.call('instanceExists', { node }).catch((e: unknown) => e);
+        slow.close();
+        assert.ok(findCause(request, RetryError), String(request));
+        assert.equal(
+          (request as Error).message,
+          `http provider: instanceExists: ${silent.url}/v1/instanceExists did not answer within 1 s (timeoutSeconds); retrying in 5 s`,
+        );
+      } finally {
+        await unaccepting.close();
+        await silent.close();
+      }
+    },
+  );
 
   it('refuses a cloud-config it cannot use, naming the field', async () => {
     await assert.rejects(createHttpProvider(context('endpoint: ftp://x\n')), {
