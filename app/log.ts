@@ -39,19 +39,59 @@ export async function logDestination(
   return pretty({ ...prettyOptions, destination: fd, sync: true });
 }
 
-/** How pino-pretty shows a line (logDestination); exported for the tests that read lines back. */
+// C0 (newline, carriage return, escape, …), DEL and C1: what a terminal acts on instead of showing.
+// eslint-disable-next-line no-control-regex
+const controlCharacters = /[\u0000-\u001f\u007f-\u009f]/g;
+const shortEscapes: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * `text` with every control character (C0, DEL, C1) written as JSON writes it (`\n`, `\u001b`,
+ * `\u009b`): one line, with nothing a terminal would act on — no forged line, no escape sequence.
+ */
+export function escapeControl(text: string): string {
+  return text.replace(
+    controlCharacters,
+    (c) => shortEscapes[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+// The fields pino-pretty leads a line with (its time and level) or that messageFormat prints itself.
+const shownApart = new Set(['time', 'level', 'msg', 'fn', 'function', 'err']);
+
+/**
+ * How pino-pretty shows a line (logDestination); exported for the tests that read lines back.
+ * Everything but the time and the level is written by messageFormat, control characters escaped
+ * (a Service's annotation can reach a message or a field): pino-pretty prints a function's
+ * messageFormat as it is, leaves newlines in the fields it prints apart (`name`, `hostname`,
+ * `caller`, an error-like object's stack) and DEL and C1 in the others.
+ */
 export const prettyOptions = {
   singleLine: true,
   translateTime: 'HH:MM:ss.l',
-  // The function leads the message (`function` where many share one process's `fn`, as under
-  // cirrus start); an error is its message (the stack is in --log-format json).
-  ignore: 'fn,function,err',
-  messageFormat: (line: Record<string, unknown>, messageKey: string): string => {
+  // pino-pretty prints the time and the level only (and the line's end); messageFormat the rest:
+  // the function leading the message (`function` where many share one process's `fn`, as under
+  // cirrus start), an error as its message (the stack is in --log-format json), then the other
+  // fields as one JSON object.
+  include: 'level,time',
+  // A line's own `time` field, where one overrides pino's, is shown as pino-pretty shows a date it
+  // cannot read (as it is), escaped.
+  customPrettifiers: { time: (time: unknown): string => `[${escapeControl(String(time))}]` },
+  messageFormat: (
+    line: Record<string, unknown>,
+    messageKey: string,
+    _levelLabel?: string,
+    extras?: { colors?: { gray?: (text: string) => string } },
+  ): string => {
     const err = line['err'] as { message?: unknown } | undefined;
     const error = typeof err?.message === 'string' ? `: ${err.message}` : '';
     const text = (value: unknown): string =>
       typeof value === 'string' || value === undefined ? (value ?? '') : JSON.stringify(value);
-    return `${text(line['function'] ?? line['fn'])}: ${text(line[messageKey])}${error}`;
+    const fields = Object.fromEntries(
+      Object.entries(line).filter(([key]) => key !== messageKey && !shownApart.has(key)),
+    );
+    const gray = extras?.colors?.gray ?? ((t: string): string => t);
+    const object = Object.keys(fields).length === 0 ? '' : ` ${gray(escapeControl(JSON.stringify(fields)))}`;
+    return `${escapeControl(`${text(line['function'] ?? line['fn'])}: ${text(line[messageKey])}${error}`)}${object}`;
   },
 };
 

@@ -162,9 +162,9 @@ export const options = {
   ),
   useExistingCluster: option(
     'boolean',
-    'Run against the cluster --kubeconfig, KUBECONFIG or the pod ServiceAccount names even with the example ' +
-      'inventory (or no --cloud-provider), where otherwise only a local control plane started for the purpose is used: ' +
-      "the example inventory then initializes, and deletes, that cluster's Nodes as if they were its machines.",
+    'Run against the cluster --kubeconfig, KUBECONFIG or the pod ServiceAccount names. Without it, whatever the ' +
+      'provider, start runs only on a local control plane it starts (an explicit --kubeconfig, or a pod, is refused): ' +
+      "with the example inventory or an empty cloud it would delete that cluster's Nodes as not in the cloud.",
     z.boolean().default(false),
   ),
   dataDir: pathOption(

@@ -142,9 +142,9 @@ export const commands = {
       '/<function> on a listener of their own on 127.0.0.1 (its URL is printed, and recorded for cirrus reconcile), and\n' +
       'runs the relay handing them its events in process. --bind-address:--port serve /healthz, /readyz, /metrics only.\n' +
       'The cluster is --kubeconfig, KUBECONFIG or the pod ServiceAccount; with none, the local control plane is\n' +
-      'started (printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml:\n' +
-      'that demo runs only against a local control plane it starts, unless --use-existing-cluster. The cluster\n' +
-      'acted on (server, context) is printed before anything runs.',
+      'started (printing KUBECONFIG=<path>). The provider defaults to static with examples/static/inventory.yaml.\n' +
+      'Whatever the provider, start runs only against a local control plane it starts, unless --use-existing-cluster.\n' +
+      'The cluster acted on (server, context) is printed before anything runs.',
     defaults: { bindAddress: '127.0.0.1' },
     options: [
       ...providerOptions,

@@ -2,7 +2,9 @@
 // through a function's POST /reconcile — of the `cirrus start` running here (running.ts), or of the
 // function at --url — printing its report readably, one block per object with the provider's plan
 // first (a load balancer's create, adopt, update, unchanged or refuse) and then each write the
-// reconcile made or, on a dry run, would make; or with -o json the report as it came.
+// reconcile made or, on a dry run, would make; or with -o json the report as it came. Whatever it
+// prints of a reply (a report's names, messages and errors can carry a Service's annotations) has
+// its control characters escaped (escapeControl): no line or terminal escape of the reply's own.
 
 import { ConfigError, type CommandLine } from '../config.ts';
 import { findFunction, type FunctionEntry } from '../../shared/catalogue.ts';
@@ -11,6 +13,7 @@ import type { Change, ObjectReport, Report } from '../../shared/host/function.ts
 import type { LoadBalancerPlan } from '../../shared/cloud/provider.ts';
 import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
+import { escapeControl } from '../log.ts';
 import { hint } from '../suggest.ts';
 import { runningStarts, runtimeDir } from './running.ts';
 import { readSecret } from './secret.ts';
@@ -40,18 +43,18 @@ export async function runReconcile(line: CommandLine<ReconcileOptions>, io: Io):
   } catch (error) {
     const cause = (error as Error & { cause?: { message?: string } }).cause?.message;
     io.stderr.write(
-      `cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${(error as Error).message}` +
-        `${cause === undefined ? '' : ` (${cause})`}${target.note}\n`,
+      `cirrus reconcile: could not reach ${canonical} at ${url.origin}: ${escapeControl((error as Error).message)}` +
+        `${cause === undefined ? '' : ` (${escapeControl(cause)})`}${target.note}\n`,
     );
     return 1;
   }
   const text = await response.text();
   if (response.ok) {
-    io.stdout.write(line.config.output === 'json' ? `${text}\n` : readable(text));
+    io.stdout.write(line.config.output === 'json' ? `${jsonText(text)}\n` : readable(text));
     return 0;
   }
   io.stderr.write(
-    `cirrus reconcile: ${canonical} answered ${response.status}: ${text}${why(response.status, secret, target)}\n`,
+    `cirrus reconcile: ${canonical} answered ${response.status}: ${escapeControl(text)}${why(response.status, secret, target)}\n`,
   );
   return 1;
 }
@@ -145,18 +148,40 @@ function objectName(entry: FunctionEntry, name: string): { name: string; namespa
 }
 
 /**
+ * A JSON reply (-o json) as one line with no control character: JSON.stringify escapes C0 in its
+ * strings, and escapeControl then DEL and C1 as JSON escapes too, so the text still parses to the
+ * same value. Text that is not JSON is escaped whole.
+ */
+function jsonText(text: string): string {
+  try {
+    return escapeControl(JSON.stringify(JSON.parse(text)));
+  } catch {
+    return escapeControl(text);
+  }
+}
+
+// Every string in a parsed reply with its control characters escaped.
+function escapedStrings(value: unknown): unknown {
+  if (typeof value === 'string') return escapeControl(value);
+  if (Array.isArray(value)) return value.map(escapedStrings);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, field]) => [escapeControl(key), escapedStrings(field)]));
+}
+
+/**
  * A report, readably: a heading, then per object its key and result and each change made (or on a
- * dry run, each it would make); the text as it came when it is not a report.
+ * dry run, each it would make); the text as it came when it is not a report. Control characters
+ * are escaped in either (escapeControl).
  */
 export function readable(text: string): string {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = escapedStrings(JSON.parse(text));
   } catch {
-    return `${text}\n`;
+    return `${escapeControl(text)}\n`;
   }
   if (typeof parsed !== 'object' || parsed === null || !Array.isArray((parsed as Partial<Report>).objects))
-    return `${text}\n`;
+    return `${escapeControl(text)}\n`;
   const report = parsed as Report;
   const blocks = report.objects.map((object) => objectText(object, report.dryRun));
   const count = `${report.objects.length} object${report.objects.length === 1 ? '' : 's'}`;

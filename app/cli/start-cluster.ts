@@ -1,13 +1,13 @@
 // Which cluster `cirrus start` acts on, decided and said before anything acts.
 //
-// The demo (no --cloud-provider, or the static provider with the example inventory) runs only
-// against a local control plane it starts itself: the example inventory lists two machines, so
-// against a real cluster node-lifecycle would delete every NotReady Node it does not list, and
-// service-lb hand out the example's addresses. A cluster that merely happens to be configured (an
-// operator's KUBECONFIG, a pod's ServiceAccount) is left alone, and start says so; only
-// --use-existing-cluster runs the demo against it. Anything else runs against --kubeconfig,
-// KUBECONFIG or the pod's ServiceAccount, else against the local control plane.
-
+// Whatever the provider, start acts on an existing cluster only when told to by
+// --use-existing-cluster (CIRRUS_USE_EXISTING_CLUSTER, which the deployments set): the demo's
+// example inventory lists two machines, and the fake provider's cloud is empty, so against a real
+// cluster node-lifecycle would delete every NotReady Node they do not list and service-lb rewrite
+// its load balancers; a real provider's cloud-config can name another cluster's cloud. A cluster
+// that merely happens to be configured (an operator's KUBECONFIG) is left alone, and start says so
+// and runs on a local control plane; an explicit --kubeconfig without the flag is refused, and so
+// is a pod's ServiceAccount (a pod has no local control plane to fall back on).
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,9 +78,10 @@ function configuredCluster(config: Config<'kubeconfig'>, io: Io): string | undef
 }
 
 /**
- * Decides what start runs against. Throws ConfigError for --use-existing-cluster with no cluster
- * configured, and for the demo given --kubeconfig without --use-existing-cluster (an explicit
- * cluster that would not be used).
+ * Decides what start runs against: with --use-existing-cluster the configured cluster (a
+ * ConfigError when none is), else the local control plane. A configured cluster is never acted on
+ * without the flag, whatever the provider: an ambient KUBECONFIG is left alone (said in
+ * `leftAlone`), and --kubeconfig or a pod's ServiceAccount is refused with a ConfigError.
  */
 export function planCluster(
   config: Config<ClusterChoiceOptions>,
@@ -97,20 +98,40 @@ export function planCluster(
     return { existing: configured, leftAlone: undefined };
   }
   if (configured === undefined) return { existing: undefined, leftAlone: undefined };
-  if (!runsDemo(config, cloudConfig)) return { existing: configured, leftAlone: undefined };
-  const demo = config.cloudProvider === undefined ? 'no --cloud-provider given' : 'the example inventory';
-  const risk = 'it would initialize and delete Nodes as if they were the example machines, and hand out its addresses';
-  if (config.kubeconfig !== undefined) {
+  const { what, risk, demo } = danger(config, cloudConfig);
+  const use = '--use-existing-cluster (CIRRUS_USE_EXISTING_CLUSTER=true) to run it there';
+  // Only an operator's KUBECONFIG is ambient enough to leave alone and start a control plane beside.
+  const ambient = config.kubeconfig === undefined && Boolean(io.env['KUBECONFIG']);
+  if (!ambient) {
     throw new ConfigError(
-      `--kubeconfig ${config.kubeconfig}: the demo (${demo}) runs only against a local control plane it starts; ` +
-        `against that cluster ${risk}. Give --cloud-provider and --cloud-config for it, or add --use-existing-cluster`,
+      `${configured}: ${what} acts on an existing cluster only with --use-existing-cluster; against that cluster ` +
+        `${risk}. ${demo ? 'Give --cloud-provider and --cloud-config for it, and add' : 'Add'} ${use}` +
+        (config.kubeconfig === undefined ? '' : ', or leave --kubeconfig out to run on a local control plane'),
     );
   }
   return {
     existing: undefined,
     leftAlone:
-      `${configured} is not used: the demo (${demo}) runs only against a local control plane it starts, as against ` +
-      `that cluster ${risk}; add --use-existing-cluster to run it there, or give --cloud-provider and --cloud-config`,
+      `${configured} is not used: ${what} acts on an existing cluster only with --use-existing-cluster, as against ` +
+      `that cluster ${risk}; add ${use}`,
+  };
+}
+
+// What would run against an existing cluster, and what it would do there, for the messages.
+function danger(
+  config: Config<'cloudProvider'>,
+  cloudConfig: string | undefined,
+): { what: string; risk: string; demo: boolean } {
+  if (runsDemo(config, cloudConfig))
+    return {
+      what: `the demo (${config.cloudProvider === undefined ? 'no --cloud-provider given' : 'the example inventory'})`,
+      risk: 'it would initialize and delete Nodes as if they were the example machines, and hand out its addresses',
+      demo: true,
+    };
+  return {
+    what: `cirrus start (provider ${config.cloudProvider ?? 'static'})`,
+    risk: "it would initialize, taint and delete that cluster's Nodes and manage its load balancers as its cloud says",
+    demo: false,
   };
 }
 

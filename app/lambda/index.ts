@@ -9,6 +9,12 @@
 // start without a signing secret, and every route but /healthz and /readyz (the reconcile routes,
 // /metrics) needs the signature: only the relay, which holds it, gets past the 401.
 //
+// A function URL (AuthType NONE) answers the internet, and the app is built at a sandbox's first
+// event: a request without a signature header on any route but the probes is refused 401 here,
+// before the app is awaited, so that a stranger's request never makes a cold sandbox read its
+// secrets and build the app (docs/threat-model.md, ADR 0008). What the header says is checked by
+// the app, as everywhere.
+//
 // The app sees the request target the caller sent: the function URL's rawPath and rawQueryString,
 // as they came, are what the signature is checked against (not a query rebuilt from its parsed
 // parameters, though the signature's canonical query would survive that too).
@@ -18,6 +24,8 @@ import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, Context } from 'aws-
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, envName, parseConfig, type CommandOptions, type Config } from '../config.ts';
 import type { FunctionEntry } from '../../shared/catalogue.ts';
+import { errorReply, UnauthorizedError } from '../../shared/host/index.ts';
+import { signatureHeader } from '../../shared/wire/signing.ts';
 import { isListenOption, serveOptions } from '../cli/option-groups.ts';
 import { shareLibraryWithProviderModules } from '../cli/provider-module.ts';
 import { buildFunctionApp, functionNamed, type FunctionOptions } from '../cli/serve.ts';
@@ -89,7 +97,8 @@ export function lambdaHandler(name: string, options: LambdaHandlerOptions = {}):
     });
     return proxy;
   };
-  const handler = async (event: HttpEvent, context: Context): Promise<HttpResult> => (await start())(event, context);
+  const handler = async (event: HttpEvent, context: Context): Promise<HttpResult> =>
+    unsignedRefusal(event) ?? (await start())(event, context);
   return Object.assign(handler, {
     functionName: canonical,
     prepare: () => {
@@ -152,6 +161,29 @@ function requireSecrets(config: Config<LambdaOptions>): Config<LambdaOptions> {
     );
   }
   return config;
+}
+
+// The routes a public endpoint answers without a signature (shared/host/auth.ts).
+const openPaths = new Set(['/healthz', '/readyz']);
+
+/**
+ * The app's own 401 to a request on a route that needs a signature and carries no signature
+ * header; undefined for any other request, which the app answers. Needs nothing built.
+ */
+export function unsignedRefusal(event: HttpEvent): HttpResult | undefined {
+  const path = 'rawPath' in event ? event.rawPath : event.path;
+  if (openPaths.has(path)) return undefined;
+  // Payload 2.0 names headers in lower case; a REST API (1.0) event as the caller wrote them.
+  const headers: Record<string, string | undefined> = event.headers;
+  if (Object.entries(headers).some(([name, value]) => name.toLowerCase() === signatureHeader && value))
+    return undefined;
+  const missing = new UnauthorizedError(`missing ${signatureHeader} header`, 'CIRRUS_ERR_SIGNATURE_MISSING');
+  const { status, body } = errorReply(missing);
+  return {
+    statusCode: status,
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+    body: JSON.stringify(body),
+  };
 }
 
 /**

@@ -242,7 +242,8 @@ async function startCirrus(
   statsPort: number,
   port: number,
 ): Promise<ManagedProcess> {
-  const args = ['start', ...(await providerArgs(contender, settings, statsPort)), '--leader-elect=false'];
+  const args = ['start', ...(await providerArgs(contender, settings, statsPort)), '--use-existing-cluster'];
+  args.push('--leader-elect=false');
   args.push('--cluster-cidr', clusterCidr, '--bind-address', '127.0.0.1', '--port', String(port));
   const logFile = join(settings.logDir, `${settings.tag}.log`);
   return runCli(contender, settings, { name: 'cirrus start', args: [...args, ...contender.flags], logFile });

@@ -44,9 +44,12 @@
 // read whole before it could be refused.
 //
 // What this protects: a function that verifies answers only to senders holding the secret; a
-// captured request is worthless after the tolerance (5 minutes old, or 30 s ahead of the
-// verifier's clock), and within it the host refuses it once it has accepted it
-// (shared/host/replay.ts, per instance: docs/http-contract.md says what holds across replicas).
+// captured request is worthless after the tolerance (30 s old, or 5 s ahead of the verifier's
+// clock), and within it the host refuses it once it has accepted it (shared/host/replay.ts, per
+// instance: docs/http-contract.md says what holds across replicas, ADR 0027 why the lifetime is
+// that short). A signature is made for one attempt: the relay signs every attempt afresh
+// (relay/delivery.ts deliver()), and a function checks it when the request arrives, so neither a
+// long reconcile nor the relay's backoff needs a longer lifetime.
 //
 // Both sides live here, so that what is signed and what is verified cannot drift apart; the host's
 // side (verifying the header first, then the body) is in shared/host/auth.ts. So does the largest
@@ -64,16 +67,20 @@ export const signatureScheme = 'v4';
 /** The headers a signature covers: `content-type`, and every header whose name starts with this. */
 export const signedHeaderPrefix = 'ce-';
 
-/** How old a signature's timestamp may be, by the verifier's clock: 5 minutes. */
-export const defaultToleranceSeconds = 300;
+/**
+ * How old a signature's timestamp may be, by the verifier's clock: 30 s. A captured request can be
+ * replayed, once per instance that has not seen it (another replica, a restarted process, another
+ * Lambda sandbox), only that long after it was signed (ADR 0027). A request held longer on its way
+ * (a Knative activator waiting for a cold pod) is refused 401 and sent again, signed afresh.
+ */
+export const defaultToleranceSeconds = 30;
 
 /**
- * How far ahead of the verifier's clock a signature's timestamp may be: 30 s. Nodes kept by NTP
- * agree within a second; 30 s also takes a node whose clock is still being stepped into place at
- * boot. A request signed further ahead would stay acceptable, and so have to be remembered as
- * seen, for longer than the tolerance.
+ * How far ahead of the verifier's clock a signature's timestamp may be: 5 s. Nodes kept by NTP
+ * agree within a second. A request signed further ahead would stay acceptable, and so replayable
+ * and remembered as seen, for longer than the tolerance: at most tolerance + skew, 35 s.
  */
-export const defaultClockSkewSeconds = 30;
+export const defaultClockSkewSeconds = 5;
 
 /**
  * The largest event body, in bytes, the relay sends and a function reads: 3 MiB + 64 KiB. The

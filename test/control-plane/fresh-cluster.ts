@@ -187,7 +187,7 @@ export function freshClusterOnScheduler(title: string, manifests: () => KubeObje
       writeFileSync(join(scratch, 'inventory.yaml'), inventory());
       const child = spawn(
         process.execPath,
-        [cli, 'start', '--kubeconfig', plane.info.adminKubeconfig].concat(
+        [cli, 'start', '--kubeconfig', plane.info.adminKubeconfig, '--use-existing-cluster'].concat(
           ['--cloud-provider', 'static', '--cloud-config', join(scratch, 'inventory.yaml')],
           ['--port', '0', '--bind-address', '127.0.0.1', '--log-level', 'warn', '--log-format', 'json'],
           ['--leader-elect-resource-namespace', 'cirrus-system', '--leader-elect-resource-name', 'cirrus'],

@@ -50,7 +50,7 @@ describe('cirrus start output', { skip: controlPlaneSkip }, () => {
     scratch = mkdtempSync(join(tmpdir(), 'cirrus-start-output-'));
     writeFileSync(join(scratch, 'kubeconfig'), own.admin.exportConfig());
     writeFileSync(join(scratch, 'inventory.yaml'), 'instances: []\n');
-    args = [cli, 'start', '--kubeconfig', join(scratch, 'kubeconfig')].concat(
+    args = [cli, 'start', '--kubeconfig', join(scratch, 'kubeconfig'), '--use-existing-cluster'].concat(
       ['--cloud-provider', 'static', '--cloud-config', join(scratch, 'inventory.yaml')],
       ['--port', '0', '--bind-address', '127.0.0.1', '--log-level', 'info'],
     );

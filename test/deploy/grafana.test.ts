@@ -177,7 +177,11 @@ describe("deploy/grafana/cirrus.json against cirrus's real /metrics", { skip: co
   }
 
   it('finds every metric in the /metrics of `cirrus start` (deploy/standalone)', async () => {
-    const url = await started(['start', ...provider, '--leader-elect=false'], kubeconfig, children);
+    const url = await started(
+      ['start', ...provider, '--use-existing-cluster', '--leader-elect=false'],
+      kubeconfig,
+      children,
+    );
     assert.deepEqual(missingFrom(families(await scrape(url))), []);
   });
 

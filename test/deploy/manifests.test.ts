@@ -407,6 +407,7 @@ describe('deploy/knative', () => {
       assert.equal(nodeInit.replicas, 2);
       assert.equal(nodeInit.pod.serviceAccountName, 'cirrus-node-init');
       const env = containerEnv(nodeInit, objects);
+      assert.equal(env['CIRRUS_USE_EXISTING_CLUSTER'], 'true', "start acts on the pod's cluster only when told to");
       assert.deepEqual(
         selectControllers(catalogue, (env['CIRRUS_CONTROLLERS'] ?? '').split(',')).map((e) => e.name),
         ['node-init'],
@@ -622,6 +623,7 @@ describe('deploy/standalone and the bootstrap path', () => {
       assert.deepEqual(ccm.pod.nodeSelector, { 'node-role.kubernetes.io/control-plane': '' });
       const env = containerEnv(ccm, objects);
       assert.equal(env['CIRRUS_CONTROLLERS'], undefined, 'the default: every function');
+      assert.equal(env['CIRRUS_USE_EXISTING_CLUSTER'], 'true', "start acts on the pod's cluster only when told to");
       assertServing(ccm, env, 10258);
       assert.equal(ccm.pod.serviceAccountName, 'cirrus');
       assert.equal(env['CIRRUS_LEADER_ELECT'], 'true');

@@ -196,7 +196,14 @@ export class Deployment {
   /** `cirrus start` with the node-init and service-lb controllers (instead of serve + relay). */
   async startAllInOne(flags: readonly string[] = []): Promise<CirrusProcess> {
     const port = await freePort();
-    const args = [cli, 'start', ...this.#providerArgs(), '--kubeconfig', this.setup.kubeconfig];
+    const args = [
+      cli,
+      'start',
+      ...this.#providerArgs(),
+      '--kubeconfig',
+      this.setup.kubeconfig,
+      '--use-existing-cluster',
+    ];
     // One --controllers per controller: the flag is repeatable.
     for (const e of entries) args.push('--controllers', e.controller.name);
     args.push('--bind-address', '127.0.0.1', '--port', String(port));

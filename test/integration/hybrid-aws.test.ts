@@ -98,6 +98,7 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
         '10.244.0.0/16',
         '--kubeconfig',
         kubeconfig,
+        '--use-existing-cluster',
         '--leader-elect=false',
         '--node-monitor-period',
         '2s',

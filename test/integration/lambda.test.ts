@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { lambdaHandler, type HttpResult, type LambdaHandler } from '../../app/lambda/index.ts';
+import { lambdaHandler, type HttpEvent, type HttpResult, type LambdaHandler } from '../../app/lambda/index.ts';
 import { extensionSecretStore } from '../../app/lambda/secrets.ts';
 import { createNode, newNode, ownTaints, uninitialized } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
@@ -215,6 +215,68 @@ describe('the AWS Lambda handler', { skip: controlPlaneSkip }, () => {
     extension.secrets.set('cirrus/later', extension.secrets.get('cirrus/cloud-config') ?? '');
     const health = await invoke(handler, { method: 'GET', path: '/healthz' });
     assert.equal(health.statusCode, 200, health.body);
+  });
+});
+
+describe('a cold sandbox and a stranger (a function URL is AuthType NONE)', () => {
+  // No cluster needed: the kubeconfig names a server nothing listens on, which building the app
+  // does not reach. Whether the app was built shows in the secrets read (three, once).
+  const kubeconfig = [
+    'apiVersion: v1',
+    'kind: Config',
+    "clusters: [{ name: c, cluster: { server: 'https://127.0.0.1:9' } }]",
+    'users: [{ name: u, user: { token: t } }]',
+    'contexts: [{ name: x, context: { cluster: c, user: u } }]',
+    'current-context: x',
+  ].join('\n');
+  const stop = new AbortController();
+  let extension: SecretsExtension;
+  let handler: LambdaHandler;
+  before(async () => {
+    extension = await startSecretsExtension({ k: kubeconfig, c: 'instances: []\n', s: `${signing}\n` });
+    const env = {
+      AWS_SESSION_TOKEN: extension.token,
+      PARAMETERS_SECRETS_EXTENSION_HTTP_PORT: String(extension.port),
+      CIRRUS_CLOUD_PROVIDER: 'static',
+      CIRRUS_KUBECONFIG_SECRET_ID: 'k',
+      CIRRUS_CLOUD_CONFIG_SECRET_ID: 'c',
+      CIRRUS_SIGNING_SECRET_ID: 's',
+      CIRRUS_LOG_LEVEL: 'silent',
+    };
+    handler = lambdaHandler('node-init', { env, signal: stop.signal });
+  });
+  after(async () => {
+    stop.abort();
+    await extension.close();
+  });
+
+  it('refuses a request without a signature header 401 before reading a secret or building the app', async () => {
+    const missing = { error: 'unauthorized: missing x-cirrus-signature header', code: 'CIRRUS_ERR_SIGNATURE_MISSING' };
+    const event = { method: 'POST', path: '/', headers: { 'content-type': 'application/json' }, body: '{}' };
+    const rest = { ...functionUrlEvent(event), version: '1.0', path: '/reconcile', httpMethod: 'POST' };
+    for (const request of [
+      functionUrlEvent(event),
+      functionUrlEvent({ ...event, path: '/reconcile?dryRun=true' }),
+      functionUrlEvent({ method: 'GET', path: '/metrics' }),
+      functionUrlEvent({ method: 'GET', path: '/healthz/../metrics' }),
+      rest as unknown as HttpEvent,
+    ]) {
+      const result = await handler(request, lambdaContext('cirrus-test-node-init'));
+      assert.equal(result.statusCode, 401, result.body);
+      assert.deepEqual(JSON.parse(result.body), missing);
+    }
+    assert.equal(extension.requests.length, 0, 'no secret read: the app was not built');
+  });
+
+  it('hands a request with a signature header, and the probes, to the app, which checks the signature', async () => {
+    const forged = await invoke(handler, { method: 'POST', path: '/', body: '{}', signWith: 'not-the-secret' });
+    assert.equal(forged.statusCode, 401, forged.body);
+    assert.equal((JSON.parse(forged.body) as { code: string }).code, 'CIRRUS_ERR_SIGNATURE_INVALID');
+    assert.equal(extension.requests.length, 3, 'the app was built: the kubeconfig, cloud-config and secret read');
+    const health = await invoke(handler, { method: 'GET', path: '/healthz' });
+    assert.equal(health.statusCode, 200, health.body);
+    const metrics = await invoke(handler, { method: 'GET', path: '/metrics', signWith: signing });
+    assert.equal(metrics.statusCode, 200, metrics.body);
   });
 });
 

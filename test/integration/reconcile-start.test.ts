@@ -59,6 +59,7 @@ describe('cirrus reconcile against cirrus start', { skip: controlPlaneSkip }, ()
         'fake',
         '--kubeconfig',
         kubeconfig,
+        '--use-existing-cluster',
         '--controllers',
         'cloud-node',
         '--leader-elect=false',

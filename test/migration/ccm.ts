@@ -61,6 +61,7 @@ export async function startCirrusCommand(setting: CcmSetting): Promise<Ccm> {
     '--cloud-provider=aws',
     `--cloud-config=${setting.cloudConfig}`,
     `--kubeconfig=${setting.kubeconfig}`,
+    '--use-existing-cluster',
     '--leader-elect=false',
     '--bind-address=127.0.0.1',
     '--port=0',

@@ -21,6 +21,7 @@ import { buildMultiHost } from '../../shared/host/app.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { buildProbeApp } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
+import { signatureHeader, verifyRequest } from '../../shared/wire/signing.ts';
 import { createNode, newNode, silentLogger, uninitialized, withReady } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
@@ -425,6 +426,32 @@ for (const transport of transportNames)
         (await metric(relay.registry, 'cirrus_relay_retries_total', { destination: 'node-init', reason: 'status' })) >=
           2,
       );
+    });
+
+    httpOnly('signs every attempt afresh: a retry carries its own timestamp and nonce (ADR 0027)', async (t) => {
+      // A function refusing the first two attempts as one refuses an expired signature: the retries
+      // must not resend the first signature, which the 30 s lifetime would refuse for good.
+      const fn = await functionServer(t);
+      const name = uniqueName('resign');
+      fn.respond = (request) =>
+        request.name === name && fn.about(name).length <= 2
+          ? { status: 401, body: '{"error":"unauthorized: signature timestamp is more than 30 s older"}' }
+          : { status: 202 };
+      const relay = relayTo(t, { to: [`node-init=${fn.url}`] }, { secret: 'relay-secret' });
+      await ready(relay);
+      await createNode(core, newNode(name, uninitialized));
+      await waitFor('the third attempt', () => fn.about(name).length === 3);
+      const attempts = fn.about(name).map((r) => {
+        const header = String(r.headers[signatureHeader]);
+        const verified = verifyRequest(
+          { method: 'POST', url: '/', headers: r.headers, body: r.body },
+          { secret: 'relay-secret', now: () => Math.floor(r.at / 1000) },
+        );
+        return { nonce: /n=([0-9a-f]{32})/.exec(header)?.[1], hmac: /v4=([0-9a-f]{64})/.exec(header)?.[1], verified };
+      });
+      assert.equal(new Set(attempts.map((a) => a.nonce)).size, 3, 'a nonce per attempt');
+      assert.equal(new Set(attempts.map((a) => a.hmac)).size, 3, 'a signature per attempt');
+      for (const attempt of attempts) assert.deepEqual(attempt.verified, { ok: true }, 'each fresh when it arrived');
     });
 
     it("honours a 503's Retry-After", async (t) => {

@@ -129,9 +129,11 @@ describe('cirrus', () => {
     {
       argv: ['start', '--kubeconfig', '/home/me/.kube/config'],
       message:
-        'cirrus start: --kubeconfig /home/me/.kube/config: the demo (no --cloud-provider given) runs only against a local ' +
-        'control plane it starts; against that cluster it would initialize and delete Nodes as if they were the example ' +
-        'machines, and hand out its addresses. Give --cloud-provider and --cloud-config for it, or add --use-existing-cluster\n' +
+        'cirrus start: --kubeconfig /home/me/.kube/config: the demo (no --cloud-provider given) acts on an existing ' +
+        'cluster only with --use-existing-cluster; against that cluster it would initialize and delete Nodes as if they ' +
+        'were the example machines, and hand out its addresses. Give --cloud-provider and --cloud-config for it, and add ' +
+        '--use-existing-cluster (CIRRUS_USE_EXISTING_CLUSTER=true) to run it there, or leave --kubeconfig out to run on ' +
+        'a local control plane\n' +
         "Run 'cirrus start --help' for usage.\n",
     },
     {
@@ -148,9 +150,21 @@ describe('cirrus', () => {
         '/home/me/.kube/config',
       ],
       message:
-        'cirrus start: --kubeconfig /home/me/.kube/config: the demo (the example inventory) runs only against a local ' +
-        'control plane it starts; against that cluster it would initialize and delete Nodes as if they were the example ' +
-        'machines, and hand out its addresses. Give --cloud-provider and --cloud-config for it, or add --use-existing-cluster\n' +
+        'cirrus start: --kubeconfig /home/me/.kube/config: the demo (the example inventory) acts on an existing ' +
+        'cluster only with --use-existing-cluster; against that cluster it would initialize and delete Nodes as if they ' +
+        'were the example machines, and hand out its addresses. Give --cloud-provider and --cloud-config for it, and add ' +
+        '--use-existing-cluster (CIRRUS_USE_EXISTING_CLUSTER=true) to run it there, or leave --kubeconfig out to run on ' +
+        'a local control plane\n' +
+        "Run 'cirrus start --help' for usage.\n",
+    },
+    {
+      // Any provider, not only the demo (issue 38, finding 5).
+      argv: ['start', '--cloud-provider', 'fake', '--kubeconfig', '/home/me/.kube/config'],
+      message:
+        'cirrus start: --kubeconfig /home/me/.kube/config: cirrus start (provider fake) acts on an existing cluster ' +
+        "only with --use-existing-cluster; against that cluster it would initialize, taint and delete that cluster's " +
+        'Nodes and manage its load balancers as its cloud says. Add --use-existing-cluster ' +
+        '(CIRRUS_USE_EXISTING_CLUSTER=true) to run it there, or leave --kubeconfig out to run on a local control plane\n' +
         "Run 'cirrus start --help' for usage.\n",
     },
     {

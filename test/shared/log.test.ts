@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { censorSecrets, createLogger, prettyOptions } from '../../app/log.ts';
+import { censorSecrets, createLogger, escapeControl, prettyOptions } from '../../app/log.ts';
 
 function capture(): { log: ReturnType<typeof createLogger>; lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = [];
@@ -59,5 +59,49 @@ describe('log lines', () => {
     log.info('cirrus serving');
     assert.match(format(lines[0] ?? {}), /INFO: service-lb: reconciled \{"changes":1\}/);
     assert.match(format(lines[1] ?? {}), /INFO: cirrus: cirrus serving/);
+  });
+
+  // A tenant's annotation reaching a message or a field (issue 38, finding 4): a newline and a forged
+  // line, a carriage return, terminal escapes (ESC, 8-bit CSI), DEL.
+  const forged = 'x\n[12:00:00.000] INFO: forged\r\u001b[2J\u001b]0;title\u0007\u009b31m\u007f';
+  // The only escape sequences left are the colours pino-pretty itself writes (SGR).
+  // eslint-disable-next-line no-control-regex
+  const sgr = /\u001b\[[0-9;]*m/g;
+  const uncoloured = (text: string): string => text.replace(sgr, '');
+  // eslint-disable-next-line no-control-regex
+  const oneCleanLine = /^[^\u0000-\u001f\u007f-\u009f]*\n$/;
+
+  it('pretty lines print no control character of a message, an error or any field: one line each', async () => {
+    const { prettyFactory } = await import('pino-pretty');
+    const { log, lines } = capture();
+    log.child({ function: 'service-lb' }).warn({ err: new Error(forged), annotation: forged }, forged);
+    log.info({ name: forged, hostname: forged, caller: forged, pid: forged, weird: '\u0085\u009f' }, 'metadata');
+    log.error({ type: 'Error', stack: forged, error: { message: forged, stack: forged } }, 'error-like');
+    log.info({ time: forged }, 'a time of its own');
+    assert.equal(lines.length, 4);
+    for (const colorize of [false, true]) {
+      const format = prettyFactory({ ...prettyOptions, colorize });
+      for (const line of lines) {
+        const printed = uncoloured(format(line));
+        assert.match(printed, oneCleanLine, `one line, no control character: ${JSON.stringify(printed)}`);
+        assert.doesNotMatch(printed, /\n\[12:00:00\.000\]/);
+      }
+    }
+    const plain = prettyFactory({ ...prettyOptions, colorize: false });
+    assert.match(
+      plain(lines[0] ?? {}),
+      /WARN: service-lb: x\\n\[12:00:00\.000\] INFO: forged\\r\\u001b\[2J\\u001b\]0;title\\u0007\\u009b31m\\u007f: x\\n/,
+    );
+    assert.match(
+      plain(lines[1] ?? {}),
+      /INFO: cirrus: metadata \{"name":"x\\n\[12:00:00\.000\] INFO: forged.*"weird":"\\u0085\\u009f"\}\n$/,
+    );
+  });
+
+  it('escapeControl writes C0, DEL and C1 as JSON escapes and leaves the rest (a backslash, no-break space, é) as it is', () => {
+    assert.equal(
+      escapeControl('a\nb\r\t\u0000\u001b[0m\u007f\u0080\u009b\u00a0é\\n'),
+      'a\\nb\\r\\t\\u0000\\u001b[0m\\u007f\\u0080\\u009b\u00a0é\\n',
+    );
   });
 });
