@@ -6,8 +6,8 @@
 // here, its manifests (deploy/, serverless.yml).
 
 import type { Catalogue, FunctionEntry } from '../shared/catalogue.ts';
-import type { V1Node } from '@kubernetes/client-node';
-import { chooseForNode, type Fleet } from '../shared/cloud/fleet.ts';
+import { singleFleet, type Fleet } from '../shared/cloud/fleet.ts';
+import { OwnershipCheck } from '../shared/cloud/skips.ts';
 import type { CloudProvider } from '../shared/cloud/provider.ts';
 import type { RouteTable } from './routes/index.ts';
 import { nodeInitFeed } from './node-init/feed.ts';
@@ -119,9 +119,10 @@ const serviceLb: FunctionEntry = {
     const loadBalancer = cloud.loadBalancer();
     if (!loadBalancer) throw unsupported('service-lb', cloud, 'load balancers');
     const common = { core, clusterName: config.clusterName, concurrency: config.concurrentServiceSyncs };
+    // A fleet with one provider too: its load balancers' node sets hold only its own Nodes.
     return (await import('./service-lb/index.ts')).serviceLbFunction(
       fleet === undefined
-        ? { ...common, loadBalancer, loadBalancerClass: config.loadBalancerClass }
+        ? { ...common, fleet: singleFleet(cloud), loadBalancerClass: config.loadBalancerClass }
         : { ...common, fleet },
     );
   },
@@ -158,9 +159,12 @@ const routes: FunctionEntry = {
       );
     const routes = cloud.routes();
     if (!routes) throw unsupported('routes', cloud, 'routes');
+    const ownership = new OwnershipCheck('routes');
     return (await import('./routes/index.ts')).routesFunction({
       core,
-      routes: fleet === undefined ? routes : routeTables(fleet),
+      // A table per provider with routes, with one provider too: only its own Nodes are routed.
+      routes: routeTables(fleet ?? singleFleet(cloud), ownership),
+      ownership,
       clusterName: config.clusterName,
       clusterCidrs: config.clusterCidr,
       concurrency: config.concurrentRouteOperations,
@@ -168,11 +172,11 @@ const routes: FunctionEntry = {
   },
 };
 
-// A hybrid cluster's route tables: each provider with routes, for the Nodes it owns.
-function routeTables(fleet: Fleet): RouteTable[] {
+// The route tables: each provider with routes, for the Nodes it owns (never another's or another CCM's).
+function routeTables(fleet: Fleet, ownership: OwnershipCheck): RouteTable[] {
   return [...fleet.served].flatMap(([provider, cloud]) => {
     const routes = cloud.routes();
-    const owns = (node: V1Node): boolean => chooseForNode(fleet, node).provider === provider;
+    const owns: RouteTable['owns'] = (node, log) => ownership.owns(fleet, provider, node, log);
     return routes === undefined ? [] : [{ provider, routes, owns }];
   });
 }

@@ -12,6 +12,7 @@ import { invalidNodeName } from '../../shared/kube/names.ts';
 import { syncAllNodes, syncNode, type NodeInitDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
+import { OwnershipCheck } from '../../shared/cloud/skips.ts';
 
 /** What node-init needs: one provider (`cloud`), or the providers of a hybrid cluster (`fleet`). */
 export type NodeInitOptions = {
@@ -25,6 +26,7 @@ export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
   const deps: { -readonly [K in keyof NodeInitDeps]: NodeInitDeps[K] } = {
     core: options.core,
     fleet: 'fleet' in options ? options.fleet : singleFleet(options.cloud),
+    ownership: new OwnershipCheck('node-init'),
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
     claims: new ClaimLedger(),
@@ -40,6 +42,7 @@ export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
     },
     reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await syncAllNodes(deps, run)),
     registerMetrics: (registry: Registry) => {
+      deps.ownership.register(registry);
       deps.taintRemovalDelay = new Histogram({
         name: 'node_controller_cloud_provider_taint_removal_delay_seconds',
         help: 'Seconds from node creation to the removal of the cloud provider taint.',

@@ -13,7 +13,8 @@ import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
 import { instanceMetadata, nodeAddresses } from '../../shared/cloud/instances.ts';
-import { chooseForNode, isHybrid, type Fleet } from '../../shared/cloud/fleet.ts';
+import { chooseForNode, type Fleet } from '../../shared/cloud/fleet.ts';
+import type { OwnershipCheck } from '../../shared/cloud/skips.ts';
 import { providerIdScheme } from '../../shared/cloud/ownership.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
@@ -30,6 +31,8 @@ export interface NodeInitDeps {
   readonly core: Core;
   /** The providers it acts for: each Node is initialized by its own (shared/cloud/fleet.ts). */
   readonly fleet: Fleet;
+  /** The ownership check: another provider's or CCM's Node is skipped, counted and logged (shared/cloud/skips.ts). */
+  readonly ownership: OwnershipCheck;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
   /** One reconcile per node at a time, whatever asked for it. */
@@ -65,8 +68,10 @@ export async function syncNode(deps: NodeInitDeps, name: string, options: SyncOp
   // Another instance's Node, as the event shows it: no read (a provider ID, once set, never changes).
   if (claimed?.spec?.providerID) {
     const choice = chooseForNode(deps.fleet, claimed);
-    if (choice.provider === undefined && !choice.nobody)
+    if (choice.provider === undefined && !choice.nobody) {
+      deps.ownership.record(claimed, choice, options.log);
       return { key: `Node/${name}`, result: 'other-provider', changes: [] };
+    }
   }
   const key = `Node/${name}`;
   return deps.serializer.run(key, async (waited) =>
@@ -99,7 +104,7 @@ async function syncFetched(
   options: SyncOptions,
   claimed = false,
 ): Promise<ObjectReport> {
-  const choice = chooseForNode(deps.fleet, node);
+  const choice = deps.ownership.choose(deps.fleet, node, options.log);
   if (choice.provider === undefined) return leftAlone(deps, node, choice, options);
   try {
     return await (isUninitialized(node)
@@ -131,7 +136,7 @@ async function initialize(
     options.log.info({ node: name }, 'the cloud has no metadata for the node yet; it stays tainted');
     return { key, result: 'no-metadata', changes: [] };
   }
-  if (isHybrid(deps.fleet)) ownProviderId(provider, node, metadata.providerId);
+  ownProviderId(provider, node, metadata.providerId);
   const patch = initializationPatch(node, metadata);
   // Addresses follow the initialization (they are status); computed for the node as patched.
   const addresses = desiredAddresses(applyPatch(node, patch), metadata.nodeAddresses);
@@ -159,10 +164,11 @@ async function initialize(
   return error === undefined ? { key, result: 'initialized', changes } : { key, result: 'initialized', changes, error };
 }
 
-// In a hybrid cluster the provider ID written names the Node's owner from then on (its scheme,
-// ADR 0026): one of another scheme — a static inventory entry with `providerID: aws:///…` — would
-// hand the Node to another provider, or to nobody. Refused; the Node stays tainted until the
-// provider answers one of its own (the inventory is fixed).
+// The provider ID written names the Node's owner from then on (its scheme, ADR 0026), with one
+// provider as with several: one of another scheme — a static inventory entry with
+// `providerID: aws:///…` — would hand the Node to another provider, or to another CCM, and every
+// function would leave it alone. Refused; the Node stays tainted until the provider answers one of
+// its own (the inventory is fixed).
 function ownProviderId(provider: string, node: V1Node, answered: string): void {
   const providerId = node.spec?.providerID || answered;
   if (providerIdScheme(providerId) === provider) return;
@@ -232,7 +238,7 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
     const { items } = await deps.core.listNode();
     // Only this instance's Nodes: another instance passes over its own, and a Node nobody owns got
     // its Event from its own event (a pass would only ask to write it again).
-    const mine = items.filter((node) => chooseForNode(deps.fleet, node).provider !== undefined);
+    const mine = items.filter((node) => deps.ownership.choose(deps.fleet, node, options.log).provider !== undefined);
     return mapLimit(mine, deps.concurrency, async (listed) => {
       const name = listed.metadata?.name ?? '';
       const key = `Node/${name}`;

@@ -11,6 +11,7 @@ import { invalidNodeName } from '../../shared/kube/names.ts';
 import { monitorAllNodes, monitorNode, type NodeLifecycleDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
+import { OwnershipCheck } from '../../shared/cloud/skips.ts';
 
 /** What node-lifecycle needs: one provider (`cloud`), or the providers of a hybrid cluster (`fleet`). */
 export type NodeLifecycleOptions = {
@@ -24,6 +25,7 @@ export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDe
   const deps: NodeLifecycleDeps = {
     core: options.core,
     fleet: 'fleet' in options ? options.fleet : singleFleet(options.cloud),
+    ownership: new OwnershipCheck('node-lifecycle'),
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
     claims: new ClaimLedger(),
@@ -42,5 +44,8 @@ export function nodeLifecycleFunction(options: NodeLifecycleOptions): FunctionDe
       return report(run.dryRun, [await monitorNode(deps, key.name, run)]);
     },
     reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await monitorAllNodes(deps, run)),
+    registerMetrics: (registry) => {
+      deps.ownership.register(registry);
+    },
   };
 }

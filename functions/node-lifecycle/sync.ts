@@ -7,7 +7,8 @@ import type { V1Node, V1Taint } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import { instanceExists, instanceShutdown } from '../../shared/cloud/instances.ts';
-import { chooseForNode, type Fleet } from '../../shared/cloud/fleet.ts';
+import type { Fleet } from '../../shared/cloud/fleet.ts';
+import type { OwnershipCheck } from '../../shared/cloud/skips.ts';
 import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import { mapLimit, type KeyedSerializer } from '../../shared/concurrency.ts';
 import type { Change, ObjectReport } from '../../shared/host/function.ts';
@@ -23,6 +24,8 @@ export interface NodeLifecycleDeps {
   readonly core: Core;
   /** The providers it acts for: a Node is checked against its own, and never by another (shared/cloud/fleet.ts). */
   readonly fleet: Fleet;
+  /** The ownership check: another provider's or CCM's Node is skipped, counted and logged (shared/cloud/skips.ts). */
+  readonly ownership: OwnershipCheck;
   /** Nodes handled at once by the periodic pass. */
   readonly concurrency: number;
   /** One reconcile per node at a time, whatever asked for it. */
@@ -90,7 +93,7 @@ async function nothingToWrite(
   options: MonitorOptions,
 ): Promise<ObjectReport | undefined> {
   const key = `Node/${node.metadata?.name ?? ''}`;
-  const choice = chooseForNode(deps.fleet, node);
+  const choice = deps.ownership.choose(deps.fleet, node, options.log);
   if (choice.provider === undefined) return notMine(key, choice);
   if (readyStatus(node) === 'True') return hasShutdownTaint(node) ? undefined : { key, result: 'ready', changes: [] };
   if (!(await instanceExists(choice.cloud, node, options.signal))) return undefined;
@@ -120,7 +123,7 @@ async function monitorFetched(
 ): Promise<ObjectReport> {
   const key = `Node/${node.metadata?.name ?? ''}`;
   // Another provider's Node (or nobody's) is never checked, tainted, untainted or deleted here.
-  const choice = chooseForNode(deps.fleet, node);
+  const choice = deps.ownership.choose(deps.fleet, node, options.log);
   if (choice.provider === undefined) return notMine(key, choice);
   if (readyStatus(node) === 'True') return untaintReady(deps, node, options);
   const cloud = choice.cloud;
@@ -214,7 +217,7 @@ export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorO
   return deps.serializer.pass(async (run) => {
     const { items } = await deps.core.listNode();
     // Only the Nodes of the providers this instance serves: no other is ever checked or deleted.
-    const mine = items.filter((node) => chooseForNode(deps.fleet, node).provider !== undefined);
+    const mine = items.filter((node) => deps.ownership.choose(deps.fleet, node, options.log).provider !== undefined);
     return mapLimit(mine, deps.concurrency, async (node) => {
       const name = node.metadata?.name ?? '';
       const key = `Node/${name}`;

@@ -6,7 +6,9 @@
 import type { V1Node } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import { Counter, type Registry } from 'prom-client';
+import type { Logger } from 'pino';
 import type { Routes } from '../../shared/cloud/provider.ts';
+import type { OwnershipCheck } from '../../shared/cloud/skips.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type {
   FunctionDefinition,
@@ -20,11 +22,12 @@ import { Coalescer } from '../../shared/coalesce.ts';
 import { parseClusterCidrs } from './plan.ts';
 import { reconcileRoutes, type RoutesDeps, type SyncOptions } from './sync.ts';
 
-/** One provider's route table and the Nodes it routes (a hybrid cluster: that provider's own). */
+/** One provider's route table and the Nodes it routes (its own: never another provider's or CCM's). */
 export interface RouteTable {
   readonly provider: string;
   readonly routes: Routes;
-  readonly owns: (node: V1Node) => boolean;
+  /** Whether the table routes `node`; a Node left alone is counted and logged (`log`) as a skip. */
+  readonly owns: (node: V1Node, log?: Logger) => boolean;
 }
 
 /** What routes needs. */
@@ -42,6 +45,8 @@ export interface RoutesOptions {
    * Only routes inside them are ever deleted.
    */
   readonly clusterCidrs: readonly string[];
+  /** The ownership check the tables' `owns` count their skips with: its counter is registered with the function's. */
+  readonly ownership?: OwnershipCheck | undefined;
   /** Provider route calls in flight at once, and node status writes at once (default 10). */
   readonly concurrency?: number;
   /** A pass starts no sooner than this after the previous one started (default {@link defaultMinPassIntervalMs}). */
@@ -125,6 +130,7 @@ export function routesFunction(options: RoutesOptions): FunctionDefinition {
     },
     reconcileAll: reconcile,
     registerMetrics: (registry: Registry) => {
+      options.ownership?.register(registry);
       deps.syncs = new Counter({
         name: 'route_controller_route_sync_total',
         help: 'Passes of the route controller over the whole cluster (coalesced requests share one).',

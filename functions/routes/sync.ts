@@ -35,7 +35,7 @@ export interface RoutesDeps {
   readonly core: Core;
   readonly routes: Routes;
   /** Whether a Node is routed by these routes (a hybrid cluster: its provider's own Nodes); undefined: every Node. */
-  readonly owns?: ((node: V1Node) => boolean) | undefined;
+  readonly owns?: ((node: V1Node, log?: Logger) => boolean) | undefined;
   readonly clusterName: string;
   readonly clusterCidrs: readonly Cidr[];
   /** Provider route calls in flight at once; also node status writes at once. */
@@ -63,9 +63,9 @@ export async function reconcileRoutes(deps: RoutesDeps, options: SyncOptions): P
   deps.syncs?.inc();
   const routes = await listRoutes(deps, options.signal);
   const listed = (await deps.core.listNode()).items;
-  // Another provider's Nodes get no route here and no NetworkUnavailable condition from this provider.
+  // Another provider's (or CCM's) Nodes get no route here and no NetworkUnavailable condition.
   const owns = deps.owns;
-  const items = owns === undefined ? listed : listed.filter((node) => owns(node));
+  const items = owns === undefined ? listed : listed.filter((node) => owns(node, options.log));
   const plan = planRoutes(items, routes, deps.clusterCidrs);
   const { deleted, created } = await applyRoutes(deps, plan, options);
   const byNode = Map.groupBy(created, (c) => c.node);

@@ -8,7 +8,9 @@ import type { Core } from '../../shared/kube/core.ts';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { V1Node, V1Service } from '@kubernetes/client-node';
-import { chooseForNode, chooseForService, servesServices, serviceClass, type Fleet } from '../../shared/cloud/fleet.ts';
+import type { Logger } from 'pino';
+import { chooseForService, servesServices, serviceClass, type Fleet } from '../../shared/cloud/fleet.ts';
+import { OwnershipCheck } from '../../shared/cloud/skips.ts';
 import type {
   FunctionDefinition,
   ObjectKey,
@@ -39,11 +41,13 @@ export type ServiceLbOptions = {
     }
   | {
       /**
-       * A hybrid cluster's providers (ADR 0026): each Service's load balancer is made by the
-       * provider its class names (the default provider's for Services without one), over the
-       * Nodes that provider owns.
+       * The providers (ADR 0026): each Service's load balancer is made by the provider its class
+       * names (the default provider's for Services without one; with one provider, that one), over
+       * the Nodes that provider owns — never another provider's or CCM's.
        */
       readonly fleet: Fleet;
+      /** With one provider: serve only Services of this `spec.loadBalancerClass` (`--load-balancer-class`). */
+      readonly loadBalancerClass?: string | undefined;
     }
 );
 
@@ -58,16 +62,17 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
   };
   const lister = new NodeLister(options.core);
   const providers = new Map<string, ServiceLbDeps>();
+  const ownership = new OwnershipCheck('service-lb');
   if ('fleet' in options) {
     const { fleet } = options;
     for (const [provider, cloud] of fleet.served) {
       const loadBalancer = cloud.loadBalancer();
       if (loadBalancer === undefined || !servesServices(fleet, provider)) continue;
-      const owns = (node: V1Node): boolean => chooseForNode(fleet, node).provider === provider;
+      const owns = (node: V1Node, log?: Logger): boolean => ownership.owns(fleet, provider, node, log);
       providers.set(provider, {
         ...shared,
         loadBalancer,
-        loadBalancerClass: serviceClass(fleet, provider, undefined),
+        loadBalancerClass: serviceClass(fleet, provider, options.loadBalancerClass),
         nodes: ownedNodes(lister, owns),
       });
     }
@@ -111,6 +116,9 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
       const objects: ObjectReport[] = [];
       for (const deps of providers.values()) objects.push(...(await syncAllServices(deps, run)));
       return report(run.dryRun, objects);
+    },
+    registerMetrics: (registry) => {
+      ownership.register(registry);
     },
   };
 }

@@ -13,6 +13,7 @@
 // Out-of-order events are harmless: an older digest misses the cache and gets a fresh list.
 
 import type { V1Node } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 import type { Core } from '../../shared/kube/core.ts';
 import { Coalescer } from '../../shared/coalesce.ts';
 import { inLoadBalancers, nodeListDigest } from './predicates.ts';
@@ -25,16 +26,19 @@ export interface NodeList {
 
 /** Where a reconcile gets the nodes of its load balancer. */
 export interface Nodes {
-  nodes(digest: string | undefined, signal: AbortSignal | undefined): Promise<readonly V1Node[]>;
+  /** `log`: where a Node left alone (another provider's or CCM's) is logged. */
+  nodes(digest: string | undefined, signal: AbortSignal | undefined, log?: Logger): Promise<readonly V1Node[]>;
 }
 
 /**
- * A provider's share of `all` in a hybrid cluster: the eligible nodes it owns (a load balancer's
- * node set holds only Nodes its provider can target). The digest stays the whole list's, as the
- * relay computes it, so the lister's cache serves every provider.
+ * A provider's share of `all`: the eligible nodes it owns (a load balancer's node set holds only
+ * Nodes its provider can target, never another provider's or CCM's). The digest stays the whole
+ * list's, as the relay computes it, so the lister's cache serves every provider.
  */
-export function ownedNodes(all: Nodes, owns: (node: V1Node) => boolean): Nodes {
-  return { nodes: async (digest, signal) => (await all.nodes(digest, signal)).filter(owns) };
+export function ownedNodes(all: Nodes, owns: (node: V1Node, log?: Logger) => boolean): Nodes {
+  return {
+    nodes: async (digest, signal, log) => (await all.nodes(digest, signal)).filter((node) => owns(node, log)),
+  };
 }
 
 /** The eligible nodes, from the last list when the caller's digest matches it, else from a fresh shared list. */

@@ -111,7 +111,7 @@ async function syncClaimed(
   service: V1Service,
   options: ServiceSyncOptions,
 ): Promise<ObjectReport> {
-  const nodes = (): Promise<readonly V1Node[]> => deps.nodes.nodes(options.nodeSet, options.signal);
+  const nodes = (): Promise<readonly V1Node[]> => deps.nodes.nodes(options.nodeSet, options.signal, options.log);
   const run: Run = {
     deps,
     options,
@@ -144,7 +144,7 @@ async function readAndSync(
   const service = await readService(deps.core, namespace, name);
   if (service === undefined) return vanished(deps, key, options);
   // The node set is needed only when the load balancer is ensured, not for a cleanup.
-  const nodes = (): Promise<readonly V1Node[]> => deps.nodes.nodes(options.nodeSet, options.signal);
+  const nodes = (): Promise<readonly V1Node[]> => deps.nodes.nodes(options.nodeSet, options.signal, options.log);
   const sync = (): Promise<ObjectReport> => syncFetched(deps, service, nodes, options);
   // A delete event is a claim. The API server says a Service of that name is there: if it is the
   // one the event names, the level-triggered reconcile does what it needs and nothing the event
@@ -174,7 +174,7 @@ export async function syncAllServices(deps: ServiceLbDeps, options: ServiceSyncO
   return deps.serializer.pass(async (run) => {
     const [{ items }, nodes] = await Promise.all([
       deps.core.listServiceForAllNamespaces(),
-      deps.nodes.nodes(undefined, options.signal),
+      deps.nodes.nodes(undefined, options.signal, options.log),
     ]);
     const relevant = items.filter(
       (s) => wantsLoadBalancer(s, deps.loadBalancerClass) || needsCleanup(s, deps.loadBalancerClass),

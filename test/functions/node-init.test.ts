@@ -235,6 +235,35 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     });
   }
 
+  it('with one provider too, refuses a provider ID of another scheme, and leaves another CCM’s node alone', async () => {
+    // Written, `aws:///…` would make the Node another CCM's, which every function then leaves alone.
+    const name = uniqueName('single-id');
+    const inventory = `instances:\n  - name: ${name}\n    providerID: aws:///us-east-1a/i-0abc123\n`;
+    const metal = await createStaticProvider({
+      config: inventory,
+      configPath: undefined,
+      kubeConfig: undefined,
+      signal: new AbortController().signal,
+      log,
+    });
+    const single = nodeInitFunction({ core: lean, cloud: metal });
+    const before = await createNode(core, newNode(name, uninitialized));
+    await assert.rejects(
+      single.reconcileOne({ kind: 'Node', name }, run),
+      /provider static answered provider ID "aws:\/\/\/us-east-1a\/i-0abc123" .* which is not static:\/\/…/,
+    );
+    assert.equal((await core.readNode({ name })).metadata?.resourceVersion, before.metadata?.resourceVersion);
+    // Another CCM's uninitialized Node (its platform label names another): not initialized, no Event.
+    const other = uniqueName('talos');
+    const created = await createNode(
+      core,
+      newNode(other, uninitialized, withLabels({ 'node.cloudprovider.kubernetes.io/platform': 'nocloud' })),
+    );
+    assert.equal(firstResult(await single.reconcileOne({ kind: 'Node', name: other }, run)), 'other-provider');
+    assert.equal((await core.readNode({ name: other })).metadata?.resourceVersion, created.metadata?.resourceVersion);
+    assert.deepEqual(await eventsAbout(core, 'default', other), []);
+  });
+
   it('in a hybrid cluster, refuses a provider ID of another provider’s scheme and leaves the node tainted', async () => {
     // A static inventory entry naming an EC2 instance's provider ID: written, aws would own the Node.
     const name = uniqueName('hybrid-id');

@@ -260,4 +260,26 @@ describe('node-lifecycle, the periodic pass', { skip: controlPlaneSkip }, () => 
     const about = cloud.calls.filter((c) => JSON.stringify(c.args).includes(name)).map((c) => c.method);
     assert.deepEqual(about, ['instanceExists', 'instanceShutdown'], 'the event asked once; the pass did not ask again');
   });
+
+  it('leaves a NotReady node of another CCM alone: not asked about, not deleted, in events and passes (issue 38)', async () => {
+    const name = uniqueName('sky');
+    const created = await createNode(own.core, newNode(name, withProviderId('skycloud://m-001'), withReady('False')));
+    try {
+      assert.equal(result(await fn.reconcileOne({ kind: 'Node', name }, run)), 'other-provider');
+      const pass = await fn.reconcileAll(run);
+      assert.equal(
+        pass.objects.find((o) => o.key === `Node/${name}`),
+        undefined,
+      );
+      const after = await own.core.readNode({ name });
+      assert.equal(after.metadata?.resourceVersion, created.metadata?.resourceVersion);
+      assert.deepEqual(
+        cloud.calls.filter((c) => c.args.includes('skycloud://m-001') || c.args.includes(name)),
+        [],
+      );
+      assert.deepEqual(await eventsAbout(own.core, 'default', name), []);
+    } finally {
+      await own.core.deleteNode({ name }).catch(() => undefined);
+    }
+  });
 });

@@ -80,8 +80,11 @@ export async function startCirrus(
 ): Promise<Cirrus> {
   const core = new LeanCore(kubeConfig);
   const config = functionSettings();
+  // As `cirrus start`: a function the provider cannot serve (routes with the static provider) is skipped.
   const definitions = await Promise.all(
-    catalogue.map((entry) => entry.load({ core, cloud, config, fleet: options.fleet })),
+    catalogue
+      .filter((entry) => entry.skipReason(cloud, config) === undefined)
+      .map((entry) => entry.load({ core, cloud, config, fleet: options.fleet })),
   );
   const secret = randomBytes(32).toString('hex');
   const { app, local } = await buildMultiHost(definitions, {

@@ -1,15 +1,20 @@
-// The ownership rules of a hybrid cluster (shared/cloud/ownership.ts, fleet.ts, ADR 0026) and how
-// the command line gives them (app/providers.ts): pure, no cluster.
+// The ownership rules (shared/cloud/ownership.ts, fleet.ts, ADR 0026) with one provider and with
+// several, the skip counter every function shares (shared/cloud/skips.ts), and how the command line
+// gives them (app/providers.ts): pure, no cluster.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { initProviders, providerPlan } from '../../app/providers.ts';
 import '../../app/root.ts';
 import { silentLogger } from '../harness/builders.ts';
+import { Registry } from 'prom-client';
 import { chooseForNode, chooseForService, hybridFleet, singleFleet } from '../../shared/cloud/fleet.ts';
+import { OwnershipCheck, ownershipSkippedMetric } from '../../shared/cloud/skips.ts';
 import {
   nodeOwner,
+  platformAnnotation,
   providerLabel,
+  talosPlatformLabel,
   serviceOwner,
   validOwnership,
   type Ownership,
@@ -63,9 +68,8 @@ describe('ownership of Nodes and Services', () => {
     );
   });
 
-  it('gives one provider every object (no rules), and several each their own or a reason', () => {
+  it('gives several providers each their own Node or a reason', () => {
     const one = new FakeCloud();
-    assert.equal(chooseForNode(singleFleet(one), node('gce://x')).provider, 'fake');
     const metal = new FakeCloud();
     metal.scheme = 'static';
     const split = hybridFleet(ownership, new Map([['static', metal]]));
@@ -75,6 +79,153 @@ describe('ownership of Nodes and Services', () => {
     assert.match(other.provider === undefined ? other.why : '', /aws \(by default\), which another instance serves/);
     assert.equal(chooseForService(split, { spec: {} }).provider, undefined);
     assert.throws(() => hybridFleet(ownership, new Map([['gce', one]])), /gce is served but not one of static, aws/);
+  });
+});
+
+// A Node as the rules read it: its provider ID, and its markers by key.
+const marked = (
+  providerID: string | undefined,
+  labels: Record<string, string> = {},
+  annotations: Record<string, string> = {},
+) => ({
+  metadata: { name: 'n', uid: 'u-n', labels, annotations },
+  spec: providerID === undefined ? {} : { providerID },
+});
+
+describe('ownership with one provider (issue 38)', () => {
+  const staticCloud = (): FakeCloud => {
+    const cloud = new FakeCloud();
+    cloud.scheme = 'static';
+    return cloud;
+  };
+  const rows: readonly {
+    readonly what: string;
+    readonly node: ReturnType<typeof marked>;
+    readonly provider: string | undefined;
+    readonly reason?: string;
+  }[] = [
+    { what: 'a new Node (no provider ID, no marker)', node: marked(undefined), provider: 'static' },
+    { what: 'an empty provider ID', node: marked(''), provider: 'static' },
+    { what: 'its own provider ID', node: marked('static://rack1/m1'), provider: 'static' },
+    {
+      what: 'its own provider ID, whatever the markers say',
+      node: marked('static://m1', { [talosPlatformLabel]: 'nocloud' }, { [platformAnnotation]: 'gce' }),
+      provider: 'static',
+    },
+    { what: "another CCM's provider ID", node: marked('skycloud://m-001'), provider: undefined, reason: 'provider-id' },
+    {
+      what: "another CCM's provider ID beside cirrus's label naming this provider",
+      node: marked('skycloud://m-001', { [providerLabel]: 'static' }),
+      provider: undefined,
+      reason: 'provider-id',
+    },
+    { what: 'a provider ID without a scheme', node: marked('m-001'), provider: undefined, reason: 'provider-id' },
+    {
+      what: "cirrus's label naming another provider",
+      node: marked(undefined, { [providerLabel]: 'aws' }),
+      provider: undefined,
+      reason: 'label',
+    },
+    {
+      what: "cirrus's label naming this provider",
+      node: marked(undefined, { [providerLabel]: 'static' }),
+      provider: 'static',
+    },
+    {
+      what: "KEP-5778's annotation naming another platform",
+      node: marked(undefined, {}, { [platformAnnotation]: 'skycloud' }),
+      provider: undefined,
+      reason: 'platform-annotation',
+    },
+    {
+      what: "KEP-5778's annotation naming this provider",
+      node: marked(undefined, {}, { [platformAnnotation]: 'static' }),
+      provider: 'static',
+    },
+    {
+      what: "Talos's label naming another platform",
+      node: marked(undefined, { [talosPlatformLabel]: 'nocloud' }),
+      provider: undefined,
+      reason: 'platform-label',
+    },
+    {
+      what: "cirrus's label before the annotation and Talos's label",
+      node: marked(
+        undefined,
+        { [providerLabel]: 'static', [talosPlatformLabel]: 'metal' },
+        { [platformAnnotation]: 'skycloud' },
+      ),
+      provider: 'static',
+    },
+    {
+      what: "the annotation before Talos's label, with no fall-through to the default",
+      node: marked(undefined, { [talosPlatformLabel]: 'static' }, { [platformAnnotation]: 'skycloud' }),
+      provider: undefined,
+      reason: 'platform-annotation',
+    },
+  ];
+  for (const row of rows)
+    it(`${row.provider === undefined ? 'leaves alone' : 'acts on'} ${row.what}`, () => {
+      const choice = chooseForNode(singleFleet(staticCloud()), row.node);
+      assert.equal(choice.provider, row.provider);
+      if (choice.provider !== undefined) return;
+      assert.equal(choice.reason, row.reason);
+      // Another CCM's Node: no NoCloudProvider Event from node-init (nobody is a hybrid cluster's case).
+      assert.equal(choice.nobody, false);
+      assert.match(choice.why, /^another CCM's: /);
+    });
+
+  it('still gives one provider every Service', () => {
+    assert.equal(
+      chooseForService(singleFleet(staticCloud()), { spec: { loadBalancerClass: 'x/y' } }).provider,
+      'static',
+    );
+  });
+
+  it('reads the markers in a hybrid cluster too, nobody owning a Node whose platform is served by none', () => {
+    const foreign = nodeOwner(ownership, marked(undefined, { [talosPlatformLabel]: 'nocloud' }));
+    assert.deepEqual(foreign.provider === undefined && foreign.reason, 'platform-label');
+    assert.deepEqual(nodeOwner(ownership, marked(undefined, {}, { [platformAnnotation]: 'static' })), {
+      provider: 'static',
+      by: 'platform-annotation',
+    });
+    const split = hybridFleet(ownership, new Map([['static', staticCloud()]]));
+    const choice = chooseForNode(split, marked('gce://p/z/i'));
+    assert.deepEqual(choice.provider === undefined && [choice.nobody, choice.reason], [true, 'provider-id']);
+    const elsewhere = chooseForNode(split, marked('aws:///us-east-1a/i-1'));
+    assert.deepEqual(elsewhere.provider === undefined && elsewhere.reason, 'other-instance');
+  });
+});
+
+describe('the ownership check every function makes', () => {
+  it('counts each skip by function and reason, and logs a Node once at info, then at debug', async () => {
+    const registry = new Registry();
+    const lifecycle = new OwnershipCheck('node-lifecycle');
+    const routes = new OwnershipCheck('routes');
+    lifecycle.register(registry);
+    routes.register(registry); // the same counter, shared in one process
+    const lines: { level: string; msg: string }[] = [];
+    const log = {
+      info: (_: unknown, msg: string) => lines.push({ level: 'info', msg }),
+      debug: (_: unknown, msg: string) => lines.push({ level: 'debug', msg }),
+    } as unknown as Parameters<OwnershipCheck['choose']>[2];
+    const cloud = new FakeCloud();
+    const fleet = singleFleet(cloud);
+    const sky = marked('skycloud://m-001');
+    assert.equal(lifecycle.choose(fleet, sky, log).provider, undefined);
+    assert.equal(lifecycle.choose(fleet, sky, log).provider, undefined);
+    assert.equal(lifecycle.choose(fleet, marked('fake://1'), log).provider, 'fake');
+    assert.equal(lifecycle.choose(fleet, marked(undefined), log).provider, 'fake');
+    assert.equal(routes.owns(fleet, 'fake', marked(undefined, { [talosPlatformLabel]: 'metal' }), undefined), false);
+    assert.deepEqual(
+      lines.map((l) => l.level),
+      ['info', 'debug'],
+    );
+    assert.match(lines[0]?.msg ?? '', /node n left alone: another CCM's: its spec.providerID "skycloud:\/\/m-001"/);
+    const text = await registry.metrics();
+    assert.match(text, new RegExp(`${ownershipSkippedMetric}\\{function="node-lifecycle",reason="provider-id"\\} 2`));
+    assert.match(text, new RegExp(`${ownershipSkippedMetric}\\{function="routes",reason="platform-label"\\} 1`));
+    assert.equal(text.match(new RegExp(`^${ownershipSkippedMetric}\\{`, 'gm'))?.length, 2);
   });
 });
 
