@@ -23,6 +23,13 @@
 // - compacted by construction: the cursor holds the live keys plus deletes not yet delivered, and a
 //   new leader rewrites what its LIST and deletes make of it.
 //
+// One relay writes a cursor (./cursor-writer.ts): its first ConfigMap of each resource names the
+// writer, renewed every third of `claimMs`; a relay that finds another live writer there neither
+// writes nor lists (its watch waits, and it is not ready) until that writer stops (a requested stop
+// takes the record away) or its record goes stale, and says so in an error naming that writer.
+// With an `all` destination (Knative's K_SINK, standing in for ApiServerSource) it records every
+// object, not only those whose delete a function acts on: the sink expects every delete.
+//
 // When the cursor cannot be read or written (no permission, a missing ConfigMap it may not create),
 // the relay says so in its log (an error naming the ConfigMap and the API server's answer, once
 // until it works again) and metrics, and delivers without it, as before the cursor existed.
@@ -32,6 +39,17 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../shared/clock.ts';
 import { apiMessage, apiStatus, mergePatch } from '../shared/kube/api.ts';
 import type { RelayMetrics } from './metrics.ts';
+import { defaultIdentity } from './lease.ts';
+import {
+  defaultCursorClaimMs,
+  formatRecord,
+  refusal,
+  WriterJudge,
+  writerAnnotation,
+  type CursorWriter,
+  type Verdict,
+  type WriterRecord,
+} from './cursor-writer.ts';
 import {
   entryOf,
   parseShard,
@@ -46,6 +64,7 @@ import {
 import type { KubeObject, ResourceChange, ResourceType } from './resources.ts';
 
 export { partLimitBytes } from './cursor-format.ts';
+export { defaultCursorClaimMs, writerAnnotation, type CursorWriter } from './cursor-writer.ts';
 
 /** Where the cursor lives and how often it is written. */
 export interface CursorSettings {
@@ -62,6 +81,13 @@ export interface CursorSettings {
   readonly urgentMs?: number;
   /** ConfigMaps per resource (default {@link defaultCursorParts}); the deploy manifests create as many. */
   readonly parts?: number;
+  /**
+   * How long the writer's record holds after each renewal (ms, default {@link defaultCursorClaimMs}; renewed every
+   * third of it): another relay takes the cursor over once the record has not changed for that long.
+   */
+  readonly claimMs?: number;
+  /** Who writes: the relay's identity and Lease (set by the relay; default a new identity, no Lease). */
+  readonly writer?: CursorWriter;
 }
 
 export const defaultCursorFlushMs = 1_000;
@@ -72,6 +98,9 @@ export const defaultCursorUrgentMs = 50;
 /** ConfigMaps per resource: about 40,000 keys of ~90 bytes, 7,000 of the longest names. */
 export const defaultCursorParts = 4;
 
+// How long a requested stop waits for the writer record to be taken away.
+const giveUpMs = 2_000;
+
 // One ConfigMap of the cursor as last read or written.
 interface Part {
   readonly name: string;
@@ -80,7 +109,12 @@ interface Part {
   readonly written: (string | undefined)[];
   /** Left unwritten because it would be over partLimitBytes. */
   overfull: boolean;
+  /** The writer record read or written (the first part's only). */
+  writer: string | undefined;
 }
+
+// What a relay's claim on the cursor came to.
+type Claimed = 'claimed' | 'conflict' | 'failed';
 
 /** One resource's cursor; see the module comment. */
 export class KnownKeys {
@@ -101,12 +135,29 @@ export class KnownKeys {
   #waiters: (() => void)[] = [];
   /** Brings the next write forward: set while the run loop waits for it. */
   #hurry: (() => void) | undefined;
+  /** Records every object, not only those whose delete a function needs (an `all` destination). */
+  readonly #everything: boolean;
+  readonly #writer: CursorWriter;
+  readonly #judge: WriterJudge;
+  readonly #claimMs: number;
+  /** When this relay last wrote its writer record (its clock); undefined while it holds none. */
+  #claimedAt: number | undefined;
+  /** When the record is to be renewed next (sooner after a renewal that failed). */
+  #renewAt = 0;
+  /** Another writer took the cursor over: this relay writes it no more. */
+  #lost = false;
+  /** The writer last named in a refusal, so that each is logged once. */
+  #refusedBy: string | undefined;
+  /** When the run loop's next periodic write is due. */
+  #flushAt = 0;
+  /** Aborted when the relay stops (run's signal): ends a wait for another writer. */
+  readonly #stopping = new AbortController();
 
   constructor(
     core: CoreV1Api,
     type: ResourceType,
     settings: CursorSettings,
-    deps: { log: Logger; metrics: RelayMetrics; clock?: Clock },
+    deps: { log: Logger; metrics: RelayMetrics; clock?: Clock; everything?: boolean },
   ) {
     this.#core = core;
     this.#type = type;
@@ -114,12 +165,17 @@ export class KnownKeys {
     this.#log = deps.log.child({ cursor: this.where });
     this.#metrics = deps.metrics;
     this.#clock = deps.clock ?? systemClock;
+    this.#everything = deps.everything ?? false;
+    this.#writer = settings.writer ?? { identity: defaultIdentity() };
+    this.#judge = new WriterJudge(this.#writer, this.#clock);
+    this.#claimMs = settings.claimMs ?? defaultCursorClaimMs;
     const base = `${settings.name}-${type.resource}`;
     this.#parts = Array.from({ length: settings.parts ?? defaultCursorParts }, (_, index) => ({
       name: index === 0 ? base : `${base}-${index}`,
       resourceVersion: undefined,
       written: Array.from({ length: shards }, () => undefined),
       overfull: false,
+      writer: undefined,
     }));
   }
 
@@ -129,11 +185,42 @@ export class KnownKeys {
   }
 
   /**
-   * Reads the cursor: the objects it records, as the objects their deletes carry (kind, apiVersion,
-   * name, namespace, uid and the recorded spec fields). A missing ConfigMap records nothing. When
-   * it cannot be read, logs why and returns nothing (the relay goes on without it).
+   * Takes the cursor and reads it: the objects it records, as the objects their deletes carry (kind,
+   * apiVersion, name, namespace, uid and the recorded spec fields). A missing ConfigMap records
+   * nothing. While another relay writes it (./cursor-writer.ts), waits — saying so — until that one
+   * stops or its record goes stale. When it cannot be read or taken, logs why and returns nothing
+   * (the relay goes on without it).
    */
   async load(): Promise<Map<string, KubeObject>> {
+    for (;;) {
+      const entries = await this.#read();
+      if (entries === undefined) return new Map();
+      const claimed = await this.#take(this.#judge.judge(this.#parts[0]?.writer));
+      if (claimed === 'failed' || this.#stopping.signal.aborted) return new Map();
+      if (claimed === 'claimed') return new Map([...entries].map(([key, entry]) => [key, this.#tombstone(key, entry)]));
+    }
+  }
+
+  // Claims the cursor unless another relay writes it; if one does, says so and waits a renewal
+  // period ('conflict': read it again).
+  async #take(verdict: Verdict): Promise<Claimed> {
+    if (verdict.kind === 'held') {
+      this.#refuse(verdict.holder, true);
+      await this.#clock.sleep(this.#renewMs, this.#stopping.signal);
+      return 'conflict';
+    }
+    const waited = this.#refusedBy;
+    const claimed = await this.#claim();
+    if (claimed === 'claimed' && (waited !== undefined || (verdict.kind === 'free' && verdict.reason !== 'none')))
+      this.#log.warn(
+        { writer: this.#writer, after: waited, reason: verdict.kind === 'free' ? verdict.reason : 'mine' },
+        'took the cursor over',
+      );
+    return claimed;
+  }
+
+  // Every part as it is now, taken as last written; undefined (logged) when one cannot be read.
+  async #read(): Promise<Map<string, Entry> | undefined> {
     const entries = new Map<string, Entry>();
     for (const part of this.#parts) {
       let configMap: V1ConfigMap | undefined;
@@ -142,18 +229,129 @@ export class KnownKeys {
       } catch (error) {
         if (apiStatus(error) !== 404) {
           this.#unhealthy(`could not read the cursor's ${part.name}: ${apiMessage(error)}`, error);
-          return new Map();
+          return undefined;
         }
       }
       for (const [key, entry] of this.#adopt(part, configMap)) entries.set(key, entry);
     }
     this.#recorded = new Map([...entries].map(([key, entry]) => [key, entry.uid]));
-    return new Map([...entries].map(([key, entry]) => [key, this.#tombstone(key, entry)]));
+    return entries;
+  }
+
+  get #renewMs(): number {
+    return this.#claimMs / 3;
+  }
+
+  // Writes this relay's record as the writer's (creating the first part if it is missing),
+  // conditional on the first part's resourceVersion as read: 'conflict' when another write came first.
+  async #claim(): Promise<Claimed> {
+    const [first] = this.#parts;
+    if (first === undefined) return 'failed';
+    const record = formatRecord(this.#writer, this.#clock.now(), this.#claimMs);
+    try {
+      const written =
+        first.resourceVersion === undefined
+          ? await this.#create(first.name, {}, record)
+          : await this.#core.patchNamespacedConfigMap(
+              {
+                name: first.name,
+                namespace: this.#settings.namespace,
+                body: {
+                  metadata: { resourceVersion: first.resourceVersion, annotations: { [writerAnnotation]: record } },
+                },
+              },
+              mergePatch,
+            );
+      first.resourceVersion = written.metadata?.resourceVersion;
+      first.writer = record;
+      for (let shard = 0; shard < shards; shard += 1) first.written[shard] = written.data?.[shardName(shard)];
+      this.#claimedAt = this.#clock.now();
+      this.#renewAt = this.#claimedAt + this.#renewMs;
+      this.#refusedBy = undefined;
+      return 'claimed';
+    } catch (error) {
+      const status = apiStatus(error);
+      if (status === 409 || (status === 404 && first.resourceVersion !== undefined)) return 'conflict';
+      this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'failed' });
+      this.#unhealthy(`could not write the cursor's ${first.name}: ${apiMessage(error)}`, error);
+      return 'failed';
+    }
+  }
+
+  // Another relay writes the cursor: say so (once per writer), count it; `starting`: this one waits.
+  #refuse(holder: WriterRecord, starting: boolean): void {
+    this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'refused' });
+    if (this.#refusedBy === holder.identity) return;
+    this.#refusedBy = holder.identity;
+    this.#log.error({ writer: holder }, refusal(this.where, holder, starting));
+  }
+
+  // Whether this relay holds the cursor now, taking it when it is free; false (said) when another has it.
+  async #holding(): Promise<boolean> {
+    if (this.#lost) return false;
+    if (this.#claimedAt !== undefined) return true;
+    const verdict = this.#judge.judge(this.#parts[0]?.writer);
+    if (verdict.kind === 'held') {
+      this.#lose(verdict.holder);
+      return false;
+    }
+    if ((await this.#claim()) === 'conflict') await this.#reread();
+    return this.#held;
+  }
+
+  get #held(): boolean {
+    return this.#claimedAt !== undefined;
+  }
+
+  // Another writer took the cursor over: this relay writes it no more, and nothing waits for it.
+  #lose(holder: WriterRecord): void {
+    this.#lost = true;
+    this.#claimedAt = undefined;
+    this.#refuse(holder, false);
+    this.#setHealthy(false);
+  }
+
+  // Renews this relay's record when a third of claimMs has passed since it was written.
+  async #renew(): Promise<void> {
+    const now = this.#clock.now();
+    if (this.#lost || this.#claimedAt === undefined || now < this.#renewAt) return;
+    // Should it fail, the next try comes sooner than a renewal period; a write that works sets the next.
+    this.#renewAt = now + this.#renewMs / 3;
+    const claimed = await this.#claim();
+    if (claimed === 'conflict') await this.#reread();
+  }
+
+  // After a write that lost to another: reads everything again, and keeps, takes or loses the cursor.
+  async #reread(): Promise<void> {
+    if ((await this.#read()) === undefined) return;
+    const verdict = this.#judge.judge(this.#parts[0]?.writer);
+    if (verdict.kind === 'held') this.#lose(verdict.holder);
+    else if (verdict.kind === 'free' || this.#claimedAt === undefined) {
+      this.#claimedAt = undefined;
+      await this.#claim();
+    }
+  }
+
+  // Takes this relay's record away (a requested stop), so that the next relay takes over at once.
+  async #giveUp(): Promise<void> {
+    const first = this.#parts[0];
+    if (this.#lost || this.#claimedAt === undefined || first?.resourceVersion === undefined) return;
+    this.#claimedAt = undefined;
+    const patch = this.#core.patchNamespacedConfigMap(
+      {
+        name: first.name,
+        namespace: this.#settings.namespace,
+        body: { metadata: { resourceVersion: first.resourceVersion, annotations: { [writerAnnotation]: null } } },
+      },
+      mergePatch,
+    );
+    // Another writer may have it by now (409), or the API server be gone: the record then goes stale.
+    await Promise.race([patch.catch(() => undefined), this.#clock.sleep(giveUpMs)]);
   }
 
   /** Follows a change the watch emitted. */
   record(change: ResourceChange): void {
-    const needed = this.#type.needsTombstone(change.object);
+    const needed = this.#everything || this.#type.needsTombstone(change.object);
     if (change.type === 'delete') {
       const gone = this.#live.get(change.key) ?? (needed ? entryOf(this.#type, change.object) : undefined);
       this.#live.delete(change.key);
@@ -205,17 +403,28 @@ export class KnownKeys {
   async run(signal: AbortSignal, listed: () => boolean, pending: () => ReadonlySet<string>): Promise<void> {
     // A function, as the sleep ends early when the signal aborts.
     const stopped = (): boolean => signal.aborted;
+    const stop = (): void => {
+      this.#stopping.abort();
+    };
+    if (signal.aborted) stop();
+    signal.addEventListener('abort', stop, { once: true });
+    this.#flushAt = this.#clock.now() + this.#settings.flushMs;
     for (;;) {
-      await this.#nextWrite(signal);
+      const flushDue = await this.#nextWrite(signal);
       if (stopped()) break;
-      if (listed()) await this.flush(pending());
+      await this.#renew();
+      if (flushDue && listed()) await this.flush(pending());
     }
+    await this.#flushing;
+    await this.#giveUp();
     this.#release();
   }
 
-  // Waits `flushMs`; or, when a delivery waits for the cursor (now, or once this wait began), `urgentMs`:
-  // enough for the other deliveries of a burst to join the same write.
-  async #nextWrite(signal: AbortSignal): Promise<void> {
+  // Waits until the next write is due, and says whether it is a flush (else a renewal of the
+  // writer record): `flushMs` after the last flush; or, when a delivery waits for the cursor (now,
+  // or once this wait began), `urgentMs`: enough for the other deliveries of a burst to join the
+  // same write; or the renewal, a third of claimMs after the record was last written.
+  async #nextWrite(signal: AbortSignal): Promise<boolean> {
     const { flushMs } = this.#settings;
     const urgentMs = Math.min(this.#settings.urgentMs ?? defaultCursorUrgentMs, flushMs);
     const cycle = new AbortController();
@@ -224,8 +433,16 @@ export class KnownKeys {
       this.#hurry = resolve;
       if (this.#waiters.length > 0) resolve();
     });
+    const now = this.#clock.now();
+    const waits = [
+      this.#clock.sleep(this.#flushAt - now, both).then(() => true),
+      hurried.then(async () => this.#clock.sleep(urgentMs, both)).then(() => true),
+    ];
+    if (this.#claimedAt !== undefined) waits.push(this.#clock.sleep(this.#renewAt - now, both).then(() => false));
     try {
-      await Promise.race([this.#clock.sleep(flushMs, both), hurried.then(() => this.#clock.sleep(urgentMs, both))]);
+      const flush = await Promise.race(waits);
+      if (flush) this.#flushAt = this.#clock.now() + flushMs;
+      return flush;
     } finally {
       this.#hurry = undefined;
       cycle.abort();
@@ -245,6 +462,7 @@ export class KnownKeys {
   #flushing: Promise<void> = Promise.resolve();
 
   async #flushNow(pending: ReadonlySet<string>): Promise<void> {
+    if (!(await this.#holding())) return;
     for (const key of [...this.#deleting.keys()]) if (!pending.has(key)) this.#deleting.delete(key);
     const texts = shardTexts(this.#live, this.#deleting, this.#parts.length);
     for (const [index, part] of this.#parts.entries()) {
@@ -280,13 +498,14 @@ export class KnownKeys {
     return !overfull;
   }
 
-  // A write that lost to another writer (another leader): read everything again, the next flush writes the difference.
+  // A write that lost to another writer (another leader): read everything again, the next flush
+  // writes the difference — unless another relay has taken the cursor over.
   async #conflicted(part: Part, error: unknown): Promise<boolean> {
     const status = apiStatus(error);
     if (status !== 409 && !(status === 404 && part.resourceVersion !== undefined)) return false;
     this.#metrics.cursorWrites.inc({ resource: this.#type.resource, result: 'conflict' });
     this.#log.info({ configMap: part.name }, 'the cursor changed since it was read; reading it again');
-    await this.load();
+    await this.#reread();
     return true;
   }
 
@@ -307,6 +526,7 @@ export class KnownKeys {
   #adopt(part: Part, configMap: V1ConfigMap | undefined): Map<string, Entry> {
     part.resourceVersion = configMap?.metadata?.resourceVersion;
     part.overfull = false;
+    part.writer = configMap?.metadata?.annotations?.[writerAnnotation];
     const entries = new Map<string, Entry>();
     for (let shard = 0; shard < shards; shard += 1) {
       const text = configMap?.data?.[shardName(shard)];
@@ -316,7 +536,7 @@ export class KnownKeys {
     return entries;
   }
 
-  async #create(name: string, data: Record<string, string>): Promise<V1ConfigMap> {
+  async #create(name: string, data: Record<string, string>, writer?: string): Promise<V1ConfigMap> {
     const full = Object.fromEntries(
       Array.from({ length: shards }, (_, index) => [shardName(index), data[shardName(index)] ?? '{}']),
     );
@@ -328,6 +548,7 @@ export class KnownKeys {
           namespace: this.#settings.namespace,
           labels: { 'app.kubernetes.io/managed-by': 'cirrus' },
           annotations: {
+            ...(writer === undefined ? {} : { [writerAnnotation]: writer }),
             description:
               `The ${this.#type.resource} cirrus's relay knows, so that a new leader delivers the deletes of those ` +
               'gone meanwhile (ADR 0014). Written by the leading relay; deleting it loses only those deletes.',

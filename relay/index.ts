@@ -39,7 +39,14 @@ export { defaultWatchSettings, type WatchSettings } from './watch.ts';
 export { httpTransport, inProcessTransport, type Delivery, type DeliveryTransport } from './transport.ts';
 export { defaultLeaseSettings, defaultIdentity, type LeaseSettings } from './lease.ts';
 export type { BackoffPolicy } from './backoff.ts';
-export { defaultCursorFlushMs, defaultCursorParts, type CursorSettings } from './cursor.ts';
+export {
+  defaultCursorClaimMs,
+  defaultCursorFlushMs,
+  defaultCursorParts,
+  writerAnnotation,
+  type CursorSettings,
+  type CursorWriter,
+} from './cursor.ts';
 export { checkCallBudget, type CallBudgetSettings } from '../shared/cloud/budget.ts';
 
 /** How to run a relay. Only `kubeConfig`, `routing` and `logger` are required. */
@@ -142,7 +149,10 @@ export function startRelay(options: RelayOptions): Relay {
     processMetrics: options.processMetrics ?? true,
     gauges: () => delivering?.queue,
   });
-  const settings = resolveSettings(options, metrics);
+  // One identity for the Lease and the cursor's writer record.
+  const identity =
+    (options.leaderElection === false ? undefined : options.leaderElection?.identity) ?? defaultIdentity();
+  const settings = resolveSettings(options, metrics, identity);
   const stops: Promise<void>[] = [];
   const ready = deferred();
   const callbacks = {
@@ -159,7 +169,7 @@ export function startRelay(options: RelayOptions): Relay {
     },
   };
   const abort = new AbortController();
-  const election = startElection(options, settings, callbacks, abort.signal);
+  const election = startElection(options, { settings, identity }, callbacks, abort.signal);
   let stopped = false;
   settings.log.info(
     {
@@ -197,7 +207,7 @@ export function startRelay(options: RelayOptions): Relay {
   };
 }
 
-function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings {
+function resolveSettings(options: RelayOptions, metrics: RelayMetrics, identity: string): Settings {
   const cluster = options.kubeConfig.getCurrentCluster();
   if (cluster === null) throw new RangeError('relay: the kubeconfig names no current cluster');
   const retry = { ...defaultDelivery.retry, ...options.retry };
@@ -215,7 +225,7 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
     queue: { concurrency, retry, timeoutMs: options.deliveryTimeoutMs ?? defaultDelivery.deliveryTimeoutMs },
     request: { source: cluster.server, ceOverrides: options.ceOverrides, secret: options.secret, clock },
     transport: options.transport ?? httpTransport(),
-    cursor: cursorSettings(options),
+    cursor: cursorSettings(options, identity),
     budget: options.cloudCallBudget === undefined ? undefined : new CallBudget(options.cloudCallBudget, options.clock),
     metrics,
     log: options.logger,
@@ -224,16 +234,19 @@ function resolveSettings(options: RelayOptions, metrics: RelayMetrics): Settings
   };
 }
 
-// The cursor's settings from the options: see RelayOptions.cursor.
-function cursorSettings(options: RelayOptions): CursorSettings | undefined {
+// The cursor's settings from the options: see RelayOptions.cursor. Its writer is this relay: its
+// identity, and the Lease it leads on.
+function cursorSettings(options: RelayOptions, identity: string): CursorSettings | undefined {
   const given = options.cursor;
   if (given === false) return undefined;
+  const elected = options.leaderElection !== false;
   const lease = { ...defaultLeaseSettings, ...(options.leaderElection === false ? {} : options.leaderElection) };
   const cursor = {
     namespace: lease.namespace,
     name: `${lease.name}-known`,
     flushMs: defaultCursorFlushMs,
     ...given,
+    writer: { identity, ...(elected ? { lease: `${lease.namespace}/${lease.name}` } : {}) },
   };
   checkCursorSettings(cursor);
   return cursor;
@@ -245,23 +258,29 @@ function checkCursorSettings(cursor: CursorSettings): void {
   if (cursor.namespace === '' || cursor.name === '') throw new RangeError('relay cursor: needs a namespace and a name');
   if (cursor.parts !== undefined && (!Number.isInteger(cursor.parts) || cursor.parts < 1))
     throw new RangeError(`relay cursor: parts must be a whole number of at least 1, got ${cursor.parts}`);
+  checkClaimMs(cursor.claimMs);
+}
+
+function checkClaimMs(claimMs: number | undefined): void {
+  if (claimMs !== undefined && !(Number.isFinite(claimMs) && claimMs >= 300))
+    throw new RangeError(`relay cursor: claimMs must be at least 300, got ${claimMs}`);
 }
 
 function startElection(
   options: RelayOptions,
-  settings: Settings,
+  { settings, identity }: { settings: Settings; identity: string },
   callbacks: { onStartedLeading(): void; onStoppedLeading(): void },
   signal: AbortSignal,
 ): { identity: string; election: LeaderElection | undefined; done: Promise<void> } {
   if (options.leaderElection === false) {
     callbacks.onStartedLeading();
-    return { identity: defaultIdentity(), election: undefined, done: Promise.resolve() };
+    return { identity, election: undefined, done: Promise.resolve() };
   }
   const lease: LeaseSettings = {
     ...defaultLeaseSettings,
-    identity: defaultIdentity(),
     clock: settings.clock,
     ...options.leaderElection,
+    identity,
   };
   checkLeaseSettings(lease);
   const election = new LeaderElection(

@@ -80,11 +80,10 @@ export class Delivering {
     const { cursor } = settings;
     if (cursor !== undefined) {
       const core = settings.kubeConfig.makeApiClient(CoreV1Api);
-      for (const type of types)
-        this.#cursors.set(
-          type.kind,
-          new KnownKeys(core, type, cursor, { log: settings.log, metrics: settings.metrics, clock: settings.clock }),
-        );
+      // An `all` destination (K_SINK) stands in for ApiServerSource: it expects every delete.
+      const everything = settings.table.destinations.some((d) => d.feed === 'all');
+      const deps = { log: settings.log, metrics: settings.metrics, clock: settings.clock, everything };
+      for (const type of types) this.#cursors.set(type.kind, new KnownKeys(core, type, cursor, deps));
     }
     this.#watches = types.map((type) => {
       const known = this.#cursors.get(type.kind);
@@ -222,11 +221,13 @@ export class Delivering {
   }
 
   // Whether the object's delete, were it deleted now, would reach `destinationName` as an event of
-  // its own: what its function's feed (or, for a destination fed everything, any function's) decides.
+  // its own: every delete reaches a destination fed everything (an `all` one, K_SINK); otherwise
+  // what its function's feed decides.
   #wantsDelete(destinationName: string, change: ResourceChange): boolean {
     const { table } = this.#settings;
     const feed = this.#destinations.get(destinationName)?.feed;
-    const fns = feed === undefined || feed === 'all' ? [...table.functions.values()] : [table.functions.get(feed)];
+    if (feed === 'all') return true;
+    const fns = feed === undefined ? [...table.functions.values()] : [table.functions.get(feed)];
     const deleted: ResourceChange = { ...change, type: 'delete', previous: undefined };
     return fns.some((fn) => fn === undefined || fn.feed(deleted) === 'object');
   }

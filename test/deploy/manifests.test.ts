@@ -669,6 +669,19 @@ describe('deploy/standalone and the bootstrap path', () => {
     assert.equal(tolerates(ccm.pod, { key: 'node.cloudprovider.kubernetes.io/shutdown', effect: 'NoSchedule' }), false);
   });
 
+  it('serves /metrics and the probes of the host network on loopback only, where the kubelet probes them (issue 38)', () => {
+    // Plain HTTP without authentication (the Go CCM serves 10258 over HTTPS with delegated
+    // authorization): on 0.0.0.0 anyone who reaches the node read /metrics. The kubelet shares the
+    // host network, so probes with `host: 127.0.0.1` reach the loopback listener.
+    for (const [name, workload] of bootstrapping()) {
+      const env = containerEnv(workload, builds[name] ?? []);
+      assert.equal(env['CIRRUS_BIND_ADDRESS'], '127.0.0.1', `${name}: ${workload.id} listens on loopback`);
+      const { readinessProbe, livenessProbe } = workload.container;
+      for (const probe of [readinessProbe, livenessProbe])
+        assert.equal(probe?.httpGet.host, '127.0.0.1', `${name}: ${workload.id} is probed where it listens`);
+    }
+  });
+
   it("gives the one ServiceAccount the union of the functions' and the relay's rights, and nothing else", () => {
     const base = builds['base'] ?? [];
     const lambda = builds['lambda'] ?? [];
@@ -1221,8 +1234,8 @@ interface Mount {
 interface ContainerSpec {
   readonly args: string[];
   readonly ports?: { name?: string; containerPort: number }[];
-  readonly readinessProbe?: { httpGet: { path: string; port: string | number } };
-  readonly livenessProbe?: { httpGet: { path: string; port: string | number } };
+  readonly readinessProbe?: { httpGet: { host?: string; path: string; port: string | number } };
+  readonly livenessProbe?: { httpGet: { host?: string; path: string; port: string | number } };
   readonly resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   readonly env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
   readonly envFrom?: { configMapRef: { name: string; optional?: boolean } }[];

@@ -2,7 +2,7 @@
 // delivered as deletes by the next leader, carrying what the functions decide on.
 
 import assert from 'node:assert/strict';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { before, describe, it, type TestContext } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
@@ -17,19 +17,21 @@ import {
 import { catalogue } from '../../functions/catalogue.ts';
 import { relayCursor } from '../../app/cli/relay.ts';
 import { parseConfig } from '../../app/config.ts';
-import { KnownKeys, partLimitBytes } from '../../relay/cursor.ts';
+import { KnownKeys, partLimitBytes, writerAnnotation } from '../../relay/cursor.ts';
 import { placeOf } from '../../relay/cursor-format.ts';
 import { createRelayMetrics } from '../../relay/metrics.ts';
 import { services, type KubeObject } from '../../relay/resources.ts';
-import { createNode, newNode, silentLogger } from '../harness/builders.ts';
+import { createNode, newNode, silentLogger, uninitialized } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
+  CuttableProxy,
   fastTimings,
   functionServer,
   metric,
   noPeriods,
   ready,
   testRelay,
+  throughProxy,
   waitFor,
   type FunctionServer,
 } from './harness.ts';
@@ -137,10 +139,11 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     // No periodic write within the test: a delivery that waited for one would not arrive.
     const cursor = { namespace, name: uniqueName('known'), flushMs: 120_000 };
     const fn = await functionServer(t);
-    const relay = start(t, fn, cursor);
+    // node-init's destination (an `all` one waits for the cursor: it expects every delete).
+    const relay = testRelay(t, admin, { to: [`node-init=${fn.url}`] }, { cursor });
     await ready(relay);
     const node = uniqueName('node');
-    await createNode(core, newNode(node));
+    await createNode(core, newNode(node, uninitialized));
     await waitFor('the Node delivered', () => fn.about(node).length > 0, 10_000);
     assert.equal((await recorded(cursor.name, 'nodes'))[`Node/${node}`], undefined, 'not written yet');
     await relay.stop();
@@ -299,7 +302,9 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
   it('records only the Services whose delete a function needs, and a new leader delivers the deletes it missed', async (t) => {
     const cursor = { namespace, name: uniqueName('known'), flushMs: 100 };
     const fnA = await functionServer(t);
-    const a = start(t, fnA, cursor);
+    // Fed by a function (an `all` destination records every Service).
+    const startLb = (fn: FunctionServer): Relay => testRelay(t, admin, { to: [`service-lb=${fn.url}`] }, { cursor });
+    const a = startLb(fnA);
     await ready(a);
     const plain = Array.from({ length: 20 }, (_, i) => uniqueName(`plain-${i}`));
     const balanced = Array.from({ length: 6 }, (_, i) => uniqueName(`lb-${i}`));
@@ -337,7 +342,6 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
       [],
       'Services without a load balancer are not recorded',
     );
-    await waitFor('the plain Services delivered all the same', () => plain.every((name) => fnA.about(name).length > 0));
     const spread = (await parts(cursor.name, 'services')).filter((configMap) =>
       Object.values(configMap?.data ?? {}).some((text) => balanced.some((name) => text.includes(name))),
     );
@@ -346,7 +350,7 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
 
     await Promise.all(balanced.map((name) => core.deleteNamespacedService({ namespace, name })));
     const fnB = await functionServer(t);
-    await ready(start(t, fnB, cursor));
+    await ready(startLb(fnB));
     await waitFor('every missed delete', () =>
       balanced.every((name) => fnB.about(name).some((r) => r.type === 'delete')),
     );
@@ -403,13 +407,146 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     const lopsided = cursorOf(two);
     await recordAll(lopsided.known, [...crowded, ...few]);
     const [part0, part1] = await parts(two.name, 'services', 2);
-    assert.equal(part0, undefined, 'the crowded part is not written');
+    // (Its ConfigMap exists: the first part carries the writer record, and was created empty for it.)
+    assert.deepEqual(
+      Object.values(part0?.data ?? {}).filter((text) => text !== '{}'),
+      [],
+      'the crowded part is not written',
+    );
     assert.ok(
       Object.values(part1?.data ?? {}).some((text) => text.includes(under.key)),
       'the other part is',
     );
     assert.ok((await metric(lopsided.metrics.registry, 'cirrus_relay_cursor_writes_total', { result: 'failed' })) >= 1);
     assert.ok(lopsided.known.durable(over.key, over.uid), "the crowded part's keys wait for nothing");
+  });
+
+  // A logger that keeps the error lines it is given.
+  const errorLog = (): { logger: Logger; lines: { msg: string; writer?: { identity?: string } }[] } => {
+    const lines: { msg: string }[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => lines.push(JSON.parse(line) as never) });
+    return { logger, lines };
+  };
+  const writerOf = async (cursor: string): Promise<string | undefined> => {
+    const [first] = await parts(cursor, 'services', 1);
+    const record = first?.metadata?.annotations?.[writerAnnotation];
+    return record === undefined ? undefined : (JSON.parse(record) as { identity: string }).identity;
+  };
+
+  it('refuses a second relay on a cursor another live relay writes, names that relay, and loses no key (issue 38)', async (t) => {
+    const cursor = { namespace, name: uniqueName('shared'), flushMs: 100, claimMs: 1_500 };
+    const fnA = await functionServer(t);
+    const a = start(t, fnA, cursor);
+    await ready(a);
+    const names = Array.from({ length: 8 }, () => uniqueName('both'));
+    const uids = new Map<string, string>();
+    for (const name of names) uids.set(name, (await createService(name)).metadata?.uid ?? '');
+    await waitFor('A to record them', async () => {
+      const keys = await recorded(cursor.name, 'services');
+      return names.every((name) => keys[`Service/${namespace}/${name}`] !== undefined);
+    });
+    assert.equal(await writerOf(cursor.name), a.identity, 'the cursor names its writer');
+
+    const fnB = await functionServer(t);
+    const log = errorLog();
+    const b = testRelay(t, admin, { to: [`all=${fnB.url}`] }, { cursor, logger: log.logger });
+    await waitFor('B to say it is refused', () => log.lines.some((l) => l.writer?.identity === a.identity));
+    const said = log.lines.find((l) => l.writer?.identity === a.identity);
+    assert.match(said?.msg ?? '', new RegExp(`written by another relay, ${a.identity}`));
+    assert.match(said?.msg ?? '', /leader election on one Lease .* or give each its own cursor/);
+    // Longer than the record holds: A renews it, so B keeps out — neither writing nor delivering.
+    await new Promise((resolve) => setTimeout(resolve, 2 * cursor.claimMs));
+    assert.equal(b.status().ready, false, 'B is not ready while A writes the cursor');
+    assert.deepEqual(fnB.received, [], 'B delivers nothing meanwhile');
+    assert.ok((await metric(b.registry, 'cirrus_relay_cursor_writes_total', { result: 'refused' })) >= 1);
+    assert.equal(await writerOf(cursor.name), a.identity);
+    const keys = await recorded(cursor.name, 'services');
+    assert.deepEqual(
+      names.filter((name) => keys[`Service/${namespace}/${name}`] === undefined),
+      [],
+      'no key of A removed',
+    );
+
+    // A goes; the deletes made meanwhile reach B, which takes the cursor over.
+    await a.stop();
+    for (const name of names) await core.deleteNamespacedService({ namespace, name });
+    await ready(b);
+    await waitFor('every delete at B', () => names.every((name) => fnB.about(name).some((r) => r.type === 'delete')));
+    assert.deepEqual(lostDeletes(fnB, uids), [], 'every delete, with the uid of what was deleted');
+    assert.equal(await writerOf(cursor.name), b.identity);
+  });
+
+  it('takes the cursor over from a writer whose record went stale, which then stops writing it and says so', async (t) => {
+    const cursor = { namespace, name: uniqueName('stale'), flushMs: 100, claimMs: 1_500 };
+    const proxy = await new CuttableProxy(new URL(admin.getCurrentCluster()?.server ?? '')).start();
+    t.after(() => proxy.stop());
+    const fnA = await functionServer(t);
+    const logA = errorLog();
+    const a = testRelay(
+      t,
+      throughProxy(admin, proxy.port),
+      { to: [`all=${fnA.url}`] },
+      { cursor, logger: logA.logger },
+    );
+    await ready(a);
+    await waitFor('A to write the cursor', async () => (await writerOf(cursor.name)) === a.identity);
+    proxy.cut(); // A can no longer renew its record: as good as gone, for the cursor
+    const fnB = await functionServer(t);
+    const b = testRelay(t, admin, { to: [`all=${fnB.url}`] }, { cursor });
+    await ready(b);
+    assert.equal(await writerOf(cursor.name), b.identity, 'B took the cursor over');
+    proxy.restore();
+    await waitFor(
+      'A to find B writing the cursor',
+      () => logA.lines.some((l) => l.writer?.identity === b.identity),
+      10_000,
+    );
+    assert.match(logA.lines.find((l) => l.writer?.identity === b.identity)?.msg ?? '', /no longer writes it/);
+    // B keeps the cursor: A writes it no more.
+    const name = uniqueName('after');
+    await createService(name);
+    await waitFor(
+      'B to record it',
+      async () => (await recorded(cursor.name, 'services'))[`Service/${namespace}/${name}`] !== undefined,
+    );
+    await new Promise((resolve) => setTimeout(resolve, cursor.claimMs));
+    assert.equal(await writerOf(cursor.name), b.identity);
+  });
+
+  it('records every Service an `all` destination receives, so that the deletes of ClusterIP Services made while it was down reach it (issue 38)', async (t) => {
+    const cursor = { namespace, name: uniqueName('sink'), flushMs: 100 };
+    const fnA = await functionServer(t);
+    const unrecorded: string[] = [];
+    fnA.respond = async (request) => {
+      if (request.type === 'add' && request.name.startsWith('cip-')) {
+        const keys = await recorded(cursor.name, 'services');
+        if (keys[`Service/${namespace}/${request.name}`] === undefined) unrecorded.push(request.name);
+      }
+      return { status: 202, body: '{}' };
+    };
+    const a = start(t, fnA, cursor);
+    await ready(a);
+    const names = Array.from({ length: 12 }, () => `cip-${uniqueName('svc')}`);
+    const uids = new Map<string, string>();
+    for (const name of names) {
+      const created = await core.createNamespacedService({
+        namespace,
+        body: { metadata: { name }, spec: { ports: [{ port: 80, protocol: 'TCP' }] } },
+      });
+      assert.equal(created.spec?.type, 'ClusterIP');
+      uids.set(name, created.metadata?.uid ?? '');
+    }
+    await waitFor('the adds', () => names.every((name) => fnA.about(name).length > 0));
+    // Recorded before the sink heard of them: a relay killed right after delivering leaves them to the next.
+    assert.deepEqual(unrecorded, [], 'delivered before the cursor recorded them');
+    await a.stop();
+
+    for (const name of names) await core.deleteNamespacedService({ namespace, name });
+    const fnB = await functionServer(t);
+    await ready(start(t, fnB, cursor));
+    await waitFor('every delete', () => names.every((name) => fnB.about(name).some((r) => r.type === 'delete')));
+    assert.deepEqual(lostDeletes(fnB, uids), [], 'every delete, with the uid of what was deleted');
+    for (const name of names) assert.equal(carried(fnB, name)?.spec?.type, 'ClusterIP');
   });
 
   it('refuses bad cursor settings', (t) => {

@@ -77,14 +77,24 @@ securityContext:
 {{- end }}
 
 {{/* readinessProbe and livenessProbe on the port named http. */}}
+{{/*
+Where the kubelet probes a host-network workload: the address it listens on (bindAddress), or
+loopback when that is every address (0.0.0.0 or ::).
+*/}}
+{{- define "cirrus.probeHost" -}}
+{{- if has .Values.bindAddress (list "0.0.0.0" "::") -}}127.0.0.1{{- else -}}{{ .Values.bindAddress }}{{- end -}}
+{{- end }}
+
 {{- define "cirrus.probes" -}}
 readinessProbe:
   httpGet:
+    host: {{ include "cirrus.probeHost" . }}
     path: /readyz
     port: http
   periodSeconds: 5
 livenessProbe:
   httpGet:
+    host: {{ include "cirrus.probeHost" . }}
     path: /healthz
     port: http
   periodSeconds: 10
