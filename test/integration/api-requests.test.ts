@@ -22,6 +22,7 @@ import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import { createStaticProvider } from '../../providers/static/index.ts';
+import { PARTS } from '../../providers/static/allocations.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { ownTaints, withReady } from '../harness/builders.ts';
 
@@ -461,6 +462,6 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
     });
     // One verification of the 30 holders in the period, not one per retry (150 before).
     assert.ok((requests['GET services'] ?? 0) <= 30, `GET services: ${requests['GET services']}`);
-    assert.equal(requests['GET configmaps'], retries, 'the allocations are read once a retry');
+    assert.equal(requests['GET configmaps'], retries * PARTS, "the allocations' parts are read once a retry");
   });
 });
