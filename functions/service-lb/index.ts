@@ -23,6 +23,7 @@ import type { ServiceLbDeps } from './run.ts';
 import { syncAllServices, syncService } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
+import { RecentEvents } from '../../shared/kube/events.ts';
 import { NodeLister, ownedNodes } from './nodes.ts';
 
 /** What service-lb needs. */
@@ -59,6 +60,7 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     concurrency: options.concurrency ?? 10,
     serializer: new KeyedSerializer(),
     claims: new ClaimLedger(),
+    recentEvents: new RecentEvents(),
   };
   const lister = new NodeLister(options.core);
   const providers = new Map<string, ServiceLbDeps>();

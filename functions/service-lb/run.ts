@@ -3,7 +3,7 @@
 // service controller's helpers of the same names (k8s.io/cloud-provider controllers/service/
 // controller.go: processLoadBalancerDelete, addFinalizer, removeFinalizer, patchStatus).
 
-import type { V1LoadBalancerStatus, V1Service } from '@kubernetes/client-node';
+import type { V1LoadBalancerStatus, V1ObjectReference, V1Service } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
 import type { LoadBalancer } from '../../shared/cloud/provider.ts';
@@ -11,7 +11,7 @@ import type { KeyedSerializer } from '../../shared/concurrency.ts';
 import type { ClaimLedger } from '../../shared/kube/claims.ts';
 import type { Change } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, strategicMergePatch } from '../../shared/kube/api.ts';
-import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
+import { eventFor, recordEvent, type EventSpec, type RecentEvents } from '../../shared/kube/events.ts';
 import type { Nodes } from './nodes.ts';
 import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation, type SyncRecord } from './predicates.ts';
 
@@ -30,6 +30,8 @@ export interface ServiceLbDeps {
   readonly claims: ClaimLedger;
   /** The eligible nodes, listed only when the instance's last list is not known to be current. */
   readonly nodes: Nodes;
+  /** Warnings this instance recorded lately: a failure retried again and again records its Event once a window. */
+  readonly recentEvents?: RecentEvents;
 }
 
 /** How one reconcile runs. */
@@ -127,15 +129,19 @@ export async function cloud<T>(run: Run, method: string, call: () => Promise<T>)
   return run.options.dryRun ? undefined : call();
 }
 
-export async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promise<void> {
-  const metadata = run.service.metadata;
-  const reference = {
+function referenceTo(service: V1Service): V1ObjectReference {
+  const metadata = service.metadata;
+  return {
     apiVersion: 'v1',
     kind: 'Service',
     name: metadata?.name ?? '',
     namespace: metadata?.namespace ?? '',
     uid: metadata?.uid ?? '',
   };
+}
+
+export async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promise<void> {
+  const reference = referenceTo(run.service);
   const body = eventFor(reference, { ...spec, component: 'service-controller' });
   run.changes.push({
     action: 'event',
@@ -143,6 +149,10 @@ export async function event(run: Run, spec: Omit<EventSpec, 'component'>): Promi
     detail: { type: spec.type, reason: spec.reason, message: body.message },
   });
   if (run.options.dryRun) return;
+  if (spec.type === 'Warning' && run.deps.recentEvents?.admit(body) === false) {
+    run.options.log.debug({ key: run.key, reason: spec.reason }, 'same warning recorded lately; not recorded again');
+    return;
+  }
   await recordEvent(run.deps.core, body).catch((error: unknown) => {
     run.options.log.warn({ key: run.key, err: error }, 'event not recorded');
   });

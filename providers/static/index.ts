@@ -41,6 +41,11 @@ export interface StaticProviderOptions {
    * namespace. Default the pod's ServiceAccount namespace file; when it is missing, cirrus-system.
    */
   readonly namespaceFile?: string;
+  /**
+   * How long a Service holding an address, found to exist when a pool was exhausted, is not read
+   * again (load-balancer.ts HOLDER_CHECK_PERIOD_MS). Default 60000.
+   */
+  readonly holderCheckPeriodMs?: number;
 }
 
 const DEFAULT_POLL_INTERVAL_MS = 5_000;
@@ -77,7 +82,12 @@ export async function createStaticProvider(
     deployment = await deploymentNamespace(options.namespaceFile);
     // A reload may not move the allocations (reloadProblem), so the first location stays the one.
     location = allocationsLocation(initialPools.allocations, deployment);
-    loadBalancer = createLoadBalancer(context, () => holder.inventory.loadBalancers ?? initialPools, deployment);
+    loadBalancer = createLoadBalancer(
+      context,
+      () => holder.inventory.loadBalancers ?? initialPools,
+      deployment,
+      options.holderCheckPeriodMs,
+    );
   }
   if (context.configPath !== undefined) {
     await watchFile(context.configPath, context.config, {
@@ -97,6 +107,7 @@ function createLoadBalancer(
   context: ProviderContext,
   pools: () => LoadBalancerConfig,
   deployment: DeploymentNamespace,
+  holderCheckPeriodMs: number | undefined,
 ): LoadBalancer {
   const location = allocationsLocation(pools().allocations, deployment);
   if (context.kubeConfig === undefined) {
@@ -106,7 +117,13 @@ function createLoadBalancer(
   }
   const core = context.kubeConfig.makeApiClient(CoreV1Api);
   const log = context.log.child({ capability: 'loadBalancer' });
-  return new StaticLoadBalancer(pools, { store: new AllocationStore(core, location, log), core, log });
+  const store = new AllocationStore(core, location, log);
+  return new StaticLoadBalancer(pools, {
+    store,
+    core,
+    log,
+    ...(holderCheckPeriodMs === undefined ? {} : { holderCheckPeriodMs }),
+  });
 }
 
 function reload(

@@ -22,6 +22,14 @@ const MAX_STALE_CHECKS = 100;
 const STALE_CHECK_BATCH = 10;
 /** Reclaim rounds per ensure: one per IP family, and one more. */
 const MAX_RECLAIM_ROUNDS = 3;
+/**
+ * How long a holder found alive is not read again: a refused Service is retried (with backoff) for
+ * as long as its pool is exhausted, and each retry would otherwise read every holder in the pool.
+ * Upstream's service controller re-syncs its node set every 100 s; a minute is within one such pass.
+ */
+export const HOLDER_CHECK_PERIOD_MS = 60_000;
+/** Holders remembered alive per process, at most: the memo only saves reads, it decides nothing. */
+const MAX_REMEMBERED_HOLDERS = 10_000;
 
 const NO_CHANGES: ReadonlyMap<string, Allocation | null> = new Map();
 
@@ -31,12 +39,19 @@ export interface StaticLoadBalancerDeps {
   /** Reads Services, to tell a deleted Service's leftover allocation from a live one. */
   readonly core: CoreV1Api;
   readonly log: Logger;
+  /** How long a holder found alive is not read again (HOLDER_CHECK_PERIOD_MS). */
+  readonly holderCheckPeriodMs?: number;
+  /** The clock, in ms. */
+  readonly now?: () => number;
 }
 
 /** The static provider's LoadBalancer: answers from whatever pools `config()` returns at the call. */
 export class StaticLoadBalancer implements LoadBalancer {
   readonly #config: () => LoadBalancerConfig;
   readonly #deps: StaticLoadBalancerDeps;
+  // Holders found alive (UID → when, ms), oldest first: not read again for a period. Per process and
+  // bounded; an instance that does not have it reads again, which is only slower.
+  readonly #alive = new Map<string, number>();
 
   constructor(config: () => LoadBalancerConfig, deps: StaticLoadBalancerDeps) {
     this.#config = config;
@@ -157,19 +172,46 @@ export class StaticLoadBalancer implements LoadBalancer {
 
   // Reads the holders' Services in random order (so repeated attempts cover a large pool), a batch
   // at a time, and stops at the first batch that finds one gone: one free address is what is needed.
+  // A holder found alive less than a period ago is not read again, so a refused Service's retries
+  // read nothing until the period is over (a Service deleted meanwhile frees its address through
+  // its own delete; only one deleted without cleanup waits for the period).
   async #findStale(
     holders: readonly string[],
     entries: ReadonlyMap<string, Allocation>,
     signal?: AbortSignal,
   ): Promise<string[]> {
-    const candidates = shuffled(holders).slice(0, MAX_STALE_CHECKS);
+    const candidates = shuffled(holders.filter((uid) => !this.#recentlyAlive(uid))).slice(0, MAX_STALE_CHECKS);
     for (let start = 0; start < candidates.length; start += STALE_CHECK_BATCH) {
       const batch = candidates.slice(start, start + STALE_CHECK_BATCH);
       const gone = await Promise.all(batch.map((uid) => this.#isGone(uid, entries.get(uid), signal)));
       const stale = batch.filter((_, index) => gone[index]);
+      batch.forEach((uid, index) => {
+        if (gone[index] === false) this.#rememberAlive(uid);
+      });
       if (stale.length > 0) return stale;
     }
     return [];
+  }
+
+  #now(): number {
+    return (this.#deps.now ?? Date.now)();
+  }
+
+  #recentlyAlive(uid: string): boolean {
+    const at = this.#alive.get(uid);
+    if (at === undefined) return false;
+    if (this.#now() - at < (this.#deps.holderCheckPeriodMs ?? HOLDER_CHECK_PERIOD_MS)) return true;
+    this.#alive.delete(uid);
+    return false;
+  }
+
+  #rememberAlive(uid: string): void {
+    this.#alive.delete(uid);
+    this.#alive.set(uid, this.#now());
+    for (const oldest of this.#alive.keys()) {
+      if (this.#alive.size <= MAX_REMEMBERED_HOLDERS) break;
+      this.#alive.delete(oldest);
+    }
   }
 
   // Gone: no Service of that name, or one with another UID (deleted and created again).

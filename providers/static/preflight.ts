@@ -10,6 +10,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { PreflightContext, PreflightReport } from '../../shared/cloud/provider.ts';
 import { apiMessage, apiStatus } from '../../shared/kube/api.ts';
 import { formatAccess, missingAccess, type ApiAccess } from '../../shared/kube/access.ts';
+import { PARTS, partName, partNames } from './allocations.ts';
 import type { AllocationsLocation } from './pools.ts';
 
 /** Checks (and creates when it may) the namespace of the allocations ConfigMap, and the rights on it. */
@@ -19,21 +20,28 @@ export async function allocationsPreflight(
 ): Promise<PreflightReport> {
   if (!context.loadBalancers) return { created: [], problems: [] };
   const { namespace, configMap, namespaceFrom } = location;
-  const where = `ConfigMap ${namespace}/${configMap}`;
+  const where = `ConfigMaps ${namespace}/${partName(configMap, 0)} to ${partName(configMap, PARTS - 1)}`;
   const core = context.kubeConfig.makeApiClient(CoreV1Api);
   const created: string[] = [];
   const problems: string[] = [];
-  const exists = await core.readNamespacedConfigMap({ name: configMap, namespace }).then(
-    () => true,
-    (error: unknown) => {
-      if (apiStatus(error) === 404 || apiStatus(error) === 403) return false;
-      throw error;
-    },
+  // The parts, and the single ConfigMap of earlier versions, read and moved into them (allocations.ts).
+  const names = [configMap, ...partNames(configMap)];
+  const found = await Promise.all(
+    partNames(configMap).map((name) =>
+      core.readNamespacedConfigMap({ name, namespace }).then(
+        () => true,
+        (error: unknown) => {
+          if (apiStatus(error) === 404 || apiStatus(error) === 403) return false;
+          throw error;
+        },
+      ),
+    ),
   );
-  const wanted: ApiAccess[] = [
-    { group: '', resource: 'configmaps', verb: 'get', namespace, name: configMap },
-    { group: '', resource: 'configmaps', verb: 'patch', namespace, name: configMap },
-  ];
+  const exists = found.every(Boolean);
+  const wanted: ApiAccess[] = names.flatMap((name) => [
+    { group: '', resource: 'configmaps', verb: 'get', namespace, name },
+    { group: '', resource: 'configmaps', verb: 'patch', namespace, name },
+  ]);
   if (!exists) {
     wanted.push({ group: '', resource: 'configmaps', verb: 'create', namespace });
     const { made, problem: namespaceProblem } = await ensureNamespace(core, namespace, context);
@@ -52,7 +60,7 @@ export async function allocationsPreflight(
     problems.push(
       `the static provider records load balancer addresses in ${where} (${namespaceFrom}), but this identity may not ` +
         `${missing.map(formatAccess).join(', ')}: grant them (deploy/knative/static-provider/rbac.yaml is the Role` +
-        `${exists ? '' : ', and the ConfigMap allocations.yaml creates'})`,
+        `${exists ? '' : ', and the ConfigMaps allocations.yaml creates'})`,
     );
   }
   return { created, problems };

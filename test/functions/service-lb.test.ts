@@ -190,6 +190,19 @@ describe('service-lb', { skip: controlPlaneSkip }, () => {
     assert.equal(cloud.loadBalancers.size, 0);
   });
 
+  it('records a refusal retried again and again once, not once per retry (issue 38, finding 2)', async () => {
+    const name = uniqueName('refused');
+    await createService(name);
+    cloud.errors.set('ensureLoadBalancer', new Error('pool "shared" is exhausted'));
+    for (let retry = 0; retry < 5; retry += 1) await assert.rejects(sync(name), /exhausted/);
+    const warnings = (await events(name)).filter((e) => e === 'Warning/SyncLoadBalancerFailed');
+    assert.equal(warnings.length, 1, 'one Warning for five identical refusals');
+    // Another reason is news, and is recorded.
+    cloud.errors.set('ensureLoadBalancer', new Error('pool "shared" has no IPv6 addresses'));
+    await assert.rejects(sync(name), /IPv6/);
+    assert.equal((await events(name)).filter((e) => e === 'Warning/SyncLoadBalancerFailed').length, 2);
+  });
+
   it('keeps the finalizer and the Service when the cloud deletion fails', async () => {
     const name = uniqueName('delete-fails');
     await createService(name);

@@ -21,6 +21,8 @@ import { signatureHeader, signRequest } from '../../shared/wire/signing.ts';
 import { nodeInitFunction } from '../../functions/node-init/index.ts';
 import { nodeLifecycleFunction } from '../../functions/node-lifecycle/index.ts';
 import { FakeCloud } from '../../providers/fake/index.ts';
+import { createStaticProvider } from '../../providers/static/index.ts';
+import { PARTS } from '../../providers/static/allocations.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { ownTaints, withReady } from '../harness/builders.ts';
 
@@ -419,5 +421,47 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
     assert.equal(again['PATCH services/status'], 2, 'the record refused, then written');
     assert.equal(again['GET services'], 1, 'the refusal read the Service');
     assert.equal(updates(cloud).filter((c) => c.args[1] === `${namespace}/${labelled}`).length, 1);
+  });
+
+  // Issue 38, finding 2: a Service an exhausted pool cannot serve was retried with a read of every
+  // Service holding an address in the pool each time (31 reads per retry with a 30-address pool).
+  it('static provider: retries of a Service an exhausted 30-address pool refuses read the holders once a period', async (t) => {
+    const namespace = uniqueName('exhausted');
+    await cluster.core.createNamespace({ body: { metadata: { name: namespace } } });
+    const config = [
+      'instances: []',
+      'loadBalancers:',
+      `  allocations: { namespace: ${namespace}, configMap: ipam }`,
+      '  pools:',
+      '    - { name: shared, addresses: [198.51.100.1-198.51.100.30], default: true }',
+    ].join('\n');
+    const cloud = await createStaticProvider(
+      {
+        config,
+        configPath: undefined,
+        signal: new AbortController().signal,
+        log: silentLogger(),
+        kubeConfig: cluster.admin,
+      },
+      { namespaceFile: '/nonexistent/namespace' },
+    );
+    const lb = cloud.loadBalancer() ?? assert.fail('the static provider has load balancers');
+    const create = (name: string): Promise<V1Service> =>
+      cluster.core.createNamespacedService({
+        namespace,
+        body: { ...loadBalancer(name), metadata: { name, namespace } },
+      });
+    const holders = await Promise.all(Array.from({ length: 30 }, (_, i) => create(`holder-${i}`)));
+    for (const holder of holders) await lb.ensureLoadBalancer('kubernetes', holder, []);
+    const refused = await create('refused');
+
+    const retries = 5;
+    const requests = await counted(t, async () => {
+      for (let retry = 0; retry < retries; retry += 1)
+        await assert.rejects(lb.ensureLoadBalancer('kubernetes', refused, []), /pool "shared" is exhausted/);
+    });
+    // One verification of the 30 holders in the period, not one per retry (150 before).
+    assert.ok((requests['GET services'] ?? 0) <= 30, `GET services: ${requests['GET services']}`);
+    assert.equal(requests['GET configmaps'], retries * PARTS, "the allocations' parts are read once a retry");
   });
 });

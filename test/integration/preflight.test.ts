@@ -432,7 +432,7 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     assert.match(
       ran.stderr,
       new RegExp(
-        `^cirrus serve: the static provider records load balancer addresses in ConfigMap ${namespace}/cirrus-lb-ipam \\(.*\\), but namespace ${namespace} does not exist, and this identity may not create namespaces: create it \\(kubectl create namespace ${namespace}\\), or set loadBalancers\\.allocations\\.namespace`,
+        `^cirrus serve: the static provider records load balancer addresses in ConfigMaps ${namespace}/cirrus-lb-ipam-0 to cirrus-lb-ipam-7 \\(.*\\), but namespace ${namespace} does not exist, and this identity may not create namespaces: create it \\(kubectl create namespace ${namespace}\\), or set loadBalancers\\.allocations\\.namespace`,
         'm',
       ),
     );
@@ -454,7 +454,12 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     assert.match(
       String(report.problems[0]),
       new RegExp(
-        `but this identity may not get configmaps/cirrus-lb-ipam in ${namespace}, patch configmaps/cirrus-lb-ipam in ${namespace}, create configmaps in ${namespace}: grant them`,
+        // The single ConfigMap of earlier versions (moved into the parts), then the eight parts (ADR 0028).
+        'but this identity may not ' +
+          ['cirrus-lb-ipam', ...Array.from({ length: 8 }, (_, i) => `cirrus-lb-ipam-${i}`)]
+            .map((name) => `get configmaps/${name} in ${namespace}, patch configmaps/${name} in ${namespace}`)
+            .join(', ') +
+          `, create configmaps in ${namespace}: grant them`,
       ),
     );
   });

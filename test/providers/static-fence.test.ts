@@ -10,6 +10,7 @@ import { CoreV1Api, type V1Service } from '@kubernetes/client-node';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { createStaticProvider, POOL_ANNOTATION } from '../../providers/static/index.ts';
 import type { FunctionDefinition } from '../../shared/host/function.ts';
+import { partNames } from '../../providers/static/allocations.ts';
 import { createNode, eventsAbout, firstResult, newNode, silentLogger } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
@@ -65,8 +66,12 @@ describe('static provider: a pool with namespaces is a fence', { skip: controlPl
       (entry) => entry.ip ?? '',
     );
   async function recorded(): Promise<{ namespace: string; addresses: string[] }[]> {
-    const configMap = await core.readNamespacedConfigMap({ name: CONFIG_MAP, namespace: ipam }).catch(() => undefined);
-    return Object.values(configMap?.data ?? {}).map((value) => JSON.parse(value) as never);
+    const parts = await Promise.all(
+      partNames(CONFIG_MAP).map((name) =>
+        core.readNamespacedConfigMap({ name, namespace: ipam }).catch(() => undefined),
+      ),
+    );
+    return parts.flatMap((part) => Object.values(part?.data ?? {}).map((value) => JSON.parse(value) as never));
   }
 
   const routes: { route: string; name: string; spec?: Partial<V1Service['spec']>; pool?: string; reason: string }[] = [

@@ -13,6 +13,7 @@ import {
   CoreV1Api,
   RbacAuthorizationV1Api,
   type KubeConfig,
+  type V1ConfigMap,
   type V1LoadBalancerStatus,
   type V1Service,
 } from '@kubernetes/client-node';
@@ -25,11 +26,14 @@ import {
   POOL_ANNOTATION,
   type StaticProviderOptions,
 } from '../../providers/static/index.ts';
+import { partName, partNames, partOf } from '../../providers/static/allocations.ts';
 import { silentLogger } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 
 const CLUSTER = 'kubernetes';
 const CONFIG_MAP = 'ipam';
+// The part the tests' addresses (192.0.2.0/24) are recorded in (ADR 0028).
+const PART = partName(CONFIG_MAP, partOf('192.0.2.1') ?? 0);
 const log = silentLogger();
 
 interface Recorded {
@@ -124,15 +128,23 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
   }
 
   async function recorded(ns: string): Promise<{ resourceVersion: string; entries: Map<string, Recorded> }> {
-    const configMap = await core.readNamespacedConfigMap({ name: CONFIG_MAP, namespace: ns });
-    const entries = new Map(
-      Object.entries(configMap.data ?? {}).map(([uid, value]) => [uid, JSON.parse(value) as Recorded]),
+    // Every part: an IPv6 address, or one outside 192.0.2.0/24, is recorded in another.
+    const parts = await Promise.all(
+      partNames(CONFIG_MAP).map((name) =>
+        core.readNamespacedConfigMap({ name, namespace: ns }).catch((): V1ConfigMap => ({})),
+      ),
     );
-    return { resourceVersion: configMap.metadata?.resourceVersion ?? '', entries };
+    const entries = new Map(
+      parts.flatMap((part) =>
+        Object.entries(part.data ?? {}).map(([uid, value]) => [uid, JSON.parse(value) as Recorded] as const),
+      ),
+    );
+    const main = parts[partOf('192.0.2.1') ?? 0];
+    return { resourceVersion: main?.metadata?.resourceVersion ?? '', entries };
   }
 
   async function configMapExists(ns: string): Promise<boolean> {
-    return core.readNamespacedConfigMap({ name: CONFIG_MAP, namespace: ns }).then(
+    return core.readNamespacedConfigMap({ name: PART, namespace: ns }).then(
       () => true,
       () => false,
     );
@@ -161,7 +173,7 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
       [uidOf(a)]: { namespace: ns, name: 'a', pool: 'default', addresses: ['192.0.2.1'] },
       [uidOf(b)]: { namespace: ns, name: 'b', pool: 'default', addresses: ['192.0.2.2'] },
     });
-    const configMap = await core.readNamespacedConfigMap({ name: CONFIG_MAP, namespace: ns });
+    const configMap = await core.readNamespacedConfigMap({ name: PART, namespace: ns });
     assert.equal(configMap.metadata?.labels?.['app.kubernetes.io/managed-by'], 'cirrus');
     assert.deepEqual(await lb.getLoadBalancer(CLUSTER, a), { ingress: [{ ip: '192.0.2.1', ipMode: 'VIP' }] });
     assert.equal(await lb.getLoadBalancer(CLUSTER, await service(ns, 'c')), undefined);
@@ -356,7 +368,7 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     await lb.ensureLoadBalancer(CLUSTER, await service(ns, 'first'), []);
     const record = JSON.stringify({ namespace: ns, name: 'gone', pool: 'default', addresses: ['192.0.2.5'] });
     await core.patchNamespacedConfigMap({
-      name: CONFIG_MAP,
+      name: PART,
       namespace: ns,
       body: [{ op: 'add', path: `/data/${uidOf(web)}`, value: record }],
     });
@@ -516,14 +528,14 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     const a = await service(ns, 'a');
     await lb.ensureLoadBalancer(CLUSTER, a, []);
     await core.patchNamespacedConfigMap({
-      name: CONFIG_MAP,
+      name: PART,
       namespace: ns,
       body: [{ op: 'add', path: '/data/broken', value: '{"addresses": "192.0.2.2"}' }],
     });
     await assert.rejects(
       lb.ensureLoadBalancer(CLUSTER, await service(ns, 'b'), []),
       new RegExp(
-        `^Error: ConfigMap ${ns}/${CONFIG_MAP} holds values that are not allocations \\(keys broken\\); no address is handed out until they are fixed or removed`,
+        `^Error: ConfigMap ${ns}/${CONFIG_MAP}-\\{0\\.\\.7\\} holds values that are not allocations \\(keys ${PART}/broken\\); no address is handed out until they are fixed or removed`,
       ),
     );
     await lb.ensureLoadBalancerDeleted(CLUSTER, a);
@@ -539,7 +551,7 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
       assert.match(
         error.message,
         new RegExp(
-          `^could not create ConfigMap ${missing}/${CONFIG_MAP} to record load balancer addresses: namespace ${missing} \\(set by loadBalancers\\.allocations\\.namespace\\) does not exist; create it`,
+          `^could not create ConfigMap ${missing}/${PART} to record load balancer addresses: namespace ${missing} \\(set by loadBalancers\\.allocations\\.namespace\\) does not exist; create it`,
         ),
       );
       return true;
@@ -556,7 +568,10 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     const lb = await provider(config, { reload: { namespaceFile } });
     const web = await service(ns, 'web');
     assert.deepEqual(ips(await lb.ensureLoadBalancer(CLUSTER, web, [])), ['192.0.2.1']);
-    const configMap = await core.readNamespacedConfigMap({ name: 'cirrus-lb-ipam', namespace: ns });
+    const configMap = await core.readNamespacedConfigMap({
+      name: partName('cirrus-lb-ipam', partOf('192.0.2.1') ?? 0),
+      namespace: ns,
+    });
     assert.deepEqual(Object.keys(configMap.data ?? {}), [uidOf(web)]);
     // Outside a pod, cirrus-system; a missing namespace is named, with where it came from.
     const missing = uniqueName('absent');
@@ -564,7 +579,7 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     const elsewhere = await provider(config, { reload: { namespaceFile } });
     await assert.rejects(elsewhere.ensureLoadBalancer(CLUSTER, web, []), {
       message:
-        `could not create ConfigMap ${missing}/cirrus-lb-ipam to record load balancer addresses: namespace ${missing} ` +
+        `could not create ConfigMap ${missing}/${partName('cirrus-lb-ipam', partOf('192.0.2.1') ?? 0)} to record load balancer addresses: namespace ${missing} ` +
         `(the namespace cirrus runs in, read from ${namespaceFile}) does not exist; ` +
         'create it, or set loadBalancers.allocations.namespace in the cloud-config',
     });
@@ -574,7 +589,12 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     const ns = await namespace();
     const rbac = kubeConfig.makeApiClient(RbacAuthorizationV1Api);
     const rules = [
-      { apiGroups: [''], resources: ['configmaps'], resourceNames: [CONFIG_MAP], verbs: ['get', 'patch'] },
+      {
+        apiGroups: [''],
+        resources: ['configmaps'],
+        resourceNames: [CONFIG_MAP, ...partNames(CONFIG_MAP)],
+        verbs: ['get', 'patch'],
+      },
     ];
     await rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: 'ipam' }, rules } });
     await rbac.createNamespacedRoleBinding({
@@ -603,7 +623,7 @@ describe('static load balancer', { skip: controlPlaneSkip }, () => {
     assert.match(
       message,
       new RegExp(
-        `^could not create ConfigMap ${ns}/${CONFIG_MAP} to record load balancer addresses, as it does not exist: 403: .*` +
+        `^could not create ConfigMap ${ns}/${PART} to record load balancer addresses, as it does not exist: 403: .*` +
           '\\(create it, empty, as the deployment does, or allow cirrus to create ConfigMaps there\\)$',
       ),
     );

@@ -236,22 +236,32 @@ metadata:
 {{- end }}
 {{- end }}
 
-{{/* The static provider's allocations ConfigMap and the right to read and patch it: (dict "root" $ "account" ...). */}}
+{{/*
+The static provider's allocations ConfigMaps (docs/adr/0028-sharded-ipam-record.md): the eight parts
+cirrus-lb-ipam-0 … -7, and cirrus-lb-ipam, the single ConfigMap of earlier versions, kept so that an
+upgrade does not delete it before cirrus moves its entries into the parts; and the right to read and
+patch them: (dict "root" $ "account" ...).
+*/}}
 {{- define "cirrus.staticProvider" -}}
+{{- $names := list "cirrus-lb-ipam" -}}
+{{- range $index := until 8 }}{{ $names = append $names (printf "cirrus-lb-ipam-%d" $index) }}{{ end -}}
+{{- range $name := $names }}
 apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: cirrus-lb-ipam
-  namespace: {{ .root.Release.Namespace }}
+  name: {{ $name }}
+  namespace: {{ $.root.Release.Namespace }}
   labels:
-    {{- include "cirrus.labels" .root | nindent 4 }}
+    {{- include "cirrus.labels" $.root | nindent 4 }}
     app.kubernetes.io/managed-by: cirrus
   annotations:
     description: >-
-      Load balancer addresses handed out by cirrus's static provider: one key per Service UID.
-      Written by cirrus; deleting a key frees the address while its Service may still use it.
+      Load balancer addresses handed out by cirrus's static provider: one key per Service UID, in the
+      part of each of its addresses. Written by cirrus; deleting a key frees the address while its
+      Service may still use it.
 ---
-{{ include "cirrus.role" (dict "root" .root "name" "cirrus-static-lb-ipam" "namespace" .root.Release.Namespace "account" .account "rules" (list (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "cirrus-lb-ipam") "verbs" (list "get" "patch")))) }}
+{{ end -}}
+{{ include "cirrus.role" (dict "root" .root "name" "cirrus-static-lb-ipam" "namespace" .root.Release.Namespace "account" .account "rules" (list (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" $names "verbs" (list "get" "patch")))) }}
 {{- end }}
 
 {{/* Whether function `.name` is among .root.Values.controllers ("true" or ""). */}}
