@@ -4,8 +4,11 @@
 // static=…,aws=… --default-provider aws --load-balancer-class static=…`, in process through
 // main(argv, io) as test/integration/reconcile-start.test.ts runs it — against a control plane of
 // this file's own. The aws provider reaches the emulator through a call-counting proxy
-// (tools/aws-emulator/counter.ts), which the last test closes: the aws cloud is then unreachable
-// (connection refused), as when a VPC endpoint or the network to it goes away.
+// (tools/aws-emulator/counter.ts), behind a switch of this file's (blackhole()) that the last two
+// tests turn: first to hang (connections accepted and never answered, as a blackholed cloud
+// behaves to a client that has a connection: every call waits out RequestTimeoutSeconds), then
+// closed, so the aws cloud is unreachable (connection refused), as when a VPC endpoint or the
+// network to it goes away.
 //
 // What is looked at is the outcome on both sides: Nodes, Services and Events in the API server;
 // instances, load balancers and routes in the emulator. With ownership ignored (chooseForNode in
@@ -14,7 +17,9 @@
 // node-lifecycle deletes them; the NLB gets no targets and the route table no routes.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -62,10 +67,16 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
     metal2: uniqueName('metal'),
     metalLate: uniqueName('metal-late'),
     metalGone: uniqueName('metal-gone'),
+    metalUp: uniqueName('metal-up'),
+    metalHang: uniqueName('metal-hang'),
     foreign: uniqueName('foreign'),
   };
   let world: AwsWorld;
   let proxy: CallCounter;
+  let aws: Blackhole;
+  let inventoryFile: string;
+  const removed = new Set<string>();
+  const machines = (): string[] => [names.metal1, names.metal2, names.metalLate, names.metalUp, names.metalHang];
   let start: Run;
   const stop = new AbortController();
   // Two aws Nodes: `a` named by its private DNS name (the default provider's), `b` with its provider ID.
@@ -76,20 +87,22 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
   before(async () => {
     world = await awsWorld('hybrid-aws');
     proxy = await startCallCounter(world.endpoint);
-    Object.assign(process.env, awsTestEnv({ endpoint: proxy.endpoint, region: world.region }));
+    aws = await blackhole(proxy.endpoint);
+    Object.assign(process.env, awsTestEnv({ endpoint: aws.endpoint, region: world.region }));
     [a, b, gone] = [await world.runInstance(), await world.runInstance(), await world.runInstance()];
     const dir = mkdtempSync(join(tmpdir(), 'cirrus-hybrid-aws-'));
     const kubeconfig = join(dir, 'admin.kubeconfig');
     writeFileSync(kubeconfig, own.admin.exportConfig());
     writeFileSync(join(dir, 'cloud.conf'), world.cloudConfig());
-    writeFileSync(join(dir, 'inventory.yaml'), inventory([names.metal1, names.metal2, names.metalLate]));
+    inventoryFile = join(dir, 'inventory.yaml');
+    writeFileSync(inventoryFile, inventory(machines()));
     start = cirrus(
       [
         'start',
         '--cloud-provider',
         'static,aws',
         '--cloud-config',
-        `static=${join(dir, 'inventory.yaml')},aws=${join(dir, 'cloud.conf')}`,
+        `static=${inventoryFile},aws=${join(dir, 'cloud.conf')}`,
         '--default-provider',
         'aws',
         '--load-balancer-class',
@@ -125,6 +138,7 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
   });
   after(async () => {
     stop.abort();
+    await (aws as Blackhole | undefined)?.close();
     if ((start as Run | undefined) !== undefined) assert.equal(await start.done, 0, start.stderr);
     await (proxy as CallCounter | undefined)?.close().catch(() => undefined);
     (world as AwsWorld | undefined)?.close();
@@ -245,9 +259,50 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
     assert.equal((await noCloudProviderEvents(names.foreign, 1)).length, 1);
   });
 
+  // Issue 38: a hanging cloud must delay nothing of another provider's. A static machine removed
+  // from the inventory while its Node is NotReady is found gone by that Node's periodic recheck
+  // (ADR 0029), one per node-monitor period: timed with aws up, then while every aws call hangs
+  // (two NotReady aws Nodes, whose rechecks wait out RequestTimeoutSeconds, 30 s by default).
+  // Before ADR 0029 one pass covered every provider's Nodes and the relay skipped the next while
+  // one was in flight, so the static Node waited for the aws calls.
+  it('deletes a static Node on time while the aws cloud hangs, and touches no aws Node', async (t) => {
+    const period = 2_000; // --node-monitor-period
+    const bound = 2 * period + 4_000;
+    for (const name of [names.metalUp, names.metalHang]) {
+      await createNode(
+        own.core,
+        newNode(name, withLabels({ [providerLabel]: 'static' }), withProviderId(`static://${name}`)),
+      );
+      await ready(name, 'False');
+    }
+    await ready(a.privateDnsName, 'False'); // b is NotReady since the deletion test
+    await new Promise((resolve) => setTimeout(resolve, 2 * period));
+    await assertKept([names.metalUp, names.metalHang, a.privateDnsName, b.privateDnsName]);
+
+    const up = await deletedAfterRemoval(names.metalUp);
+    const awsNodes = await Promise.all([a, b].map((i) => own.core.readNode({ name: i.privateDnsName })));
+    aws.hang();
+    await waitFor('an aws call hanging', () => aws.hanging() > 0, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, period)); // each aws Node's recheck in flight
+    const hung = aws.hanging();
+    const during = await deletedAfterRemoval(names.metalHang);
+    t.diagnostic(
+      `static Node deleted ${up} ms after its machine left the inventory with aws up, ` +
+        `${during} ms while aws hangs (${hung} aws connections hanging; bound ${bound} ms)`,
+    );
+    assert.ok(during <= bound, `deleted after ${during} ms while aws hangs (${up} ms with aws up), over ${bound} ms`);
+    assert.ok(aws.hanging() > 0, 'the aws calls stopped hanging during the measure');
+    // No aws Node was written: not deleted, not tainted, not even patched.
+    await assertKept([a.privateDnsName, b.privateDnsName]);
+    for (const node of awsNodes) {
+      const now = await own.core.readNode({ name: node.metadata?.name ?? '' });
+      assert.equal(now.metadata?.resourceVersion, node.metadata?.resourceVersion, `${node.metadata?.name} was written`);
+    }
+  });
+
   it('keeps serving the static Nodes and Services while the aws cloud is unreachable, and touches no aws Node', async () => {
     const before = await routes();
-    await proxy.close(); // the aws endpoint now refuses connections
+    await aws.close(); // the aws endpoint now refuses connections (the hanging ones are reset)
     await createNode(own.core, metalNode(names.metalLate, 3));
     await ready(names.metalLate, 'True');
     const late = await waitForValue(() => initialized(names.metalLate), 'a static Node initialized while aws is down');
@@ -268,6 +323,18 @@ describe('a hybrid cluster of static and aws, against the AWS emulator, run by c
     // The route table is as it was: no static Node was routed, no aws route removed by anyone.
     assert.deepEqual(await routes(), before);
   });
+
+  // Removes `name`'s machine from the inventory and answers how long its Node then took to go, in ms.
+  async function deletedAfterRemoval(name: string): Promise<number> {
+    const remaining = machines().filter((m) => m !== name && !removed.has(m));
+    removed.add(name);
+    const next = `${inventoryFile}.next`;
+    writeFileSync(next, inventory(remaining));
+    const t0 = performance.now();
+    renameSync(next, inventoryFile);
+    await waitFor(`${name}'s Node deleted`, async () => (await readNode(name)) === undefined, 60_000);
+    return Math.round(performance.now() - t0);
+  }
 
   async function assertKept(nodes: readonly string[]): Promise<void> {
     for (const name of nodes) {
@@ -356,4 +423,56 @@ async function waitForValue<T>(probe: () => Promise<T | undefined>, what: string
     timeoutMs,
   );
   return value as T;
+}
+
+/** A switch in front of the aws endpoint: passes connections through, hangs them, or refuses them. */
+interface Blackhole {
+  /** `http://127.0.0.1:<port>`: the endpoint to give the aws provider. */
+  readonly endpoint: string;
+  /** From now on, accepts connections and never answers; resets the ones passing through. */
+  hang(): void;
+  /** How many connections are held open, unanswered, now. */
+  hanging(): number;
+  /** Stops listening (connections are refused) and resets every connection. */
+  close(): Promise<void>;
+}
+
+/** Starts a Blackhole passing connections through to `target`. */
+async function blackhole(target: string): Promise<Blackhole> {
+  const upstream = new URL(target);
+  const passing = new Set<Socket>();
+  const held = new Set<Socket>();
+  let hanging = false;
+  const server = createServer((socket) => {
+    socket.on('error', () => undefined);
+    const sockets = hanging ? held : passing;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    if (hanging) {
+      socket.resume(); // read the request, never answer
+      return;
+    }
+    const out = connect(Number(upstream.port), upstream.hostname);
+    out.on('error', () => socket.destroy());
+    out.on('close', () => socket.destroy());
+    socket.on('close', () => out.destroy());
+    socket.pipe(out).pipe(socket);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    hang: () => {
+      hanging = true;
+      for (const socket of passing) socket.destroy();
+    },
+    hanging: () => held.size,
+    close: async () => {
+      if (!server.listening) return;
+      const closed = new Promise((resolve) => server.close(resolve));
+      for (const socket of [...passing, ...held]) socket.destroy();
+      await closed;
+    },
+  };
 }
