@@ -10,7 +10,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Counter } from 'prom-client';
 import { errorBody, InvalidRequestError } from './errors.ts';
-import type { HostApp } from './probes.ts';
+import type { HostApp } from './app-type.ts';
 
 /**
  * The body limit outside the reconcile routes (the server's default): 64 KiB. No route there

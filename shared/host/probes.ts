@@ -6,21 +6,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
-import fastify, {
-  LogController,
-  type FastifyInstance,
-  type RawReplyDefaultExpression,
-  type RawRequestDefaultExpression,
-  type RawServerDefault,
-} from 'fastify';
+import fastify, { LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { Registry, type Counter } from 'prom-client';
+import type { HostApp } from './app-type.ts';
 import { addBodyGuard, noteClientGone, outsideBodyLimit } from './body.ts';
 import { errorBody, errorReply, statusOf, type ErrorCode } from './errors.ts';
 import { abortedRequests } from './metrics.ts';
 
-/** An app the host builds: a Fastify instance logging through a pino Logger. */
-export type HostApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
+export type { HostApp } from './app-type.ts';
 
 /** What `GET /readyz` answers: 200 with `body` when `ready`, else 503 with it. */
 export interface Readiness {

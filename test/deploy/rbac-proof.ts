@@ -237,17 +237,23 @@ async function serviceLbScenario(c: Context): Promise<void> {
 }
 
 // The static provider as deployed: an inventory that names no allocations namespace, in a pod of the
-// deployment's namespace (the file the kubelet writes names it), with the ConfigMap of
-// static-provider/allocations.yaml as applied (empty: a fresh one for each run).
+// deployment's namespace (the file the kubelet writes names it), with the ConfigMaps of
+// static-provider/allocations.yaml as applied (the record of earlier versions and its eight parts,
+// empty: fresh ones for each run). The pool's eight addresses lie in eight /24 blocks, one in each
+// part (ADR 0028), so that eight Services write every part and each part's rights are tried.
 async function staticProviderScenario(c: Context): Promise<void> {
-  const [configMap] = localize(readObjects(join(knativeRoot, 'static-provider/allocations.yaml')), {
+  const configMaps = localize(readObjects(join(knativeRoot, 'static-provider/allocations.yaml')), {
     namespace: c.namespace,
     suffix: '',
   });
-  assert.ok(configMap?.kind === 'ConfigMap', 'static-provider/allocations.yaml holds the ConfigMap');
-  const name = configMap.metadata.name;
-  await c.adminCore.deleteNamespacedConfigMap({ namespace: c.namespace, name }).catch(ignoreNotFound);
-  await apply(c.admin, [configMap]);
+  assert.ok(
+    configMaps.length === 9 && configMaps.every((object) => object.kind === 'ConfigMap'),
+    'static-provider/allocations.yaml holds the record and its eight parts',
+  );
+  for (const { metadata } of configMaps)
+    await c.adminCore.deleteNamespacedConfigMap({ namespace: c.namespace, name: metadata.name }).catch(ignoreNotFound);
+  await apply(c.admin, configMaps);
+  const blocks = Array.from({ length: 8 }, (_, block) => `10.77.${String(block)}.1`);
   const dir = await mkdtemp(join(tmpdir(), 'cirrus-rbac-'));
   try {
     const namespaceFile = join(dir, 'namespace');
@@ -255,24 +261,24 @@ async function staticProviderScenario(c: Context): Promise<void> {
     const inventory = [
       'instances: [{ name: worker-1, addresses: [{ type: InternalIP, address: 10.0.0.11 }] }]',
       'loadBalancers:',
-      '  pools: [{ name: default, default: true, addresses: [192.0.2.0/28] }]',
+      `  pools: [{ name: default, default: true, addresses: [${blocks.join(', ')}] }]`,
     ].join('\n');
     const cloud = await createStaticProvider(
       { config: inventory, configPath: undefined, signal: run.signal, log: run.log, kubeConfig: c.account },
       { namespaceFile },
     );
-    const [, first, second] = await Promise.all([
+    const [, ...services] = await Promise.all([
       c.fixtures.node('rbac-ipam', ready),
-      c.fixtures.service('ipam-a'),
-      c.fixtures.service('ipam-b'),
+      ...blocks.map((_, i) => c.fixtures.service(`ipam-${String(i)}`)),
     ]);
     const fn = serviceLbFunction({
       core: c.core,
       loadBalancer: cloud.loadBalancer() ?? assert.fail(),
       clusterName: 'kubernetes',
     });
-    // Each allocation reads the ConfigMap and patches it (conditionally on what it read); nothing creates it.
-    for (const service of [first, second]) {
+    // Each allocation reads the record and patches its address's part (conditionally on what it
+    // read); nothing creates a ConfigMap.
+    for (const service of services) {
       expectResults(await fn.reconcileOne({ kind: 'Service', namespace: c.namespace, name: service }, run), {
         [`Service/${c.namespace}/${service}`]: 'ensured',
       });
@@ -280,8 +286,10 @@ async function staticProviderScenario(c: Context): Promise<void> {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  const allocations = await c.adminCore.readNamespacedConfigMap({ namespace: c.namespace, name });
-  assert.equal(Object.keys(allocations.data ?? {}).length, 2, 'both allocations recorded');
+  for (const { metadata } of configMaps.slice(1)) {
+    const part = await c.adminCore.readNamespacedConfigMap({ namespace: c.namespace, name: metadata.name });
+    assert.equal(Object.keys(part.data ?? {}).length, 1, `one allocation recorded in ${metadata.name}`);
+  }
 }
 
 async function routesScenario(c: Context): Promise<void> {

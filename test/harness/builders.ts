@@ -3,6 +3,7 @@
 import type { CoreV1Api, V1Node, V1NodeCondition, V1Taint } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
+import type { FunctionDefinition } from '../../shared/host/function.ts';
 
 /** A change to a Node fixture. */
 export type NodeTweak = (node: V1Node) => void;
@@ -111,4 +112,14 @@ export function silentLogger(): Logger {
 /** client-node returns class instances; their JSON form compares with plain objects. */
 export function plain<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
+}
+
+/** A definition of function `name` (kind Node) whose reconciles do nothing and report no object: for tests of the host. */
+export function noopDefinition(name: string): FunctionDefinition {
+  return {
+    name,
+    kinds: ['Node'],
+    reconcileOne: (_key, options) => Promise.resolve({ function: name, dryRun: options.dryRun, objects: [] }),
+    reconcileAll: (options) => Promise.resolve({ function: name, dryRun: options.dryRun, objects: [] }),
+  };
 }

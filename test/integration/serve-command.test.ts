@@ -15,6 +15,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { createNode, newNode, uninitialized, uninitializedTaint, withReady } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../harness/cluster.ts';
 import { signRequest } from '../../shared/wire/signing.ts';
+import { partName, partOf } from '../../providers/static/allocations.ts';
 
 const cli = new URL('../../bin/cirrus.js', import.meta.url).pathname;
 
@@ -246,7 +247,9 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
       assert.ok(service.metadata?.finalizers?.includes('service.kubernetes.io/load-balancer-cleanup'));
       const reasons = (await core.listNamespacedEvent({ namespace })).items.map((e) => e.reason).sort();
       assert.deepEqual(reasons, ['EnsuredLoadBalancer', 'EnsuringLoadBalancer']);
-      const allocations = await core.readNamespacedConfigMap({ namespace, name: configMap });
+      // The address's claim is in its block's part of the record (ADR 0028).
+      const part = partName(configMap, partOf('198.51.100.20') ?? -1);
+      const allocations = await core.readNamespacedConfigMap({ namespace, name: part });
       assert.equal(Object.keys(allocations.data ?? {}).length, 1);
 
       await core.deleteNamespacedService({ namespace, name: 'web' });
@@ -258,7 +261,7 @@ describe('cirrus serve', { skip: controlPlaneSkip }, () => {
         new RegExp(`^service-lb: reconciled 1 object\\nService/${namespace}/web: deleted\\n`),
       );
       await assert.rejects(core.readNamespacedService({ namespace, name: 'web' }), { code: 404 });
-      const released = await core.readNamespacedConfigMap({ namespace, name: configMap });
+      const released = await core.readNamespacedConfigMap({ namespace, name: part });
       assert.equal(Object.keys(released.data ?? {}).length, 0);
     } finally {
       assert.equal(await stop(served), 0);

@@ -8,21 +8,14 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { buildApp } from '../../shared/host/app.ts';
-import type { FunctionDefinition, ReconcileOptions } from '../../shared/host/function.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { signatureHeader, signRequest } from '../../shared/wire/signing.ts';
-import { silentLogger } from '../harness/builders.ts';
+import { noopDefinition, silentLogger } from '../harness/builders.ts';
 import { quantile, startAttack } from '../harness/slow-clients.ts';
 
 const secret = 'slow-clients secret';
 
-const definition: FunctionDefinition = {
-  name: 'node-init',
-  kinds: ['Node'],
-  reconcileOne: (_key, options: ReconcileOptions) =>
-    Promise.resolve({ function: 'node-init', dryRun: options.dryRun, objects: [] }),
-  reconcileAll: (options) => Promise.resolve({ function: 'node-init', dryRun: options.dryRun, objects: [] }),
-};
+const definition = noopDefinition('node-init');
 
 async function listening(
   t: TestContext,

@@ -12,20 +12,14 @@ import { describe, it, type TestContext } from 'node:test';
 import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildApp, type AppOptions } from '../../shared/host/app.ts';
-import type { FunctionDefinition, ReconcileOptions } from '../../shared/host/function.ts';
+import { noopDefinition } from '../harness/builders.ts';
 import { buildProbeApp, type HostApp } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { signatureHeader, signRequest } from '../../shared/wire/signing.ts';
 
 const secret = 'unsigned-bodies secret';
 
-const definition: FunctionDefinition = {
-  name: 'node-init',
-  kinds: ['Node'],
-  reconcileOne: (_key, options: ReconcileOptions) =>
-    Promise.resolve({ function: 'node-init', dryRun: options.dryRun, objects: [] }),
-  reconcileAll: (options) => Promise.resolve({ function: 'node-init', dryRun: options.dryRun, objects: [] }),
-};
+const definition = noopDefinition('node-init');
 
 // A logger whose lines the test reads back (JSON, one per line).
 function recordingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
