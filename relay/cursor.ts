@@ -24,7 +24,8 @@
 //   new leader rewrites what its LIST and deletes make of it.
 //
 // One relay writes a cursor (./cursor-writer.ts): its first ConfigMap of each resource names the
-// writer, renewed every third of `claimMs`; a relay that finds another live writer there neither
+// writer, renewed every third of `claimMs` without leader election (a leader's Lease stands for
+// it); a relay that finds another live writer there neither
 // writes nor lists (its watch waits, and it is not ready) until that writer stops (a requested stop
 // takes the record away) or its record goes stale, and says so in an error naming that writer.
 // With an `all` destination (Knative's K_SINK, standing in for ApiServerSource) it records every
@@ -242,6 +243,14 @@ export class KnownKeys {
     return this.#claimMs / 3;
   }
 
+  // Whether this relay renews its writer record. Not while it leads on a Lease: the Lease says it
+  // is alive, a relay that takes the Lease over takes the cursor with it (WriterJudge: `lease`), and
+  // the cursor then costs no write while nothing changes (ADR 0014). A relay without leader
+  // election has only its record to show it is alive.
+  get #renews(): boolean {
+    return this.#writer.lease === undefined;
+  }
+
   // Writes this relay's record as the writer's (creating the first part if it is missing),
   // conditional on the first part's resourceVersion as read: 'conflict' when another write came first.
   async #claim(): Promise<Claimed> {
@@ -314,7 +323,7 @@ export class KnownKeys {
   // Renews this relay's record when a third of claimMs has passed since it was written.
   async #renew(): Promise<void> {
     const now = this.#clock.now();
-    if (this.#lost || this.#claimedAt === undefined || now < this.#renewAt) return;
+    if (!this.#renews || this.#lost || this.#claimedAt === undefined || now < this.#renewAt) return;
     // Should it fail, the next try comes sooner than a renewal period; a write that works sets the next.
     this.#renewAt = now + this.#renewMs / 3;
     const claimed = await this.#claim();
@@ -438,7 +447,8 @@ export class KnownKeys {
       this.#clock.sleep(this.#flushAt - now, both).then(() => true),
       hurried.then(async () => this.#clock.sleep(urgentMs, both)).then(() => true),
     ];
-    if (this.#claimedAt !== undefined) waits.push(this.#clock.sleep(this.#renewAt - now, both).then(() => false));
+    if (this.#claimedAt !== undefined && this.#renews)
+      waits.push(this.#clock.sleep(this.#renewAt - now, both).then(() => false));
     try {
       const flush = await Promise.race(waits);
       if (flush) this.#flushAt = this.#clock.now() + flushMs;

@@ -196,6 +196,26 @@ describe('relay known-keys cursor', { skip: controlPlaneSkip }, () => {
     assert.ok((await recorded(`${lease.name}-known`, 'services'))[`Service/${namespace}/${name}`]);
   });
 
+  it('costs a leader no write at rest: its writer record is not renewed, the Lease stands for it (ADR 0014)', async (t) => {
+    const lease = { name: uniqueName('rest'), namespace };
+    const fn = await functionServer(t);
+    const relay = testRelay(
+      t,
+      admin,
+      { to: [`all=${fn.url}`] },
+      { leaderElection: lease, cursor: { namespace, name: `${lease.name}-known`, flushMs: 100, claimMs: 900 } },
+    );
+    await ready(relay);
+    const record = async (): Promise<string | undefined> =>
+      (await parts(`${lease.name}-known`, 'services', 1))[0]?.metadata?.annotations?.[writerAnnotation];
+    await waitFor('the leader to name itself the writer', async () => (await record()) !== undefined);
+    const first = await record();
+    assert.match(first ?? '', new RegExp(`"lease":"${namespace}/${lease.name}"`));
+    // Three renewal periods (a third of claimMs each) and more: a renewing writer rewrites renewTime.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.equal(await record(), first, 'the record was renewed while the relay led on its Lease');
+  });
+
   it("is on by default without leader election too, after the default Lease's name", async (t) => {
     // Not testRelay, which turns it off: other tests' relays would share kube-system's.
     const fn = await functionServer(t);
