@@ -211,3 +211,17 @@ export async function until(done: () => boolean, timeoutMs: number, what: string
     await sleep(20);
   }
 }
+
+/**
+ * Polls `probe` every 100 ms until it answers something other than undefined, and returns that;
+ * rejects naming `what` after `timeoutMs`.
+ */
+export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const found = await probe();
+    if (found !== undefined) return found;
+    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await sleep(100);
+  }
+}

@@ -24,16 +24,7 @@ import {
 } from '../harness/builders.ts';
 import { startCirrus, type Cirrus } from '../harness/cirrus.ts';
 import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
-
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = await probe();
-    if (found !== undefined) return found;
-    assert.ok(Date.now() < deadline, `not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+import { eventually } from '../harness/kube.ts';
 
 describe('one provider beside another CCM: its Nodes are left alone', { skip: controlPlaneSkip }, () => {
   const own = ownControlPlane();

@@ -23,6 +23,7 @@ import {
 } from '../harness/builders.ts';
 import { startCirrus, type Cirrus } from '../harness/cirrus.ts';
 import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
+import { eventually } from '../harness/kube.ts';
 
 const metalClass = 'example.com/metal';
 
@@ -203,15 +204,4 @@ describe('a hybrid cluster: two providers, each owning its own Nodes and Service
 // `node` with the pod CIDR 10.244.<n>.0/24 (inside the harness's cluster CIDR), for routes.
 function withCidr(node: V1Node, n: number): V1Node {
   return { ...node, spec: { ...node.spec, podCIDR: `10.244.${n}.0/24`, podCIDRs: [`10.244.${n}.0/24`] } };
-}
-
-// Polls `probe` every 100 ms until it answers something, for up to 20 s.
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = await probe();
-    if (found !== undefined) return found;
-    assert.ok(Date.now() < deadline, `not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
