@@ -1,7 +1,8 @@
 // The layout's rules that lint cannot see: no import circle between files (type-only and dynamic
 // imports included, which import-x's no-cycle skips), and no file outside the places that may
 // (the catalogue, the functions' folders, deploy/, serverless.yml and the Lambda entry, docs,
-// tests) names a function. The layer rule itself is in eslint.config.js.
+// tests) names a function, and no file of app/ is 400 lines or more (ADR 0016). The layer rule
+// itself is in eslint.config.js.
 
 import assert from 'node:assert/strict';
 import { globSync, readFileSync } from 'node:fs';
@@ -49,6 +50,9 @@ function findCircle(graph: ReadonlyMap<string, readonly string[]>): string[] | u
   return undefined;
 }
 
+// A file of app/ has fewer lines than this (ADR 0016).
+const maxAppLines = 400;
+
 const names = catalogue.map((entry) => entry.name);
 const spelled = new RegExp(`['"\`/](${names.join('|')})['"\`/]`, 'g');
 
@@ -77,6 +81,15 @@ describe('layout', () => {
       ),
       ['b.ts', 'c.ts', 'b.ts'],
     );
+  });
+
+  it('keeps each file of app/ under 400 lines (ADR 0016)', () => {
+    const long = sources
+      .filter((file) => file.startsWith('app/'))
+      .map((file) => ({ file, lines: readFileSync(join(repoRoot, file), 'utf8').split('\n').length - 1 }))
+      .filter(({ lines }) => lines >= maxAppLines)
+      .map(({ file, lines }) => `${file}: ${lines} lines`);
+    assert.deepEqual(long, []);
   });
 
   it('names the functions only in the catalogue, their folders, the manifests, docs and tests', () => {
