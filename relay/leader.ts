@@ -163,6 +163,7 @@ export class Delivering {
     for (const routed of route(this.#settings.table, change, this.#known)) {
       const result = this.queue.push(routed.destination.name, routed.key, routed.outgoing, {
         observedAt: change.observedAt,
+        event: change.resource.resource,
       });
       if (routed.outgoing.kind === 'trigger')
         this.#settings.metrics.triggers.inc({ destination: routed.destination.name, trigger: 'nodes', result });

@@ -27,6 +27,12 @@ export interface RelayMetrics {
   readonly retries: Counter<'destination' | 'reason'>;
   /** Seconds from the relay observing a change (the oldest one a delivery carries) to the function accepting it. */
   readonly latency: Histogram<'destination'>;
+  /**
+   * Seconds from the relay observing a watch event (the oldest one a delivery carries; a LIST's
+   * change too) to the function accepting the delivery, by the event's resource: periodic triggers
+   * and rechecks, which no event caused, are not observed.
+   */
+  readonly eventAge: Histogram<'destination' | 'resource'>;
   /** Events merged into one already waiting for the same key. */
   readonly coalesced: Counter<'destination'>;
   /** Periodic and node-change triggers, by function and result: queued, skipped (one still waiting or in flight). */
@@ -124,6 +130,13 @@ export function createRelayMetrics(options: {
       name: 'cirrus_relay_delivery_latency_seconds',
       help: 'Seconds from a change being observed to the function accepting it.',
       labelNames: ['destination'] as const,
+      buckets: [...latencyBuckets],
+      registers,
+    }),
+    eventAge: new Histogram({
+      name: 'cirrus_relay_event_age_seconds',
+      help: "Seconds from the relay observing a watch event to the function accepting it, by the event's resource (periodic triggers and rechecks not included).",
+      labelNames: ['destination', 'resource'] as const,
       buckets: [...latencyBuckets],
       registers,
     }),

@@ -61,6 +61,20 @@ interface Waiting<T> {
   readonly value: T;
   /** When the oldest change it carries was observed (the clock's now()), for the latency metric. */
   readonly observedAt: number;
+  /** The oldest watch event it carries (none for a periodic trigger or recheck), for the event age. */
+  readonly event?: WatchEvent | undefined;
+}
+
+/** A watch event a delivery carries: when the relay observed it, and its resource (`nodes`). */
+interface WatchEvent {
+  readonly at: number;
+  readonly resource: string;
+}
+
+// What two waiting values of one key merged into `value` carry: the older observation and event.
+function joined<T>(a: Waiting<T>, b: Waiting<T>, value: T): Waiting<T> {
+  const event = a.event === undefined || (b.event !== undefined && b.event.at < a.event.at) ? b.event : a.event;
+  return { value, observedAt: Math.min(a.observedAt, b.observedAt), event };
 }
 
 interface Slot<T> {
@@ -106,7 +120,12 @@ export class DeliveryQueue<T> implements QueueGauges {
     destination: string,
     key: string,
     value: T,
-    options: { readonly observedAt?: number; readonly skipIfBusy?: boolean } = {},
+    options: {
+      readonly observedAt?: number;
+      readonly skipIfBusy?: boolean;
+      /** The value comes from a watch event of this resource, observed at `observedAt`. */
+      readonly event?: string;
+    } = {},
   ): PushResult {
     if (this.#abort.signal.aborted) return 'skipped';
     const slot = this.#slot(destination, key);
@@ -115,7 +134,9 @@ export class DeliveryQueue<T> implements QueueGauges {
       (slot.current !== undefined || slot.pending.length > 0 || slot.retryWait !== undefined)
     )
       return 'skipped';
-    const result = this.#add(slot, { value, observedAt: options.observedAt ?? this.#clock.now() });
+    const observedAt = options.observedAt ?? this.#clock.now();
+    const event = options.event === undefined ? undefined : { at: observedAt, resource: options.event };
+    const result = this.#add(slot, { value, observedAt, event });
     this.#schedule(slot);
     this.#pump();
     return result;
@@ -188,10 +209,7 @@ export class DeliveryQueue<T> implements QueueGauges {
       slot.pending.push(waiting);
       return 'queued';
     }
-    slot.pending[slot.pending.length - 1] = {
-      value: merged,
-      observedAt: Math.min(last.observedAt, waiting.observedAt),
-    };
+    slot.pending[slot.pending.length - 1] = joined(last, waiting, merged);
     this.#options.metrics.coalesced.inc({ destination: slot.destination });
     return 'coalesced';
   }
@@ -261,11 +279,7 @@ export class DeliveryQueue<T> implements QueueGauges {
     slot.failures = 0;
     this.#setUnreachable(slot, false);
     if (outcome.kind === 'accepted') {
-      if (current !== undefined)
-        this.#options.metrics.latency.observe(
-          { destination: slot.destination },
-          (this.#clock.now() - current.observedAt) / 1000,
-        );
+      this.#observeAccepted(slot.destination, current);
       this.#releaseUnreachable(slot.destination);
     } else {
       this.#options.log.error(
@@ -274,6 +288,15 @@ export class DeliveryQueue<T> implements QueueGauges {
       );
     }
     this.#next(slot);
+  }
+
+  #observeAccepted(destination: string, accepted: Waiting<T> | undefined): void {
+    if (accepted === undefined) return;
+    const now = this.#clock.now();
+    this.#options.metrics.latency.observe({ destination }, (now - accepted.observedAt) / 1000);
+    const { event } = accepted;
+    if (event !== undefined)
+      this.#options.metrics.eventAge.observe({ destination, resource: event.resource }, (now - event.at) / 1000);
   }
 
   #next(slot: Slot<T>): void {
@@ -330,7 +353,7 @@ export class DeliveryQueue<T> implements QueueGauges {
     const newer = slot.pending[0];
     const merged = newer === undefined ? undefined : this.#options.merge(failed.value, newer.value);
     if (newer === undefined || merged === undefined) slot.pending.unshift(failed);
-    else slot.pending[0] = { value: merged, observedAt: Math.min(failed.observedAt, newer.observedAt) };
+    else slot.pending[0] = joined(failed, newer, merged);
   }
 
   #setUnreachable(slot: Slot<T>, unreachable: boolean): void {

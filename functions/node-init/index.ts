@@ -14,6 +14,9 @@ import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
 import { OwnershipCheck } from '../../shared/cloud/skips.ts';
 
+/** Buckets of the node controller's delays: 1 s to about 17 min, as upstream's. */
+const syncDelayBuckets: readonly number[] = [1, 4, 16, 64, 256, 1024];
+
 /** What node-init needs: one provider (`cloud`), or the providers of a hybrid cluster (`fleet`). */
 export type NodeInitOptions = {
   readonly core: Core;
@@ -43,10 +46,18 @@ export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
     reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await syncAllNodes(deps, run)),
     registerMetrics: (registry: Registry) => {
       deps.ownership.register(registry);
+      // Upstream's two histograms (k8s.io/cloud-provider controllers/node/metrics.go): names, help
+      // (with component-base's stability prefix) and buckets (ExponentialBuckets(1, 4, 6)) as there.
       deps.taintRemovalDelay = new Histogram({
         name: 'node_controller_cloud_provider_taint_removal_delay_seconds',
-        help: 'Seconds from node creation to the removal of the cloud provider taint.',
-        buckets: [1, 4, 16, 64, 256, 1024],
+        help: '[ALPHA] Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.',
+        buckets: [...syncDelayBuckets],
+        registers: [registry],
+      });
+      deps.initialSyncDelay = new Histogram({
+        name: 'node_controller_initial_node_sync_delay_seconds',
+        help: '[ALPHA] Number of seconds after node creation when NodeController finished the initial synchronization of a single node.',
+        buckets: [...syncDelayBuckets],
         registers: [registry],
       });
     },

@@ -39,7 +39,10 @@ export interface NodeInitDeps {
   readonly serializer: KeyedSerializer;
   /** The claims this instance started from (shared/kube/claims.ts): a repeated one is read over. */
   readonly claims: ClaimLedger;
+  /** `node_controller_cloud_provider_taint_removal_delay_seconds`: creation to the initialization patch. */
   readonly taintRemovalDelay?: Histogram;
+  /** `node_controller_initial_node_sync_delay_seconds`: creation to the end of the initialization (its Event and addresses written or tried). */
+  readonly initialSyncDelay?: Histogram;
 }
 
 /** How one reconcile runs. */
@@ -161,6 +164,8 @@ async function initialize(
   await deps.core.patchNode({ name, body: patch }, mergePatch);
   deps.taintRemovalDelay?.observe(secondsSinceCreation(node));
   const error = await afterInitialization(deps, { name, addresses, event }, options.log);
+  // Upstream observes it once the Event is recorded, whatever became of the address update.
+  deps.initialSyncDelay?.observe(secondsSinceCreation(node));
   return error === undefined ? { key, result: 'initialized', changes } : { key, result: 'initialized', changes, error };
 }
 

@@ -25,6 +25,7 @@ import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
 import { RecentEvents } from '../../shared/kube/events.ts';
 import { NodeLister, ownedNodes } from './nodes.ts';
+import { ServiceControllerMetrics } from './metrics.ts';
 
 /** What service-lb needs. */
 export type ServiceLbOptions = {
@@ -61,6 +62,7 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     serializer: new KeyedSerializer(),
     claims: new ClaimLedger(),
     recentEvents: new RecentEvents(),
+    metrics: new ServiceControllerMetrics(),
   };
   const lister = new NodeLister(options.core);
   const providers = new Map<string, ServiceLbDeps>();
@@ -115,12 +117,16 @@ export function serviceLbFunction(options: ServiceLbOptions): FunctionDefinition
     reconcileOne: async (key: ObjectKey, run: ReconcileOptions) =>
       report(run.dryRun, [await dispatch(validKey(key), run)]),
     reconcileAll: async (run: ReconcileOptions) => {
-      const objects: ObjectReport[] = [];
-      for (const deps of providers.values()) objects.push(...(await syncAllServices(deps, run)));
-      return report(run.dryRun, objects);
+      const pass = async (): Promise<Report> => {
+        const objects: ObjectReport[] = [];
+        for (const deps of providers.values()) objects.push(...(await syncAllServices(deps, run)));
+        return report(run.dryRun, objects);
+      };
+      return run.dryRun ? pass() : shared.metrics.nodeSync(pass);
     },
     registerMetrics: (registry) => {
       ownership.register(registry);
+      shared.metrics.register(registry);
     },
   };
 }

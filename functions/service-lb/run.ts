@@ -12,6 +12,7 @@ import type { ClaimLedger } from '../../shared/kube/claims.ts';
 import type { Change } from '../../shared/host/function.ts';
 import { apiMessage, apiStatus, mergePatch, strategicMergePatch } from '../../shared/kube/api.ts';
 import { eventFor, recordEvent, type EventSpec, type RecentEvents } from '../../shared/kube/events.ts';
+import type { ServiceControllerMetrics } from './metrics.ts';
 import type { Nodes } from './nodes.ts';
 import { finalizer, hasFinalizer, loadBalancerStatusEqual, syncedAnnotation, type SyncRecord } from './predicates.ts';
 
@@ -32,6 +33,8 @@ export interface ServiceLbDeps {
   readonly nodes: Nodes;
   /** Warnings this instance recorded lately: a failure retried again and again records its Event once a window. */
   readonly recentEvents?: RecentEvents;
+  /** The service controller's series under upstream's names (./metrics.ts). */
+  readonly metrics?: ServiceControllerMetrics;
 }
 
 /** How one reconcile runs. */

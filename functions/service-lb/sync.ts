@@ -284,7 +284,9 @@ function madeBefore(run: Run, record: SyncRecord): Applied | undefined {
 // The node set applied: by the attempt before, or now (false: it failed, ensure in full).
 async function hostsUpdated(run: Run, nodes: readonly V1Node[], record: SyncRecord): Promise<boolean> {
   if (madeBefore(run, record) !== undefined) return true;
-  if (!(await updateHosts(run, nodes))) return false;
+  const { metrics } = run.deps;
+  const update = (): Promise<boolean> => updateHosts(run, nodes);
+  if (!(await (run.options.dryRun || metrics === undefined ? update() : metrics.hostUpdate(update)))) return false;
   run.applied = record;
   return true;
 }

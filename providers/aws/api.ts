@@ -4,7 +4,8 @@
 // (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2) or upstream's
 // [ServiceOverride] sections, retries by the SDK's retry modes (AWS_RETRY_MODE, AWS_MAX_ATTEMPTS).
 // Every call goes through send(): it passes the reconcile's AbortSignal, counts the call by
-// operation and outcome, and turns throttling that outlived the SDK's retries into RetryError.
+// operation and outcome (and times it, and counts each answer's status, under cloud-provider-aws's
+// names: ./metrics.ts), and turns throttling that outlived the SDK's retries into RetryError.
 // Each attempt has a connection and a request timeout (ConnectTimeoutSeconds, RequestTimeoutSeconds
 // in [Global]; the SDK sets none of its own), so a blackholed endpoint fails the call instead of
 // holding it; a call that timed out says which timeout, and how many attempts the SDK made.
@@ -15,8 +16,16 @@ import { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balan
 import { Counter, type Registry } from 'prom-client';
 import { RetryError } from '../../shared/cloud/errors.ts';
 import type { AwsConfig, ServiceOverride } from './config.ts';
+import type { AwsApiMetrics } from './metrics.ts';
 
 export type ServiceName = 'ec2' | 'elbv2' | 'elb';
+
+/** The SDK's service ID of each client (its runtime config's `serviceId`), as upstream's metrics label them. */
+const serviceIds: Readonly<Record<ServiceName, string>> = {
+  ec2: 'EC2',
+  elbv2: 'Elastic Load Balancing v2',
+  elb: 'Elastic Load Balancing',
+};
 
 /** How long a reconcile waits after throttling that the SDK's own retries did not absorb. */
 export const THROTTLED_RETRY_MS = 20_000;
@@ -47,6 +56,8 @@ export interface AwsApi {
 export interface AwsApiOptions {
   /** Sees every call (tests, the bench). */
   readonly observe?: CallObserver;
+  /** The series under cloud-provider-aws's names (./metrics.ts awsApiMetrics). */
+  readonly metrics?: AwsApiMetrics;
   /** The SDK's HTTP handler: answers recorded AWS responses in the tests of what the emulator cannot show. */
   readonly requestHandler?: EC2ClientConfig['requestHandler'];
 }
@@ -90,27 +101,33 @@ export function createAwsApi(config: AwsConfig, options: AwsApiOptions = {}): Aw
     [elbv2, 'elbv2'],
     [elb, 'elb'],
   ] as const)
-    watch(client, service, options.observe, config);
+    watch(client, service, options, config);
   return { ec2, elbv2, elb };
 }
 
 function watch(
   client: EC2Client | ElasticLoadBalancingV2Client | ElasticLoadBalancingClient,
   service: ServiceName,
-  observe: CallObserver | undefined,
+  { observe, metrics }: Pick<AwsApiOptions, 'observe' | 'metrics'>,
   config: Pick<AwsConfig, 'connectTimeoutMs' | 'requestTimeoutMs'>,
 ): void {
-  (client.middlewareStack as EC2Client['middlewareStack']).add(
+  const stack = client.middlewareStack as EC2Client['middlewareStack'];
+  stack.add(
     (next, context) => async (args) => {
-      const operation = (context.commandName ?? 'unknown').replace(/Command$/, '');
+      const operation = operationOf(context);
+      const started = performance.now();
+      const seconds = (): number => (performance.now() - started) / 1000;
       try {
         const output = await next(args);
         observe?.(service, operation, 'ok');
+        metrics?.call(operation, { seconds: seconds(), failed: false, throttled: false });
         return output;
       } catch (error) {
         observe?.(service, operation, 'error');
         const code = errorCode(error);
-        if (code !== undefined && throttlingCodes.has(code)) {
+        const throttled = code !== undefined && throttlingCodes.has(code);
+        metrics?.call(operation, { seconds: seconds(), failed: true, throttled });
+        if (throttled) {
           throw new RetryError(
             `${service}:${operation} was throttled by AWS (${code}) beyond the SDK's retries; trying again in ${THROTTLED_RETRY_MS / 1000} s`,
             THROTTLED_RETRY_MS,
@@ -122,6 +139,34 @@ function watch(
     },
     { step: 'initialize', name: 'cirrusCallObserver', priority: 'high' },
   );
+  if (metrics === undefined) return;
+  // Each attempt's answer: in the deserialize step, inside the SDK's retries (finalizeRequest),
+  // around the deserializer, as upstream's awsAPIMetricsMiddleware sits in the Go SDK's stack.
+  stack.add(
+    (next, context) => async (args) => {
+      const operation = operationOf(context);
+      try {
+        const result = await next(args);
+        metrics.answer(serviceIds[service], operation, statusOf(result.response));
+        return result;
+      } catch (error) {
+        const status = statusOf((error as { $response?: unknown } | undefined)?.$response);
+        metrics.answer(serviceIds[service], operation, status);
+        throw error;
+      }
+    },
+    { step: 'deserialize', name: 'cirrusAnswerStatus', priority: 'high' },
+  );
+}
+
+function operationOf(context: { commandName?: string }): string {
+  return (context.commandName ?? 'unknown').replace(/Command$/, '');
+}
+
+// An HTTP response's status code; 0 for none (the request never got an answer).
+function statusOf(response: unknown): number {
+  const status = (response as { statusCode?: unknown } | undefined)?.statusCode;
+  return typeof status === 'number' ? status : 0;
 }
 
 /**

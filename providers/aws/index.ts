@@ -5,6 +5,7 @@ import type { CloudProvider } from '../../shared/cloud/provider.ts';
 import type { ProviderContext } from '../../shared/cloud/registry.ts';
 import { callCounter, createAwsApi, type AwsApi, type CallObserver } from './api.ts';
 import { parseAwsConfig, type AwsConfig } from './config.ts';
+import { awsApiMetrics } from './metrics.ts';
 import { serviceWarnings, type ServiceWarnings } from './events.ts';
 import { AwsInstances } from './instances.ts';
 import { AwsLoadBalancer } from './load-balancer.ts';
@@ -26,7 +27,10 @@ export function createAwsProvider(context: ProviderContext, options: { observe?:
           counted?.(service, operation, outcome);
           options.observe?.(service, operation, outcome);
         };
-  const api = createAwsApi(config, observe === undefined ? {} : { observe });
+  const api = createAwsApi(config, {
+    ...(observe === undefined ? {} : { observe }),
+    ...(context.metrics === undefined ? {} : { metrics: awsApiMetrics(context.metrics) }),
+  });
   return awsProvider(config, api, {
     warnings: serviceWarnings(context.log, context.kubeConfig),
     nodes: nodeNames(context.kubeConfig),

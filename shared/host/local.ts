@@ -50,6 +50,7 @@ async function runLocal(runner: Runner, event: CloudEvent, signal: AbortSignal):
   let trigger = 'unknown';
   const answer = (outcome: Outcome): LocalReply => {
     runner.metrics.requests.inc({ function: runner.definition.name, trigger, code: String(outcome.status) });
+    runner.metrics.answered(runner.definition.name);
     return {
       status: outcome.status,
       body: outcome.body,

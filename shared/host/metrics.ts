@@ -1,7 +1,7 @@
 // The host's own metrics, in a registry per app: several functions can share a process (and a
 // test can build many apps) without their series colliding in prom-client's global registry.
 
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Buckets of `cirrus_reconcile_duration_seconds`: 5 ms (a no-op reconcile) to 60 s (a slow cloud call). */
 export const durationBuckets: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -17,6 +17,11 @@ export interface HostMetrics {
   readonly results: Counter<'function' | 'result'>;
   /** Requests whose client closed the connection before the request was in ({@link abortedRequests}). */
   readonly aborted: Counter;
+  /**
+   * Marks `fn`'s answer to a reconcile request or hand-over: the first one of the process sets
+   * `cirrus_cold_start_seconds{function}` to the seconds since the process started.
+   */
+  answered(fn: string): void;
 }
 
 /**
@@ -37,7 +42,8 @@ export function abortedRequests(registry: Registry): Counter {
 
 /**
  * Creates a fresh registry (or fills `registry`) with `cirrus_reconcile_requests_total{function,trigger,code}`,
- * `cirrus_reconcile_duration_seconds{function,trigger}` and `cirrus_reconcile_objects_total{function,result}`, plus prom-client's process metrics
+ * `cirrus_reconcile_duration_seconds{function,trigger}`, `cirrus_reconcile_objects_total{function,result}` and
+ * `cirrus_cold_start_seconds{function}`, plus prom-client's process metrics
  * (`process_*`, `nodejs_*`) when `processMetrics` is true. Those cost about 1.5 ms and 1 MB at
  * start (measured on Node 24), but each registry that collects them adds its own GC observer
  * and event-loop monitor, so a process serving several functions should enable them once.
@@ -67,5 +73,24 @@ export function createHostMetrics(options: {
     labelNames: ['function', 'result'] as const,
     registers: [registry],
   });
-  return { registry, requests, duration, results, aborted: abortedRequests(registry) };
+  const coldStart = new Gauge({
+    name: 'cirrus_cold_start_seconds',
+    help: "Seconds from the process's start to a function's first answer (any reply, to a request or a hand-over in process): its cold start.",
+    labelNames: ['function'] as const,
+    registers: [registry],
+  });
+  const answered = new Set<string>();
+  return {
+    registry,
+    requests,
+    duration,
+    results,
+    aborted: abortedRequests(registry),
+    answered: (fn) => {
+      if (answered.has(fn)) return;
+      answered.add(fn);
+      // Node's uptime counts from the process's start, before any module was loaded.
+      coldStart.set({ function: fn }, process.uptime());
+    },
+  };
 }

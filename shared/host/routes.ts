@@ -55,6 +55,7 @@ export function reconcileRoutes(host: Host, pressure: Required<PressureOptions> 
       const trigger =
         request.routeOptions.url?.endsWith('/reconcile') === true ? 'manual' : (triggers.get(request) ?? 'unknown');
       host.metrics.requests.inc({ function: host.definition.name, trigger, code: String(reply.statusCode) });
+      host.metrics.answered(host.definition.name);
       done();
     });
     // The only routes of any listener that read a body, up to the host's limit.

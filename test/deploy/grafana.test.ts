@@ -2,7 +2,9 @@
 // the processes that export them, started for real: `cirrus start` (deploy/standalone: the
 // functions and the relay in one process, one /metrics), and each `cirrus serve <function>` with
 // `cirrus relay` (the Knative and Lambda deployments: a /metrics each). They run against a control
-// plane of this suite's own, so that the relay leads and the periodic passes reconcile.
+// plane of this suite's own, so that the relay leads and the periodic passes reconcile. The aws
+// provider's series (cloud-provider-aws's names, `cloudprovider_aws_*`) come only from a process
+// with that provider: `cirrus serve` with it, against the run's AWS emulator.
 
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,6 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { catalogue } from '../../functions/catalogue.ts';
+import { awsChildEnv, awsEmulatorSkip, awsWorld, type AwsWorld } from '../harness/aws.ts';
 import { controlPlaneSkip, ownControlPlane } from '../harness/cluster.ts';
 
 const dashboardPath = fileURLToPath(new URL('../../deploy/grafana/cirrus.json', import.meta.url));
@@ -92,8 +95,16 @@ function exists(name: string, exported: ReadonlyMap<string, string>): boolean {
   return base !== undefined && ['histogram', 'summary'].includes(exported.get(base) ?? '');
 }
 
+/** The aws provider's series: exported only by a process with that provider. */
+const awsOnly = (name: string): boolean => name.startsWith('cloudprovider_aws_');
+
 /** A started cirrus command: its /metrics URL once it logs `<what> serving` (JSON lines: stdout is a pipe). */
-async function started(args: string[], kubeconfig: string, children: ChildProcess[]): Promise<string> {
+async function started(
+  args: string[],
+  kubeconfig: string,
+  children: ChildProcess[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
   const child = spawn(
     process.execPath,
     [cli, ...args, '--kubeconfig', kubeconfig].concat([
@@ -104,7 +115,7 @@ async function started(args: string[], kubeconfig: string, children: ChildProces
       '--log-level',
       'info',
     ]),
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env },
   );
   children.push(child);
   let stderr = '';
@@ -168,10 +179,11 @@ describe("deploy/grafana/cirrus.json against cirrus's real /metrics", { skip: co
   // Every function, routes included: the fake provider has routes, given the pods' CIDR.
   const provider = ['--cloud-provider', 'fake', '--cluster-cidr', '10.244.0.0/16'];
 
-  function missingFrom(exported: ReadonlyMap<string, string>): string[] {
+  // What the dashboard queries that `exported` lacks, of the names `wanted` selects.
+  function missingFrom(exported: ReadonlyMap<string, string>, wanted = (name: string) => !awsOnly(name)): string[] {
     return queries().flatMap(({ where, expr }) =>
       metricNames(expr)
-        .filter((name) => !exists(name, exported))
+        .filter((name) => wanted(name) && !exists(name, exported))
         .map((name) => `${where}: ${name}`),
     );
   }
@@ -193,5 +205,27 @@ describe("deploy/grafana/cirrus.json against cirrus's real /metrics", { skip: co
     const exported = new Map<string, string>();
     for (const url of urls) for (const [name, type] of families(await scrape(url))) exported.set(name, type);
     assert.deepEqual(missingFrom(exported), []);
+  });
+
+  it("finds the aws provider's series in the /metrics of a function with it", { skip: awsEmulatorSkip }, async () => {
+    let world: AwsWorld | undefined;
+    try {
+      world = await awsWorld('grafana');
+      const cloudConfig = join(scratch, 'cloud.conf');
+      writeFileSync(cloudConfig, world.cloudConfig());
+      const url = await started(
+        ['serve', 'node-init', '--cloud-provider', 'aws', '--cloud-config', cloudConfig],
+        kubeconfig,
+        children,
+        awsChildEnv(world),
+      );
+      assert.ok(
+        queries().some(({ expr }) => metricNames(expr).some(awsOnly)),
+        'the dashboard has AWS panels',
+      );
+      assert.deepEqual(missingFrom(families(await scrape(url)), awsOnly), []);
+    } finally {
+      world?.close();
+    }
   });
 });

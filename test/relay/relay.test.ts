@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { MetricValueWithName } from 'prom-client';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { createRelayMetrics } from '../../relay/metrics.ts';
 import { relayReadiness, type Relay, type RelayOptions, type RoutingSources } from '../../relay/index.ts';
@@ -189,6 +190,16 @@ for (const transport of transportNames)
       assert.equal(received?.headers['ce-subject'], `/apis/v1/namespaces/default/services/${name}`);
       assert.equal(received.headers['ce-namespace'], 'default');
       assert.equal(received.headers['ce-kind'], 'Service');
+      // Its age, from the watch event to the function's acceptance, by the event's resource.
+      const ages = async (): Promise<number> =>
+        (
+          ((await relay.registry.getSingleMetric('cirrus_relay_event_age_seconds')?.get())?.values ??
+            []) as MetricValueWithName<string>[]
+        )
+          .filter((v) => v.metricName === 'cirrus_relay_event_age_seconds_count')
+          .filter((v) => v.labels['destination'] === 'service-lb' && v.labels['resource'] === 'services')
+          .reduce((n, v) => n + v.value, 0);
+      await waitFor('the event age', async () => (await ages()) >= 1);
       await core.deleteNamespacedService({ name, namespace: 'default' });
       await waitFor('the delete', () => fn.about(name).some((r) => r.type === 'delete'));
     });

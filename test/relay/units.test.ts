@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { MetricValueWithName } from 'prom-client';
 import { backoffDelay } from '../../relay/backoff.ts';
 import {
   classify,
@@ -725,6 +726,45 @@ describe('relay delivery queue', () => {
       sent.map((s) => s.value),
       ['a:1', 'b:1'],
     );
+  });
+
+  it("observes a watch event's age when its delivery is accepted, from the oldest event it carries, and no age for a periodic push", async () => {
+    let failures = 1;
+    const {
+      queue: q,
+      metrics,
+      clock,
+    } = queue(() => {
+      if (failures === 0) return accepted;
+      failures -= 1;
+      return { kind: 'retry', reason: 'status', status: 500, detail: 'boom' };
+    });
+    const histogram = async (name: string): Promise<{ count: number; sum: number; labels: object[] }> => {
+      const values = ((await metrics.registry.getSingleMetric(name)?.get())?.values ??
+        []) as MetricValueWithName<string>[];
+      const of = (suffix: string): typeof values => values.filter((v) => v.metricName === `${name}_${suffix}`);
+      return {
+        count: of('count').reduce((n, v) => n + v.value, 0),
+        sum: of('sum').reduce((n, v) => n + v.value, 0),
+        labels: of('count').map((v) => v.labels),
+      };
+    };
+    q.push('d', 'Service/ns/web', 'a:1', { event: 'services' });
+    await settle();
+    clock.advance(15);
+    // A newer event joins the retry: the delivery's age is still the first one's.
+    q.push('d', 'Service/ns/web', 'a:2', { event: 'services' });
+    clock.advance(5);
+    await q.idle();
+    assert.deepEqual(await histogram('cirrus_relay_event_age_seconds'), {
+      count: 1,
+      sum: 0.02,
+      labels: [{ destination: 'd', resource: 'services' }],
+    });
+    q.push('d', 'reconcile.all', 't:1', { skipIfBusy: true });
+    await q.idle();
+    assert.equal((await histogram('cirrus_relay_event_age_seconds')).count, 1, 'a periodic trigger is no event');
+    assert.equal((await histogram('cirrus_relay_delivery_latency_seconds')).count, 2, 'both are deliveries');
   });
 
   it('skips a periodic push while the key is busy', () => {

@@ -911,6 +911,29 @@ describe('metrics', () => {
     }
   });
 
+  it("sets the cold start once, at the function's first answer, to the seconds since the process started", async (t) => {
+    const { app } = await build(t);
+    const coldStart = async (): Promise<number | undefined> => {
+      const body = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+      const value = /^cirrus_cold_start_seconds\{function="node-init"\} (\S+)$/m.exec(body)?.[1];
+      return value === undefined ? undefined : Number(value);
+    };
+    assert.match(
+      (await app.inject({ method: 'GET', url: '/metrics' })).body,
+      /^# TYPE cirrus_cold_start_seconds gauge$/m,
+    );
+    await app.inject({ method: 'GET', url: '/healthz' });
+    assert.equal(await coldStart(), undefined, 'a probe is no answer to a reconcile request');
+    const before = process.uptime();
+    await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
+    const after = process.uptime();
+    const first = await coldStart();
+    assert.ok(first !== undefined && first >= before && first <= after, `${String(first)} in [${before}, ${after}]`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await app.inject({ method: 'POST', url: '/reconcile', payload: { name: 'worker-1' } });
+    assert.equal(await coldStart(), first, 'only the first answer sets it');
+  });
+
   it("registers the function's own metrics in the app's registry, not the global one", async (t) => {
     let registered: Registry | undefined;
     const definition: Recording = {

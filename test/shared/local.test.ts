@@ -78,10 +78,14 @@ describe('hand-overs in process', () => {
     assert.equal(deletion.status, 202);
     assert.equal(seen[1]?.options.lastKnown, frozen);
     assert.equal(seen[1].options.claimed, undefined);
+    const exposition = await metrics();
     assert.match(
-      await metrics(),
+      exposition,
       /cirrus_reconcile_requests_total\{function="node-init",trigger="dev\.knative\.apiserver\.resource\.update",code="202"\} 1/,
     );
+    // The first hand-over's answer is the function's cold start, as a request's would be.
+    const coldStart = Number(/^cirrus_cold_start_seconds\{function="node-init"\} (\S+)$/m.exec(exposition)?.[1]);
+    assert.ok(coldStart > 0 && coldStart <= process.uptime(), String(coldStart));
   });
 
   it("answer with the error table's statuses: an invalid event 400, a RetryError 503 with its delay, a failure 500", async () => {
