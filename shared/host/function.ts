@@ -32,10 +32,16 @@ export interface ReconcileOptions {
    * object from the API server before it writes anything or mutates the cloud (but see claimVerified).
    */
   readonly claimed?: unknown;
-  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
+  /**
+   * The claim (or a delete's `lastKnown`) came from the relay over a verified channel (a signed
+   * request whose signature the host checked, or a hand-over in process): a function may start
+   * from it and condition its writes on its resourceVersion.
+   */
   readonly claimVerified?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
+  /** The relay's periodic trigger (`cirrusreason: periodic`): a drift check, not a change. */
+  readonly periodic?: boolean;
 }
 
 /** One change a reconcile made (or, in a dry run, would make). */

@@ -77,6 +77,7 @@ export async function runJob(host: Runner, job: Job, context: JobContext): Promi
     ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
     ...(job.claimVerified === true ? { claimVerified: true } : {}),
     ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
+    ...(job.periodic === true ? { periodic: true } : {}),
   };
   const started = performance.now();
   host.admission.hold(context.holder);

@@ -375,10 +375,9 @@ describe('relay routing decisions', () => {
       [
         ['node-init', 'Node/n1', 'object'],
         ['service-lb', 'reconcile.all/service-lb', 'trigger'],
-        ['routes', 'reconcile.all/routes', 'trigger'],
+        ['routes', 'Node/n1', 'object'],
         ['all', 'Node/n1', 'object'],
         ['all', 'reconcile.all/service-lb', 'trigger'],
-        ['all', 'reconcile.all/routes', 'trigger'],
       ],
     );
   });
