@@ -186,9 +186,9 @@ function nodeSide(copy: NodeCopy, demand: Demand, run: SyncOptions): (fresh: boo
 // A verified Node event's object into the copy: the Node it carries, or, for a delete, its
 // incarnation gone. A dry run (a manual reconcile) teaches it nothing.
 function learn(copy: NodeCopy, run: ReconcileOptions): void {
-  if (run.claimVerified !== true || run.dryRun) return;
-  if (isNode(run.lastKnown)) copy.forget(run.lastKnown);
-  else if (isNode(run.claimed)) copy.learn(run.claimed);
+  if (run.dryRun) return;
+  if (run.lastKnownVerified === true && isNode(run.lastKnown)) copy.forget(run.lastKnown);
+  else if (run.claimVerified === true && isNode(run.claimed)) copy.learn(run.claimed);
 }
 
 function isNode(value: unknown): value is V1Node {

@@ -1,9 +1,9 @@
 // The route controller's reconcile (k8s.io/cloud-provider controllers/route/route_controller.go,
-// reconcile and updateNetworkingCondition): list the cloud's routes and the nodes, delete the
-// routes in the cluster CIDR that no node wants, create the missing ones, then set each node's
-// NetworkUnavailable condition.
+// reconcile and updateNetworkingCondition): list the cloud's routes, take the nodes (the
+// instance's copy or a LIST: ./nodes.ts), delete the routes in the cluster CIDR that no node
+// wants, create the missing ones, then set each node's NetworkUnavailable condition.
 //
-// Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
+// Only listing routes or reading the nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.
 
 import type { V1Node } from '@kubernetes/client-node';

@@ -32,12 +32,13 @@ export interface ReconcileOptions {
    * object from the API server before it writes anything or mutates the cloud (but see claimVerified).
    */
   readonly claimed?: unknown;
-  /**
-   * The claim (or a delete's `lastKnown`) came from the relay over a verified channel (a signed
-   * request whose signature the host checked, or a hand-over in process): a function may start
-   * from it and condition its writes on its resourceVersion.
-   */
+  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
   readonly claimVerified?: boolean;
+  /**
+   * A delete's `lastKnown` came from the relay over a verified channel (as claimVerified). A delete
+   * is still decided on the object as read (ADR 0022); routes only forgets the Node from its copy.
+   */
+  readonly lastKnownVerified?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
   /** The relay's periodic trigger (`cirrusreason: periodic`): a drift check, not a change. */

@@ -21,8 +21,10 @@ export interface Job {
   readonly eventId?: string;
   readonly lastKnown?: unknown;
   readonly claimed?: unknown;
-  /** The claim (or a delete's lastKnown) came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
+  /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
   readonly claimVerified?: boolean;
+  /** A delete's lastKnown came from the relay over a verified channel (as claimVerified). */
+  readonly lastKnownVerified?: boolean;
   readonly nodeSet?: string;
   /** The relay's periodic recheck of an unchanged object (`cirrusreason: recheck`): routine when it changes nothing. */
   readonly recheck?: boolean;
@@ -86,7 +88,7 @@ export function jobOfEvent(
     eventId: event.id,
     lastKnown,
     claimed,
-    ...verifiedIf(verified, [claimed, lastKnown]),
+    ...verifiedIf(verified, claimed, lastKnown),
     ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
     ...(callBudget === undefined ? {} : { callBudget }),
   };
@@ -131,9 +133,15 @@ function claimFor(target: ObjectKey | 'all', data: unknown): unknown {
 }
 
 // A claim (or a delete's last known state) in a request whose signature the host verified is the
-// relay's (ReconcileOptions.claimVerified).
-function verifiedIf(signed: boolean, data: readonly unknown[]): { claimVerified?: true } {
-  return signed && data.some((d) => d !== undefined) ? { claimVerified: true } : {};
+// relay's (ReconcileOptions.claimVerified, lastKnownVerified).
+function verifiedIf(
+  signed: boolean,
+  claimed: unknown,
+  lastKnown: unknown,
+): { claimVerified?: true; lastKnownVerified?: true } {
+  if (!signed) return {};
+  if (claimed !== undefined) return { claimVerified: true };
+  return lastKnown === undefined ? {} : { lastKnownVerified: true };
 }
 
 // The query, read from the request target itself (the parameters the signature covers), not from

@@ -72,8 +72,14 @@ const ready = (o: Editable) => {
   return condition;
 };
 
-// What the relay keeps of a Ready Node's status (relay/resources.ts retained).
-const readyOnly = { conditions: [{ type: 'Ready', status: 'True' }] };
+// What the relay keeps of a Ready, routed Node's status (relay/resources.ts retained): whether it is
+// Ready, and the NetworkUnavailable condition's status and reason (routes' digest, ADR 0030).
+const readyOnly = {
+  conditions: [
+    { type: 'Ready', status: 'True' },
+    { type: 'NetworkUnavailable', status: 'False', reason: 'RouteCreated' },
+  ],
+};
 
 // Node changes after which some function's decision may or may not differ.
 const nodeVariants: Record<string, KubeObject> = {
@@ -98,6 +104,10 @@ const nodeVariants: Record<string, KubeObject> = {
   }),
   deleting: node((o) => {
     o.metadata.deletionTimestamp = '2026-11-26T20:01:00Z';
+  }),
+  noRoute: node((o) => {
+    const network = o.status?.conditions?.find((c) => c.type === 'NetworkUnavailable');
+    if (network !== undefined) Object.assign(network, { status: 'True', reason: 'NoRouteCreated' });
   }),
   imagesPulled: node((o) => {
     if (o.status !== undefined) o.status.images = o.status.images?.slice(1) ?? [];
@@ -156,10 +166,10 @@ describe('what the relay keeps of an object', () => {
     assert.deepEqual(
       kept['status'],
       readyOnly,
-      "of a Node's status its Ready condition's status alone: no other condition, no addresses, capacity or images",
+      "of a Node's status its Ready condition's status and NetworkUnavailable's status and reason alone: no other condition, no addresses, capacity or images",
     );
     assert.deepEqual(nodes.retain(node((o) => (ready(o).status = 'False')))['status'], {
-      conditions: [{ type: 'Ready', status: 'False' }],
+      conditions: [{ type: 'Ready', status: 'False' }, readyOnly.conditions[1]],
     });
     assert.equal(nodes.retain(node((o) => (o.status = {})))['status'], undefined, 'no Ready condition, no status');
     assert.deepEqual(kept['spec'], n['spec']);
