@@ -3,6 +3,7 @@
 // claims, the node-set digest, the cursor and the deletes a LIST finds. The sizes are measured by
 // bench/scenarios/relay-memory.ts; these tests pin the mechanism.
 
+import { routesNodeSet } from '../../functions/routes/feed.ts';
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Service } from '@kubernetes/client-node';
@@ -184,6 +185,17 @@ describe('what the relay keeps of an object', () => {
       loadBalancer: (s['status'] as { loadBalancer: unknown }).loadBalancer,
     });
     assert.equal(services.retain(serviceVariants['plainClusterIp'] as KubeObject)['status'], undefined);
+  });
+
+  it("gives routes' node-set digest over what it keeps the value it has over the whole Nodes (ADR 0030)", () => {
+    const all = [node(), ...Object.values(nodeVariants)];
+    for (const n of all)
+      assert.equal(routesNodeSet([nodes.retain(n)]), routesNodeSet([n]), JSON.stringify(n.metadata?.name));
+    assert.notEqual(
+      routesNodeSet([nodes.retain(nodeVariants['noRoute'] as KubeObject)]),
+      routesNodeSet([nodes.retain(node())]),
+      'the NetworkUnavailable condition is in it',
+    );
   });
 
   it("gives every feed the decision the whole previous state gives, for every function's kinds", () => {
