@@ -12,7 +12,7 @@ import type { CloudProvider } from '../shared/cloud/provider.ts';
 import type { RouteTable } from './routes/index.ts';
 import { nodeInitFeed } from './node-init/feed.ts';
 import { nodeLifecycleFeed } from './node-lifecycle/feed.ts';
-import { routesFeed } from './routes/feed.ts';
+import { routesFeed, routesNodeSet } from './routes/feed.ts';
 import { serviceLbFeed, serviceLbNodeSet } from './service-lb/feed.ts';
 
 // What a function needs from the provider and the configuration is checked here and nowhere else:
@@ -135,10 +135,17 @@ const routes: FunctionEntry = {
   // The cluster's route table is one object: a node name is accepted, and the whole table reconciled.
   target: { kind: 'Node', namespaced: false, wholeCluster: true },
   watches: ['Node'],
+  // A Node's own event for each change that may change routes, carrying the Node (KEP-5237's
+  // triggers), and with every event the digest of the Nodes' route views, so that a pass reads the
+  // Nodes only when the function's copy of them is not current (ADR 0030).
   feed: routesFeed,
+  nodeSetDigest: routesNodeSet,
   // Never one object: its events are passes over the route table (one token, ADR 0015).
   cloudCallsPerObject: 1,
-  // The Go CCM's --route-reconciliation-period.
+  // The Go CCM's --route-reconciliation-period (10 s): the drift check, a pass that lists the
+  // cloud's routes and, when the relay vouches for the function's copy, no Node. Upstream's
+  // watch-based controller checks for drift only at its informers' resync (--min-resync-period,
+  // 12 h, spread to 12–24 h); --route-reconciliation-period=12h comes close to it (ADR 0030).
   period: { option: 'routeReconciliationPeriod', defaultMs: 10_000 },
   access: [
     { group: '', resource: 'nodes', verb: 'list' },

@@ -7,11 +7,12 @@
 // What a destination serving `providers` receives of a change:
 // - a Node's own event, when its owner — now, or before the change (a Node relabelled away must
 //   still reach its old provider) — is one of them, or when nobody owns it now (node-init there
-//   records the `NoCloudProvider` Event, under one name whichever instance writes it);
+//   records the `NoCloudProvider` Event, under one name whichever instance writes it; routes'
+//   copy of the Nodes learns it, ADR 0030);
 // - a Service's own event, when its owner, now or before, is one of them;
 // - a fan-out (service-lb: one event per load-balanced Service after a node-set change) only from
 //   a change that concerns one of them, and only for the Services of those providers;
-// - a `reconcile.all` a change asks for (routes) only from a change that concerns one of them;
+// - a `reconcile.all` a change asks for only from a change that concerns one of them;
 // - periodic triggers, as every destination (they come from no change).
 // A destination that names no providers, or a table without ownership rules, receives as before.
 

@@ -76,8 +76,8 @@ function hadLoadBalancer(service: KubeObject): boolean {
 
 /**
  * What the relay keeps of an object between its changes (ADR 0024): its metadata (without
- * managedFields) and spec, and of its status only a Service's `loadBalancer` and a Node's Ready
- * condition's status — not the rest of a Node's status (conditions, addresses, capacity, the
+ * managedFields) and spec, and of its status only a Service's `loadBalancer`, a Node's Ready
+ * condition's status and its NetworkUnavailable condition's status and reason — not the rest of a Node's status (conditions, addresses, capacity, the
  * kubelet's images list: most of a Node's bytes, rewritten every heartbeat). The kept state is what
  * every reader of the relay's store needs:
  *
@@ -87,8 +87,9 @@ function hadLoadBalancer(service: KubeObject): boolean {
  * - the fan-out (routing.ts `fanOut`): the Services a node-set change sends service-lb, whose
  *   feed reads their type, class, finalizers and sync record, and whose claim (shared/host) the
  *   same fields and status.loadBalancer;
- * - the node-set digest (service-lb's `nodeListDigest`: names, resourceVersions, the exclude label,
- *   deletionTimestamp, the autoscaler's taint);
+ * - the node-set digests (service-lb's `nodeListDigest`: names, resourceVersions, the exclude label,
+ *   deletionTimestamp, the autoscaler's taint; routes' `routesNodeSet`: names, UIDs, provider IDs
+ *   and labels, pod CIDRs, the NetworkUnavailable condition);
  * - the diff of a LIST (resourceVersion, uid) and the deletes it finds, whose data is this state: the
  *   cursor's tombstone fields (`tombstoneSpec`), what `needsTombstone` reads (a Service's
  *   status.loadBalancer.ingress), and what a function decides a delete on (service-lb's
@@ -104,11 +105,17 @@ export function retained(object: KubeObject): KubeObject {
   return loadBalancer === undefined ? kept : { ...kept, status: { loadBalancer } };
 }
 
-// A Node's Ready condition, reduced to its type and status (node-lifecycle's feed compares it).
+// A Node's Ready condition, reduced to its type and status (node-lifecycle's feed compares it), and
+// its NetworkUnavailable condition's status and reason (routes' node-set digest covers them: ADR 0030).
 function withReady(kept: KubeObject, status: unknown): KubeObject {
-  const conditions = (status as { conditions?: { type?: string; status?: string }[] }).conditions;
+  const conditions = (status as { conditions?: { type?: string; status?: string; reason?: string }[] }).conditions;
   const ready = conditions?.find((c) => c.type === 'Ready');
-  return ready === undefined ? kept : { ...kept, status: { conditions: [{ type: 'Ready', status: ready.status }] } };
+  const network = conditions?.find((c) => c.type === 'NetworkUnavailable');
+  const keptConditions = [
+    ...(ready === undefined ? [] : [{ type: 'Ready', status: ready.status }]),
+    ...(network === undefined ? [] : [{ type: 'NetworkUnavailable', status: network.status, reason: network.reason }]),
+  ];
+  return keptConditions.length === 0 ? kept : { ...kept, status: { conditions: keptConditions } };
 }
 
 export const nodes: ResourceType = {

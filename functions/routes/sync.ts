@@ -1,15 +1,14 @@
 // The route controller's reconcile (k8s.io/cloud-provider controllers/route/route_controller.go,
-// reconcile and updateNetworkingCondition): list the cloud's routes and the nodes, delete the
-// routes in the cluster CIDR that no node wants, create the missing ones, then set each node's
-// NetworkUnavailable condition.
+// reconcile and updateNetworkingCondition): list the cloud's routes, take the nodes (the
+// instance's copy or a LIST: ./nodes.ts), delete the routes in the cluster CIDR that no node
+// wants, create the missing ones, then set each node's NetworkUnavailable condition.
 //
-// Only listing routes or nodes fails the reconcile. A failed create, delete or condition write is
+// Only listing routes or reading the nodes fails the reconcile. A failed create, delete or condition write is
 // reported on its object and the others go on, as upstream: the next pass retries it.
 
 import type { V1Node } from '@kubernetes/client-node';
 import type { Core } from '../../shared/kube/core.ts';
 import type { Logger } from 'pino';
-import type { Counter } from 'prom-client';
 import type { Cidr } from '../../shared/net/ip.ts';
 import type { Route, Routes } from '../../shared/cloud/provider.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
@@ -40,8 +39,13 @@ export interface RoutesDeps {
   readonly clusterCidrs: readonly Cidr[];
   /** Provider route calls in flight at once; also node status writes at once. */
   readonly concurrency: number;
-  /** `route_controller_route_sync_total`, once registered. */
-  readonly syncs?: Counter;
+  /**
+   * The Nodes of this pass (./nodes.ts: the instance's copy, or a LIST); `fresh` asks for a LIST
+   * (the provider compares node addresses, which the relay's digest does not cover).
+   */
+  readonly nodes: (fresh: boolean) => Promise<readonly V1Node[]>;
+  /** Hears the API server's answer to a condition write (the Node as it now is), for the copy. */
+  readonly written?: ((node: V1Node) => void) | undefined;
 }
 
 /** How one reconcile runs. */
@@ -55,14 +59,13 @@ const component = 'route_controller';
 
 /**
  * One whole-cluster pass. Reports every node (changes, or why none) and every deleted route.
- * Throws only when the routes or the nodes cannot be listed (a provider RetryError stays the cause).
+ * Throws only when the routes or the nodes cannot be read (a provider RetryError stays the cause).
  * A dry run makes no provider mutation and persists nothing: condition writes are sent with
  * `dryRun=All`, and conditions are computed as if every creation succeeded.
  */
 export async function reconcileRoutes(deps: RoutesDeps, options: SyncOptions): Promise<ObjectReport[]> {
-  deps.syncs?.inc();
   const routes = await listRoutes(deps, options.signal);
-  const listed = (await deps.core.listNode()).items;
+  const listed = await deps.nodes(routes.some((route) => route.enableNodeAddresses));
   // Another provider's (or CCM's) Nodes get no route here and no NetworkUnavailable condition.
   const owns = deps.owns;
   const items = owns === undefined ? listed : listed.filter((node) => owns(node, options.log));
@@ -226,10 +229,11 @@ async function finishNode(
     // Conditions merge by `type` under a strategic merge patch; a JSON merge patch would replace
     // the whole list, and with it the kubelet's conditions.
     try {
-      await deps.core.patchNodeStatus(
+      const written = await deps.core.patchNodeStatus(
         options.dryRun ? { name, body, dryRun: 'All' } : { name, body },
         strategicMergePatch,
       );
+      if (!options.dryRun) deps.written?.(written);
       changes.push({ action: 'patch-status', target: nodeKey(plan.node), detail: body });
       conditionSet = true;
     } catch (error) {

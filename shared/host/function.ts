@@ -34,8 +34,15 @@ export interface ReconcileOptions {
   readonly claimed?: unknown;
   /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
   readonly claimVerified?: boolean;
+  /**
+   * A delete's `lastKnown` came from the relay over a verified channel (as claimVerified). A delete
+   * is still decided on the object as read (ADR 0022); routes only forgets the Node from its copy.
+   */
+  readonly lastKnownVerified?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
+  /** The relay's periodic trigger (`cirrusreason: periodic`): a drift check, not a change. */
+  readonly periodic?: boolean;
 }
 
 /** One change a reconcile made (or, in a dry run, would make). */

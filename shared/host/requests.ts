@@ -23,9 +23,13 @@ export interface Job {
   readonly claimed?: unknown;
   /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
   readonly claimVerified?: boolean;
+  /** A delete's lastKnown came from the relay over a verified channel (as claimVerified). */
+  readonly lastKnownVerified?: boolean;
   readonly nodeSet?: string;
   /** The relay's periodic recheck of an unchanged object (`cirrusreason: recheck`): routine when it changes nothing. */
   readonly recheck?: boolean;
+  /** The relay's periodic trigger (`reconcile.all` with `cirrusreason: periodic`): the function's drift check. */
+  readonly periodic?: boolean;
   /** A trigger's share of the relay's cloud call budget: the pass's calls are paced to it. */
   readonly callBudget?: CallBudgetSettings;
 }
@@ -77,24 +81,26 @@ export function jobOfEvent(
   const callBudget = mode === 'all' ? readBudget(event.extensions[extensionNames.budget]) : undefined;
   return {
     trigger: event.type,
-    ...recheckOf(event),
+    ...reasonOf(event),
     target,
     dryRun,
     success: 202,
     eventId: event.id,
     lastKnown,
     claimed,
-    ...verifiedIf(verified, claimed),
+    ...verifiedIf(verified, claimed, lastKnown),
     ...(typeof nodeSet === 'string' && nodeSet !== '' ? { nodeSet } : {}),
     ...(callBudget === undefined ? {} : { callBudget }),
   };
 }
 
-// The relay's periodic recheck of an unchanged object: an object's event with `cirrusreason: recheck`.
-function recheckOf(event: CloudEvent): { readonly recheck?: true } {
-  return eventMode(event.type) === 'resource' && event.extensions[extensionNames.reason] === 'recheck'
-    ? { recheck: true }
-    : {};
+// The relay's periodic work: a recheck of an unchanged object (an object's event with
+// `cirrusreason: recheck`), or a function's periodic trigger (`reconcile.all`, `cirrusreason: periodic`).
+function reasonOf(event: CloudEvent): { readonly recheck?: true; readonly periodic?: true } {
+  const mode = eventMode(event.type);
+  const reason = event.extensions[extensionNames.reason];
+  if (mode === 'resource' && reason === 'recheck') return { recheck: true };
+  return mode === 'all' && reason === 'periodic' ? { periodic: true } : {};
 }
 
 /** The Job of a manual request to `definition` (`kind` defaults to `defaultKind`); answered 200. */
@@ -126,9 +132,16 @@ function claimFor(target: ObjectKey | 'all', data: unknown): unknown {
   return sameName && sameNamespace ? data : undefined;
 }
 
-// A claim in a request whose signature the host verified is the relay's (ReconcileOptions.claimVerified).
-function verifiedIf(signed: boolean, claimed: unknown): { claimVerified?: true } {
-  return signed && claimed !== undefined ? { claimVerified: true } : {};
+// A claim (or a delete's last known state) in a request whose signature the host verified is the
+// relay's (ReconcileOptions.claimVerified, lastKnownVerified).
+function verifiedIf(
+  signed: boolean,
+  claimed: unknown,
+  lastKnown: unknown,
+): { claimVerified?: true; lastKnownVerified?: true } {
+  if (!signed) return {};
+  if (claimed !== undefined) return { claimVerified: true };
+  return lastKnown === undefined ? {} : { lastKnownVerified: true };
 }
 
 // The query, read from the request target itself (the parameters the signature covers), not from

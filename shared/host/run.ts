@@ -76,7 +76,9 @@ export async function runJob(host: Runner, job: Job, context: JobContext): Promi
     ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
     ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
     ...(job.claimVerified === true ? { claimVerified: true } : {}),
+    ...(job.lastKnownVerified === true ? { lastKnownVerified: true } : {}),
     ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
+    ...(job.periodic === true ? { periodic: true } : {}),
   };
   const started = performance.now();
   host.admission.hold(context.holder);

@@ -56,9 +56,10 @@ export const extensionNames = {
   /** Trigger: why it was sent (`periodic`, `nodes`). */
   reason: 'cirrusreason',
   /**
-   * A digest of the node set the function's load balancers should have, as the relay's watch of
-   * Nodes sees it when it sends the event (on service-lb's events). A hint to pick a cached node
-   * list by; an event without it (ApiServerSource) makes the function read the nodes itself.
+   * A digest of the Nodes as the relay's watch sees them when it sends the event: on service-lb's
+   * events, of the node set its load balancers should have; on routes', of every Node's route view
+   * (ADR 0030). A hint to pick a cached node list by; an event without it (ApiServerSource) makes
+   * the function read the nodes itself.
    */
   nodeSet: 'cirrusnodeset',
   /**

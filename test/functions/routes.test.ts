@@ -509,7 +509,13 @@ describe('routes', { skip: controlPlaneSkip }, () => {
     assert.equal(byKey(reports[0] as Report, `Node/${name}`)?.result, 'routes-created');
     for (const report of reports.slice(1)) assert.equal(byKey(report, `Node/${name}`)?.result, 'unchanged');
     const syncs = await registry.getSingleMetric('route_controller_route_sync_total')?.get();
-    assert.equal(syncs?.values[0]?.value, 2);
+    assert.deepEqual(
+      syncs?.values.map((v) => [v.labels['trigger'], v.labels['outcome'], v.value]),
+      [
+        ['manual', 'changed', 1],
+        ['manual', 'noop', 1],
+      ],
+    );
 
     await fn.reconcileAll(run);
     assert.equal(calls('listRoutes').length, 3);

@@ -3,6 +3,7 @@
 // claims, the node-set digest, the cursor and the deletes a LIST finds. The sizes are measured by
 // bench/scenarios/relay-memory.ts; these tests pin the mechanism.
 
+import { routesNodeSet } from '../../functions/routes/feed.ts';
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Service } from '@kubernetes/client-node';
@@ -72,8 +73,14 @@ const ready = (o: Editable) => {
   return condition;
 };
 
-// What the relay keeps of a Ready Node's status (relay/resources.ts retained).
-const readyOnly = { conditions: [{ type: 'Ready', status: 'True' }] };
+// What the relay keeps of a Ready, routed Node's status (relay/resources.ts retained): whether it is
+// Ready, and the NetworkUnavailable condition's status and reason (routes' digest, ADR 0030).
+const readyOnly = {
+  conditions: [
+    { type: 'Ready', status: 'True' },
+    { type: 'NetworkUnavailable', status: 'False', reason: 'RouteCreated' },
+  ],
+};
 
 // Node changes after which some function's decision may or may not differ.
 const nodeVariants: Record<string, KubeObject> = {
@@ -98,6 +105,10 @@ const nodeVariants: Record<string, KubeObject> = {
   }),
   deleting: node((o) => {
     o.metadata.deletionTimestamp = '2026-11-26T20:01:00Z';
+  }),
+  noRoute: node((o) => {
+    const network = o.status?.conditions?.find((c) => c.type === 'NetworkUnavailable');
+    if (network !== undefined) Object.assign(network, { status: 'True', reason: 'NoRouteCreated' });
   }),
   imagesPulled: node((o) => {
     if (o.status !== undefined) o.status.images = o.status.images?.slice(1) ?? [];
@@ -156,10 +167,10 @@ describe('what the relay keeps of an object', () => {
     assert.deepEqual(
       kept['status'],
       readyOnly,
-      "of a Node's status its Ready condition's status alone: no other condition, no addresses, capacity or images",
+      "of a Node's status its Ready condition's status and NetworkUnavailable's status and reason alone: no other condition, no addresses, capacity or images",
     );
     assert.deepEqual(nodes.retain(node((o) => (ready(o).status = 'False')))['status'], {
-      conditions: [{ type: 'Ready', status: 'False' }],
+      conditions: [{ type: 'Ready', status: 'False' }, readyOnly.conditions[1]],
     });
     assert.equal(nodes.retain(node((o) => (o.status = {})))['status'], undefined, 'no Ready condition, no status');
     assert.deepEqual(kept['spec'], n['spec']);
@@ -174,6 +185,17 @@ describe('what the relay keeps of an object', () => {
       loadBalancer: (s['status'] as { loadBalancer: unknown }).loadBalancer,
     });
     assert.equal(services.retain(serviceVariants['plainClusterIp'] as KubeObject)['status'], undefined);
+  });
+
+  it("gives routes' node-set digest over what it keeps the value it has over the whole Nodes (ADR 0030)", () => {
+    const all = [node(), ...Object.values(nodeVariants)];
+    for (const n of all)
+      assert.equal(routesNodeSet([nodes.retain(n)]), routesNodeSet([n]), JSON.stringify(n.metadata?.name));
+    assert.notEqual(
+      routesNodeSet([nodes.retain(nodeVariants['noRoute'] as KubeObject)]),
+      routesNodeSet([nodes.retain(node())]),
+      'the NetworkUnavailable condition is in it',
+    );
   });
 
   it("gives every feed the decision the whole previous state gives, for every function's kinds", () => {

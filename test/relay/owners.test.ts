@@ -165,26 +165,28 @@ describe('relay routing by owner: what each destination receives', () => {
     assert.deepEqual(deliveries(table, change('add', node('i-1', { providerID: 'aws:///us-east-1a/i-1' }))), [
       'node-init-aws Node/i-1',
       'service-lb-aws reconcile.all/service-lb',
-      'routes-aws reconcile.all/routes',
+      'routes-aws Node/i-1',
     ]);
     assert.deepEqual(deliveries(table, change('add', node('metal-1', { label: 'static' }))), [
       'node-init-static Node/metal-1',
       'service-lb-static reconcile.all/service-lb',
-      'routes-static reconcile.all/routes',
+      'routes-static Node/metal-1',
     ]);
     assert.deepEqual(deliveries(table, change('add', node('plain'))), [
       'node-init-aws Node/plain',
       'service-lb-aws reconcile.all/service-lb',
-      'routes-aws reconcile.all/routes',
+      'routes-aws Node/plain',
     ]);
   });
 
-  it("a Node nobody owns goes to every provider's node-init (which records the Event), and starts no pass", () => {
+  it("a Node nobody owns goes to every provider's node-init (which records the Event) and routes (whose copy of the Nodes learns it), and starts no service-lb pass", () => {
     for (const nobodys of [node('plain'), node('foreign', { providerID: 'gce://p/z/foreign' })]) {
       const name = nobodys.metadata?.name ?? '';
       assert.deepEqual(deliveries(splitTable(noDefault), change('add', nobodys)), [
         `node-init-static Node/${name}`,
+        `routes-static Node/${name}`,
         `node-init-aws Node/${name}`,
+        `routes-aws Node/${name}`,
       ]);
     }
   });

@@ -29,7 +29,7 @@ import {
 } from '../../relay/routing.ts';
 import { needsInitialization } from '../../functions/node-init/feed.ts';
 import { needsLifecycleCheck } from '../../functions/node-lifecycle/feed.ts';
-import { routesMayChange } from '../../functions/routes/feed.ts';
+import { routesFeed, routesMayChange } from '../../functions/routes/feed.ts';
 import { involvesLoadBalancer, nodeSetMayChange, serviceLbFeed } from '../../functions/service-lb/feed.ts';
 import { parseDuration } from '../../shared/duration.ts';
 import type { ResourceChange, ChangeType } from '../../relay/watch.ts';
@@ -304,6 +304,20 @@ describe('relay routing decisions', () => {
     );
     assert.equal(routesMayChange(change('add', base)), true);
     assert.equal(routesMayChange(change('delete', base)), true);
+    const cidr = { podCIDR: '10.0.1.0/24', podCIDRs: ['10.0.1.0/24'] };
+    assert.equal(
+      routesMayChange(change('update', node({ spec: { ...cidr, providerID: 'aws:///a/i-1' } }), base)),
+      true,
+      'a provider ID decides the Node’s provider',
+    );
+    const network = (status: string, reason: string): KubeObject =>
+      node({ spec: cidr, status: { conditions: [{ type: 'NetworkUnavailable', status, reason }] } });
+    assert.equal(
+      routesMayChange(change('update', network('True', 'NoRouteCreated'), network('False', 'RouteCreated'))),
+      false,
+      'the condition routes writes itself starts no pass (the digest covers it)',
+    );
+    assert.equal(routesFeed(change('add', base)), 'object', 'the Node’s own event, carrying it (ADR 0030)');
   });
 
   it('service-lb: Services of type LoadBalancer, or with its finalizer or sync record', () => {
@@ -376,10 +390,9 @@ describe('relay routing decisions', () => {
       [
         ['node-init', 'Node/n1', 'object'],
         ['service-lb', 'reconcile.all/service-lb', 'trigger'],
-        ['routes', 'reconcile.all/routes', 'trigger'],
+        ['routes', 'Node/n1', 'object'],
         ['all', 'Node/n1', 'object'],
         ['all', 'reconcile.all/service-lb', 'trigger'],
-        ['all', 'reconcile.all/routes', 'trigger'],
       ],
     );
   });
