@@ -179,6 +179,11 @@ describe('suggestions', () => {
 describe('cirrus completion', () => {
   // Runs bash's completion function on a command line (the last word being completed).
   function complete(...words: string[]): string[] {
+    return completeIn(resolve(import.meta.dirname, '../..'), words);
+  }
+
+  // The same, in the folder `cwd`.
+  function completeIn(cwd: string, words: readonly string[]): string[] {
     const script = completionScript('bash', commandShapes());
     const line = words.map((w) => `'${w}'`).join(' ');
     const result = spawnSync(
@@ -187,7 +192,7 @@ describe('cirrus completion', () => {
         '-c',
         `${script}\nCOMP_WORDS=(${line}); COMP_CWORD=$((\${#COMP_WORDS[@]} - 1)); _cirrus; printf '%s\\n' "\${COMPREPLY[@]}"`,
       ],
-      { encoding: 'utf8', cwd: resolve(import.meta.dirname, '../..') },
+      { encoding: 'utf8', cwd },
     );
     assert.equal(result.status, 0, result.stderr);
     return result.stdout.split('\n').filter((w) => w !== '');
@@ -237,6 +242,26 @@ describe('cirrus completion', () => {
     assert.deepEqual(complete('cirrus', 'completion', ''), ['bash', 'zsh', 'fish']);
   });
 
+  it("offers the controllers' * quoted, not the files of the current folder (issue 43)", () => {
+    const folder = mkdtempSync(join(tmpdir(), 'cirrus-completion-'));
+    writeFileSync(join(folder, 'notes.txt'), '');
+    writeFileSync(join(folder, 'inventory.yaml'), '');
+    const offered = completeIn(folder, ['cirrus', 'start', '--controllers', '']);
+    assert.ok(offered.includes('\\*'), `no \\* among ${offered.join(' ')}`);
+    assert.ok(offered.includes('cloud-node-lifecycle-controller'));
+    assert.deepEqual(
+      offered.filter((word) => word === 'notes.txt' || word === 'inventory.yaml'),
+      [],
+    );
+    assert.deepEqual(completeIn(folder, ['cirrus', 'start', '--controllers', '*']), ['\\*']);
+  });
+
+  it('completes a file name with a space as one word', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'cirrus-completion-'));
+    writeFileSync(join(folder, 'my inventory.yaml'), '');
+    assert.deepEqual(completeIn(folder, ['cirrus', 'serve', '--cloud-config', 'my']), ['my\\ inventory.yaml']);
+  });
+
   it('completes a path flag with file names', () => {
     assert.deepEqual(complete('cirrus', 'serve', '--cloud-config', 'examples/static/inventory.y'), [
       'examples/static/inventory.yaml',
@@ -258,6 +283,11 @@ describe('cirrus completion', () => {
       /^complete -c cirrus -n '__fish_seen_subcommand_from reconcile' -l output -s o -x -a 'text json' /m,
     );
     assert.match(fish, /^complete -c cirrus -n '__fish_seen_subcommand_from serve' -l kubeconfig -r -F /m);
+    // fish expands the words of -a as a command line's: the controllers' * is escaped.
+    assert.match(
+      fish,
+      /^complete -c cirrus -n '__fish_seen_subcommand_from start' -l controllers -x -a '\\\* cloud-node-controller /m,
+    );
   });
 });
 
