@@ -438,6 +438,38 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     );
   });
 
+  it('a namespace being deleted: cirrus serve service-lb exits 1 saying so, not with advice on rights (issue 43)', async () => {
+    const namespace = uniqueName('alloc');
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'cirrus-lb-ipam-0' } } });
+    await core.deleteNamespace({ name: namespace });
+    // This API server runs no namespace controller (nor does cirrus cluster's): it stays Terminating.
+    const terminating = await core.readNamespace({ name: namespace });
+    assert.equal(terminating.status?.phase, 'Terminating');
+    const ran = await run([
+      ...['serve', 'service-lb', '--kubeconfig', cluster.info.adminKubeconfig, '--cloud-provider', 'static'],
+      ...['--cloud-config', await inventory(namespace, namespace), '--port', '0', '--log-level', 'silent'],
+    ]);
+    assert.equal(ran.code, 1, ran.stderr);
+    assert.match(
+      ran.stderr,
+      new RegExp(
+        `^cirrus serve: the static provider records load balancer addresses in ConfigMaps ${namespace}/cirrus-lb-ipam-0 ` +
+          `to cirrus-lb-ipam-7 \\(.*\\), but namespace ${namespace} is being deleted \\(Terminating since ` +
+          '\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z\\), and the API server creates nothing in a namespace being deleted: wait until ' +
+          `it is gone \\(kubectl get namespace ${namespace}\\), or set loadBalancers\\.allocations\\.namespace .*` +
+          "A control plane without a namespace controller, such as cirrus cluster's, never finishes the deletion: " +
+          'docs/kind\\.md says how to remove the namespace there$',
+        'm',
+      ),
+    );
+    assert.doesNotMatch(ran.stderr, /grant them|rbac/);
+    // What docs/kind.md does on such a control plane: empty the namespace, then finalize it.
+    await core.deleteNamespacedConfigMap({ namespace, name: 'cirrus-lb-ipam-0' });
+    await core.replaceNamespaceFinalize({ name: namespace, body: { ...terminating, spec: { finalizers: [] } } });
+    await assert.rejects(core.readNamespace({ name: namespace }), (e: { code?: number }) => e.code === 404);
+  });
+
   it('a namespace that exists but rights on the ConfigMap missing: names them', async () => {
     const namespace = uniqueName('alloc');
     await core.createNamespace({ body: { metadata: { name: namespace } } });
