@@ -73,8 +73,9 @@ export async function allocationsPreflight(
   if (missing.length > 0) {
     problems.push(
       `the static provider records load balancer addresses in ${where} (${namespaceFrom}), but this identity may not ` +
-        `${missing.map(formatAccess).join(', ')}: grant them (deploy/knative/static-provider/rbac.yaml is the Role` +
-        `${exists ? '' : ', and the ConfigMaps allocations.yaml creates'})`,
+        `${missing.map(formatAccess).join(', ')}: grant them (the Role of static-provider/rbac.yaml` +
+        `${exists ? '' : ', and the ConfigMaps of allocations.yaml beside it'}: in deploy/standalone/ for cirrus start, ` +
+        'in deploy/knative/ for cirrus serve service-lb)',
     );
   }
   return { created, problems };

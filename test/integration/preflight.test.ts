@@ -10,7 +10,14 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { main } from '../../app/cli/main.ts';
-import { checkAccess, checkReachable, functionAccess, PreflightError, relayAccess } from '../../app/cli/preflight.ts';
+import {
+  checkAccess,
+  checkReachable,
+  functionAccess,
+  grantedBy,
+  PreflightError,
+  relayAccess,
+} from '../../app/cli/preflight.ts';
 import { catalogue } from '../../app/root.ts';
 import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../harness/cluster.ts';
 import { pino } from 'pino';
@@ -317,10 +324,15 @@ describe('an API server that refuses', { skip: controlPlaneSkip }, () => {
 
   it('a user without the rights: the message lists what each function and the relay lacks', async () => {
     const kubeConfig = await cluster.as({ user: uniqueName('nobody') });
-    const error = await checkAccess(kubeConfig, 'test', [
-      ...functionAccess(catalogue.filter((e) => e.name === 'node-init')),
-      relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' }),
-    ]).then(
+    const error = await checkAccess(
+      kubeConfig,
+      'test',
+      [
+        ...functionAccess(catalogue.filter((e) => e.name === 'node-init')),
+        relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' }),
+      ],
+      grantedBy.start,
+    ).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -337,11 +349,49 @@ describe('an API server that refuses', { skip: controlPlaneSkip }, () => {
   });
 
   it('the admin has every right the functions and the relay use', async () => {
-    await checkAccess(cluster.admin, 'test', [
-      ...functionAccess(catalogue),
-      relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' }),
-    ]);
+    await checkAccess(
+      cluster.admin,
+      'test',
+      [...functionAccess(catalogue), relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' })],
+      grantedBy.start,
+    );
   });
+
+  // Each command's deployment holds the Roles to grant: start's is the classic one (issue 43: the
+  // message pointed every command at deploy/knative).
+  const grants: [string, string[], RegExp][] = [
+    [
+      'start',
+      ['start', '--use-existing-cluster', '--cloud-provider', 'static'],
+      /^grant them \(deploy\/standalone\/ccm\/rbac\.yaml holds the ClusterRole of cirrus start\), or use a kubeconfig that has them$/m,
+    ],
+    [
+      'serve',
+      ['serve', 'node-lifecycle', '--cloud-provider', 'static'],
+      /^grant them \(deploy\/knative\/node-lifecycle\/rbac\/ holds the function's Roles\), or use a kubeconfig that has them$/m,
+    ],
+    [
+      'relay',
+      ['relay', '--to', 'all=http://127.0.0.1:9'],
+      /^grant them \(deploy\/knative\/relay\/rbac\.yaml holds the relay's Roles\), or use a kubeconfig that has them$/m,
+    ],
+  ];
+  for (const [command, argv, message] of grants) {
+    it(`cirrus ${command} without the rights: exits 1 pointing at the Roles of its own deployment`, async () => {
+      const user = uniqueName('nobody');
+      const path = join(dir, `${user}.kubeconfig`);
+      await writeFile(path, (await cluster.as({ user })).exportConfig());
+      const cloudConfig = command === 'relay' ? [] : ['--cloud-config', await inventory(user)];
+      const ran = await run([...argv, '--kubeconfig', path, ...cloudConfig, '--port', '0', '--log-level', 'silent']);
+      assert.equal(ran.code, 1, ran.stderr);
+      assert.match(ran.stderr, /lacks rights that will be used:$/m);
+      assert.match(ran.stderr, message);
+      assert.equal(
+        /deploy\/(knative|standalone)/.exec(ran.stderr)?.[1],
+        command === 'start' ? 'standalone' : 'knative',
+      );
+    });
+  }
 });
 
 describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
@@ -491,7 +541,9 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
           ['cirrus-lb-ipam', ...Array.from({ length: 8 }, (_, i) => `cirrus-lb-ipam-${i}`)]
             .map((name) => `get configmaps/${name} in ${namespace}, patch configmaps/${name} in ${namespace}`)
             .join(', ') +
-          `, create configmaps in ${namespace}: grant them`,
+          `, create configmaps in ${namespace}: grant them \\(the Role of static-provider/rbac\\.yaml, and the ` +
+          'ConfigMaps of allocations\\.yaml beside it: in deploy/standalone/ for cirrus start, in deploy/knative/ for ' +
+          'cirrus serve service-lb\\)$',
       ),
     );
   });
