@@ -153,6 +153,24 @@ describe('suggestions', () => {
       code: 1,
       message: `cirrus conformance: unknown cloud provider "awz" (did you mean 'aws'?); registered: aws, fake, http, static\n`,
     },
+    // Nothing like a built-in name: an out-of-tree provider whose module was not given (issue 43).
+    {
+      argv: ['conformance', '--cloud-provider', 'skycloud'],
+      code: 1,
+      message:
+        'cirrus conformance: unknown cloud provider "skycloud"; registered: aws, fake, http, static; an out-of-tree ' +
+        'provider is registered by its module: give it with --provider-module <file or package> (CIRRUS_PROVIDER_MODULE)\n',
+    },
+    // The static provider with pools keeps its allocations in the cluster: conformance needs --kubeconfig for it.
+    {
+      argv: ['conformance', '--cloud-provider', 'static', '--cloud-config', 'examples/static/inventory.yaml'],
+      code: 1,
+      message:
+        'cirrus conformance: could not init cloud provider "static": the static provider\'s loadBalancers need a ' +
+        'connection to the cluster (a kubeconfig), to record allocations in ConfigMap cirrus-system/cirrus-lb-ipam; ' +
+        'none was given (cirrus conformance: give one with --kubeconfig; cirrus cluster starts a local control plane ' +
+        'and prints its KUBECONFIG; or check an inventory without loadBalancers)\n',
+    },
     // Several providers (a hybrid cluster) are each a registered one: the unknown one is named.
     {
       argv: ['start', '--cloud-provider', 'static,awz'],
@@ -173,6 +191,16 @@ describe('suggestions', () => {
   it('suggests nothing for a word close to no name', () => {
     assert.deepEqual(suggest('frobnicate', ['start', 'serve', 'cluster']), []);
     assert.deepEqual(suggest('x', ['start', 'serve']), []);
+  });
+});
+
+describe('cirrus conformance help', () => {
+  it('says when a cluster is needed: the static provider with pools, through --kubeconfig (issue 43)', () => {
+    const help = commandHelp('conformance');
+    const summary = commandShapes().find((c) => c.name === 'conformance')?.summary ?? '';
+    assert.doesNotMatch(summary, /no cluster needed/);
+    assert.match(summary, /a cluster \(--kubeconfig\) only for one that keeps state there/);
+    assert.match(help, /keeps state in the cluster needs --kubeconfig: the static provider with load balancer pools/);
   });
 });
 
