@@ -118,14 +118,16 @@ export const commands = {
     run: async (line, io) => (await import('./reconcile.ts')).runReconcile(line, io),
   }),
   conformance: command({
-    summary: 'Check a provider against the contract; no cluster needed.',
+    summary: 'Check a provider against the contract; a cluster (--kubeconfig) only for one that keeps state there.',
     description:
       'Builds the provider as serve would, passes it the Nodes and Services it makes from --fixture (the\n' +
       "provider's known, shut-down and gone instances; the Nodes and pod CIDRs for load balancers and routes),\n" +
       'and prints one line per check of the contract (PASS, FAIL or SKIP, and the rule), then a summary.\n' +
       'Exits 1 when a check fails. Load balancers and routes it makes are deleted again. With several providers\n' +
       "(a hybrid cluster), each one's --cloud-config and --fixture as name=path: each provider in turn, then the\n" +
-      "combination's checks (each provider's name is its provider IDs' scheme; no two alike). docs/conformance.md.",
+      "combination's checks (each provider's name is its provider IDs' scheme; no two alike). A provider that\n" +
+      'keeps state in the cluster needs --kubeconfig: the static provider with load balancer pools records its\n' +
+      'allocations in ConfigMaps (cirrus cluster starts a local control plane). docs/conformance.md.',
     options: [...providerOptions, 'fixture', 'junit', ...logOptions],
     required: ['cloudProvider'],
     help: {

@@ -86,8 +86,8 @@ function bashScript(commands: readonly CommandShape[]): string {
       completion === undefined
         ? 'return 0'
         : 'words' in completion
-          ? `COMPREPLY=($(compgen -W ${quote(completion.words.join(' '))} -- "$cur")); return 0`
-          : `COMPREPLY=($(compgen -${completion.path === 'dir' ? 'd' : 'f'} -- "$cur")); return 0`;
+          ? `_cirrus_reply -W ${quote(completion.words.join(' '))} -- "$cur"; return 0`
+          : `_cirrus_reply -${completion.path === 'dir' ? 'd' : 'f'} -- "$cur"; return 0`;
     return `    ${pattern(option)}) ${action} ;;`;
   });
   const flagCases = commands.map((c) => `    ${c.name}) words=${quote([...flagsOf(c), '--help'].join(' '))} ;;`);
@@ -96,16 +96,27 @@ function bashScript(commands: readonly CommandShape[]): string {
   );
   const names = commands.map((c) => c.name);
   return `# cirrus shell completion (bash): source <(cirrus completion bash)
+# Sets COMPREPLY to what compgen prints, a word a line, each quoted for the command line: \`$(compgen …)\`
+# unquoted would expand the controllers' "*" to the files of the current folder, and split a file name
+# at its spaces.
+_cirrus_reply() {
+  local w
+  COMPREPLY=()
+  while IFS= read -r w; do
+    printf -v w '%q' "$w"
+    COMPREPLY+=("$w")
+  done < <(compgen "$@")
+}
 _cirrus() {
   local cur prev cmd words i n=0
   cur="\${COMP_WORDS[COMP_CWORD]}"
   prev="\${COMP_WORDS[COMP_CWORD-1]}"
   cmd="\${COMP_WORDS[1]}"
   if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W ${quote([...names, 'help', '--help', '--version'].join(' '))} -- "$cur")); return 0
+    _cirrus_reply -W ${quote([...names, 'help', '--help', '--version'].join(' '))} -- "$cur"; return 0
   fi
   if [[ $cmd == help ]]; then
-    [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W ${quote(names.join(' '))} -- "$cur")); return 0
+    [[ $COMP_CWORD -eq 2 ]] && _cirrus_reply -W ${quote(names.join(' '))} -- "$cur"; return 0
   fi
   case "$prev" in
 ${valueCases.join('\n')}
@@ -115,7 +126,7 @@ ${valueCases.join('\n')}
 ${flagCases.join('\n')}
       *) words="" ;;
     esac
-    COMPREPLY=($(compgen -W "$words" -- "$cur")); return 0
+    _cirrus_reply -W "$words" -- "$cur"; return 0
   fi
   # Which positional argument this is: the words so far that are neither flags nor their values.
   for ((i = 2; i < COMP_CWORD; i++)); do
@@ -130,7 +141,7 @@ ${flagCases.join('\n')}
 ${positionalCases.join('\n')}
     *) return 0 ;;
   esac
-  COMPREPLY=($(compgen -W "$words" -- "$cur"))
+  _cirrus_reply -W "$words" -- "$cur"
 }
 complete -F _cirrus cirrus
 `;
@@ -161,7 +172,7 @@ function fishScript(commands: readonly CommandShape[]): string {
           : completion === undefined
             ? ' -x'
             : 'words' in completion
-              ? ` -x -a ${quote(completion.words.join(' '))}`
+              ? ` -x -a ${quote(completion.words.map(fishWord).join(' '))}`
               : ' -r -F';
       const short = spec.short === undefined ? '' : ` -s ${spec.short}`;
       lines.push(
@@ -177,6 +188,12 @@ function fishScript(commands: readonly CommandShape[]): string {
     }
   }
   return `${lines.join('\n')}\n`;
+}
+
+// A word of `complete -a`, which fish expands as a command line's: the controllers' `*` escaped, or it
+// would complete to the files of the current folder.
+function fishWord(word: string): string {
+  return word.replace(/[*?[\]{}()$~#;&|<> \\]/g, '\\$&');
 }
 
 function firstSentence(text: string): string {

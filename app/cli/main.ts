@@ -81,14 +81,20 @@ function checkNames(cmd: Command<OptionName>, line: CommandLine<OptionName>): vo
 // An unknown --cloud-provider (each of several) stops a command that builds providers before it
 // starts anything, naming the closest registered name (a start-up failure, exit 1, as the
 // registry's own refusal). With a --provider-module the name may be the module's, so the registry
-// decides once it is imported. The relay builds none: it reads only the names (its ownership rules).
+// decides once it is imported; without one, a name like no built-in one is most likely an
+// out-of-tree provider whose module was forgotten, and the message says how to give it. The relay
+// builds none: it reads only the names (its ownership rules).
 function checkProvider(names: string | undefined): void {
   const name = names?.split(',').find((one) => one !== '' && one !== 'external' && !isCloudProvider(one));
   if (name === undefined) return;
   const known = registeredCloudProviders();
   const question = didYouMean(name, known);
+  const module =
+    question === ''
+      ? `; an out-of-tree provider is registered by its module: give it with --provider-module <file or package> (CIRRUS_PROVIDER_MODULE)`
+      : '';
   throw new Error(
-    `unknown cloud provider "${name}"${question === '' ? '' : ` (${question})`}; registered: ${known.join(', ') || 'none'}`,
+    `unknown cloud provider "${name}"${question === '' ? '' : ` (${question})`}; registered: ${known.join(', ') || 'none'}${module}`,
   );
 }
 

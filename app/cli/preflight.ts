@@ -158,10 +158,27 @@ export function functionAccess(entries: readonly FunctionEntry[]): AccessNeed[] 
 }
 
 /**
- * Asks the API server whether the kubeconfig's identity has every right of `needs`; throws
- * PreflightError listing the missing ones by who needs them.
+ * Where the deployment each command runs in holds the Roles that grant what checkAccess checks, for
+ * its message: `cirrus start` is the classic deployment's one process, `serve` and `relay` the
+ * Knative deployment's parts.
  */
-export async function checkAccess(kubeConfig: KubeConfig, source: string, needs: readonly AccessNeed[]): Promise<void> {
+export const grantedBy = {
+  start: 'deploy/standalone/ccm/rbac.yaml holds the ClusterRole of cirrus start',
+  relay: "deploy/knative/relay/rbac.yaml holds the relay's Roles",
+  serve: (name: string): string => `deploy/knative/${name}/rbac/ holds the function's Roles`,
+} as const;
+
+/**
+ * Asks the API server whether the kubeconfig's identity has every right of `needs`; throws
+ * PreflightError listing the missing ones by who needs them, and where they are granted (`roles`,
+ * one of grantedBy's).
+ */
+export async function checkAccess(
+  kubeConfig: KubeConfig,
+  source: string,
+  needs: readonly AccessNeed[],
+  roles: string,
+): Promise<void> {
   const all = needs.flatMap((need) => need.access);
   let missing: ApiAccess[];
   try {
@@ -183,7 +200,7 @@ export async function checkAccess(kubeConfig: KubeConfig, source: string, needs:
   });
   throw new PreflightError(
     `the kubeconfig's user (${source}) lacks rights that will be used:\n${lines.join('\n')}\n` +
-      'grant them (deploy/knative/<function>/rbac/ and deploy/knative/relay/rbac.yaml hold the Roles), or use a kubeconfig that has them',
+      `grant them (${roles}), or use a kubeconfig that has them`,
   );
 }
 

@@ -8,7 +8,7 @@ import { providerPlan } from '../providers.ts';
 import type { Io } from './io.ts';
 import { catalogue, loadRelay, type LeaseSettings } from '../root.ts';
 import { readSecret } from './secret.ts';
-import { checkAccess, checkReachable, kubeconfigSource, relayAccess } from './preflight.ts';
+import { checkAccess, checkReachable, grantedBy, kubeconfigSource, relayAccess } from './preflight.ts';
 
 /** The options `cirrus relay` takes. */
 export type RelayCommandOptions =
@@ -70,7 +70,12 @@ export async function runRelay(line: CommandLine<RelayCommandOptions>, io: Io): 
   await checkReachable(kubeConfig, source);
   const feeds = routing.destinations.map((d) => d.feed);
   const kinds = catalogue.filter((e) => feeds.includes(e.name) || feeds.includes('all')).flatMap((e) => e.watches);
-  await checkAccess(kubeConfig, source, [relayAccess(config.leaderElect ? leaseSettings(config) : false, kinds)]);
+  await checkAccess(
+    kubeConfig,
+    source,
+    [relayAccess(config.leaderElect ? leaseSettings(config) : false, kinds)],
+    grantedBy.relay,
+  );
   const relay = relayModule.startRelay({
     kubeConfig,
     routing,

@@ -22,6 +22,7 @@ import { catalogue } from '../root.ts';
 import { readSecret } from './secret.ts';
 import {
   checkAccess,
+  grantedBy,
   checkProvider,
   checkReachable,
   functionAccess,
@@ -63,7 +64,7 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
   // function loads, so a Knative cold start waits for them no longer than for its imports;
   // nothing listens before they have answered.
   const checked = checkReachable(kubeConfig, source).then(() =>
-    checkAccess(kubeConfig, source, functionAccess([entry])),
+    checkAccess(kubeConfig, source, functionAccess([entry]), grantedBy.serve(name)),
   );
   checked.catch(() => undefined);
   const { app, providerName, cloud } = await buildFunctionApp(entry, config, {

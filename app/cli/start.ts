@@ -26,6 +26,7 @@ import { connectCluster, exampleInventory, planCluster, planSummary } from './st
 import { LeanCore } from '../../shared/kube/core.ts';
 import {
   checkAccess,
+  grantedBy,
   checkProvider,
   checkReachable,
   functionAccess,
@@ -141,13 +142,18 @@ async function preflight(context: {
 }): Promise<void> {
   const { kubeConfig, config } = context;
   const running = context.selected.filter((e) => context.definitions.some((d) => d.name === e.name));
-  await checkAccess(kubeConfig, context.source, [
-    ...functionAccess(running),
-    relayAccess(
-      config.leaderElect ? leaseSettings(config) : false,
-      running.flatMap((e) => e.watches),
-    ),
-  ]);
+  await checkAccess(
+    kubeConfig,
+    context.source,
+    [
+      ...functionAccess(running),
+      relayAccess(
+        config.leaderElect ? leaseSettings(config) : false,
+        running.flatMap((e) => e.watches),
+      ),
+    ],
+    grantedBy.start,
+  );
   for (const cloud of context.providers.values())
     await checkProvider(cloud, {
       kubeConfig,

@@ -112,7 +112,9 @@ function createLoadBalancer(
   const location = allocationsLocation(pools().allocations, deployment);
   if (context.kubeConfig === undefined) {
     throw new Error(
-      `the static provider's loadBalancers need a connection to the cluster (a kubeconfig), to record allocations in ConfigMap ${location.namespace}/${location.configMap}; none was given`,
+      `the static provider's loadBalancers need a connection to the cluster (a kubeconfig), to record allocations in ConfigMap ${location.namespace}/${location.configMap}; none was given ` +
+        '(cirrus conformance: give one with --kubeconfig; cirrus cluster starts a local control plane and prints its ' +
+        'KUBECONFIG; or check an inventory without loadBalancers)',
     );
   }
   const core = context.kubeConfig.makeApiClient(CoreV1Api);

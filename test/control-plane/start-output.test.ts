@@ -92,6 +92,22 @@ describe('cirrus start output', { skip: controlPlaneSkip }, () => {
     );
   });
 
+  it('cirrus serve too logs readable lines on a terminal, JSON elsewhere (docs/logs-and-dashboards.md)', async () => {
+    const serve = [cli, 'serve', 'node-init', '--kubeconfig', join(scratch, 'kubeconfig')].concat(
+      ['--cloud-provider', 'static', '--cloud-config', join(scratch, 'inventory.yaml')],
+      ['--port', '0', '--bind-address', '127.0.0.1', '--log-level', 'info'],
+    );
+    const quoted = [process.execPath, ...serve].map((a) => `'${a}'`).join(' ');
+    const onTerminal = (await output('script', ['-qfec', quoted, '/dev/null'], /node-init: node-init serving/)).replace(
+      ansi,
+      '',
+    );
+    assert.match(onTerminal, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: node-init: node-init serving \{/m);
+    const piped = await output(process.execPath, serve, /node-init serving/);
+    const serving = piped.split('\n').find((line) => line.includes('node-init serving'));
+    assert.equal((JSON.parse(serving ?? '{}') as Record<string, unknown>)['fn'], 'node-init');
+  });
+
   it('takes --log-format to choose, and auto is pretty only on a terminal', async () => {
     const text = await output(process.execPath, [...args, '--log-format', 'pretty'], /cirrus: cirrus serving/);
     assert.match(text.replace(ansi, ''), /INFO: cirrus: cirrus serving/);

@@ -77,9 +77,14 @@ export function runHelm(
     : { ok: false, err: `${result.stderr}${result.stdout}` };
 }
 
-/** The arguments giving an example its values and files (the signing secret a stand-in). */
+/** The image an operator gives (`--set image.repository`): the kustomize overlays' stand-in. */
+export const repository = 'registry.example.com/cirrus';
+
+/** The arguments giving an example its values and files (the image and the signing secret stand-ins). */
 export function exampleArgs(example: Example): string[] {
   return [
+    '--set',
+    `image.repository=${repository}`,
     '-f',
     join(chartDir, example.values),
     ...Object.entries(example.setFiles).flatMap(([key, file]) => ['--set-file', `${key}=${file}`]),

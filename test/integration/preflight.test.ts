@@ -10,7 +10,14 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { main } from '../../app/cli/main.ts';
-import { checkAccess, checkReachable, functionAccess, PreflightError, relayAccess } from '../../app/cli/preflight.ts';
+import {
+  checkAccess,
+  checkReachable,
+  functionAccess,
+  grantedBy,
+  PreflightError,
+  relayAccess,
+} from '../../app/cli/preflight.ts';
 import { catalogue } from '../../app/root.ts';
 import { controlPlaneSkip, testCluster, uniqueName, type TestCluster } from '../harness/cluster.ts';
 import { pino } from 'pino';
@@ -317,10 +324,15 @@ describe('an API server that refuses', { skip: controlPlaneSkip }, () => {
 
   it('a user without the rights: the message lists what each function and the relay lacks', async () => {
     const kubeConfig = await cluster.as({ user: uniqueName('nobody') });
-    const error = await checkAccess(kubeConfig, 'test', [
-      ...functionAccess(catalogue.filter((e) => e.name === 'node-init')),
-      relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' }),
-    ]).then(
+    const error = await checkAccess(
+      kubeConfig,
+      'test',
+      [
+        ...functionAccess(catalogue.filter((e) => e.name === 'node-init')),
+        relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' }),
+      ],
+      grantedBy.start,
+    ).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -337,11 +349,49 @@ describe('an API server that refuses', { skip: controlPlaneSkip }, () => {
   });
 
   it('the admin has every right the functions and the relay use', async () => {
-    await checkAccess(cluster.admin, 'test', [
-      ...functionAccess(catalogue),
-      relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' }),
-    ]);
+    await checkAccess(
+      cluster.admin,
+      'test',
+      [...functionAccess(catalogue), relayAccess({ namespace: 'kube-system', name: 'cirrus-relay' })],
+      grantedBy.start,
+    );
   });
+
+  // Each command's deployment holds the Roles to grant: start's is the classic one (issue 43: the
+  // message pointed every command at deploy/knative).
+  const grants: [string, string[], RegExp][] = [
+    [
+      'start',
+      ['start', '--use-existing-cluster', '--cloud-provider', 'static'],
+      /^grant them \(deploy\/standalone\/ccm\/rbac\.yaml holds the ClusterRole of cirrus start\), or use a kubeconfig that has them$/m,
+    ],
+    [
+      'serve',
+      ['serve', 'node-lifecycle', '--cloud-provider', 'static'],
+      /^grant them \(deploy\/knative\/node-lifecycle\/rbac\/ holds the function's Roles\), or use a kubeconfig that has them$/m,
+    ],
+    [
+      'relay',
+      ['relay', '--to', 'all=http://127.0.0.1:9'],
+      /^grant them \(deploy\/knative\/relay\/rbac\.yaml holds the relay's Roles\), or use a kubeconfig that has them$/m,
+    ],
+  ];
+  for (const [command, argv, message] of grants) {
+    it(`cirrus ${command} without the rights: exits 1 pointing at the Roles of its own deployment`, async () => {
+      const user = uniqueName('nobody');
+      const path = join(dir, `${user}.kubeconfig`);
+      await writeFile(path, (await cluster.as({ user })).exportConfig());
+      const cloudConfig = command === 'relay' ? [] : ['--cloud-config', await inventory(user)];
+      const ran = await run([...argv, '--kubeconfig', path, ...cloudConfig, '--port', '0', '--log-level', 'silent']);
+      assert.equal(ran.code, 1, ran.stderr);
+      assert.match(ran.stderr, /lacks rights that will be used:$/m);
+      assert.match(ran.stderr, message);
+      assert.equal(
+        /deploy\/(knative|standalone)/.exec(ran.stderr)?.[1],
+        command === 'start' ? 'standalone' : 'knative',
+      );
+    });
+  }
 });
 
 describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
@@ -438,6 +488,38 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
     );
   });
 
+  it('a namespace being deleted: cirrus serve service-lb exits 1 saying so, not with advice on rights (issue 43)', async () => {
+    const namespace = uniqueName('alloc');
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'cirrus-lb-ipam-0' } } });
+    await core.deleteNamespace({ name: namespace });
+    // This API server runs no namespace controller (nor does cirrus cluster's): it stays Terminating.
+    const terminating = await core.readNamespace({ name: namespace });
+    assert.equal(terminating.status?.phase, 'Terminating');
+    const ran = await run([
+      ...['serve', 'service-lb', '--kubeconfig', cluster.info.adminKubeconfig, '--cloud-provider', 'static'],
+      ...['--cloud-config', await inventory(namespace, namespace), '--port', '0', '--log-level', 'silent'],
+    ]);
+    assert.equal(ran.code, 1, ran.stderr);
+    assert.match(
+      ran.stderr,
+      new RegExp(
+        `^cirrus serve: the static provider records load balancer addresses in ConfigMaps ${namespace}/cirrus-lb-ipam-0 ` +
+          `to cirrus-lb-ipam-7 \\(.*\\), but namespace ${namespace} is being deleted \\(Terminating since ` +
+          '\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z\\), and the API server creates nothing in a namespace being deleted: wait until ' +
+          `it is gone \\(kubectl get namespace ${namespace}\\), or set loadBalancers\\.allocations\\.namespace .*` +
+          "A control plane without a namespace controller, such as cirrus cluster's, never finishes the deletion: " +
+          'docs/kind\\.md says how to remove the namespace there$',
+        'm',
+      ),
+    );
+    assert.doesNotMatch(ran.stderr, /grant them|rbac/);
+    // What docs/kind.md does on such a control plane: empty the namespace, then finalize it.
+    await core.deleteNamespacedConfigMap({ namespace, name: 'cirrus-lb-ipam-0' });
+    await core.replaceNamespaceFinalize({ name: namespace, body: { ...terminating, spec: { finalizers: [] } } });
+    await assert.rejects(core.readNamespace({ name: namespace }), (e: { code?: number }) => e.code === 404);
+  });
+
   it('a namespace that exists but rights on the ConfigMap missing: names them', async () => {
     const namespace = uniqueName('alloc');
     await core.createNamespace({ body: { metadata: { name: namespace } } });
@@ -459,7 +541,9 @@ describe("the static provider's preflight", { skip: controlPlaneSkip }, () => {
           ['cirrus-lb-ipam', ...Array.from({ length: 8 }, (_, i) => `cirrus-lb-ipam-${i}`)]
             .map((name) => `get configmaps/${name} in ${namespace}, patch configmaps/${name} in ${namespace}`)
             .join(', ') +
-          `, create configmaps in ${namespace}: grant them`,
+          `, create configmaps in ${namespace}: grant them \\(the Role of static-provider/rbac\\.yaml, and the ` +
+          'ConfigMaps of allocations\\.yaml beside it: in deploy/standalone/ for cirrus start, in deploy/knative/ for ' +
+          'cirrus serve service-lb\\)$',
       ),
     );
   });

@@ -458,7 +458,9 @@ describe('createStaticProvider', () => {
       assert.equal(
         error.message,
         "the static provider's loadBalancers need a connection to the cluster (a kubeconfig), " +
-          `to record allocations in ConfigMap ${namespace}/cirrus-lb-ipam; none was given`,
+          `to record allocations in ConfigMap ${namespace}/cirrus-lb-ipam; none was given (cirrus conformance: give ` +
+          'one with --kubeconfig; cirrus cluster starts a local control plane and prints its KUBECONFIG; or check an ' +
+          'inventory without loadBalancers)',
       );
       return true;
     };

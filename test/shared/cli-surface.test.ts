@@ -153,6 +153,24 @@ describe('suggestions', () => {
       code: 1,
       message: `cirrus conformance: unknown cloud provider "awz" (did you mean 'aws'?); registered: aws, fake, http, static\n`,
     },
+    // Nothing like a built-in name: an out-of-tree provider whose module was not given (issue 43).
+    {
+      argv: ['conformance', '--cloud-provider', 'skycloud'],
+      code: 1,
+      message:
+        'cirrus conformance: unknown cloud provider "skycloud"; registered: aws, fake, http, static; an out-of-tree ' +
+        'provider is registered by its module: give it with --provider-module <file or package> (CIRRUS_PROVIDER_MODULE)\n',
+    },
+    // The static provider with pools keeps its allocations in the cluster: conformance needs --kubeconfig for it.
+    {
+      argv: ['conformance', '--cloud-provider', 'static', '--cloud-config', 'examples/static/inventory.yaml'],
+      code: 1,
+      message:
+        'cirrus conformance: could not init cloud provider "static": the static provider\'s loadBalancers need a ' +
+        'connection to the cluster (a kubeconfig), to record allocations in ConfigMap cirrus-system/cirrus-lb-ipam; ' +
+        'none was given (cirrus conformance: give one with --kubeconfig; cirrus cluster starts a local control plane ' +
+        'and prints its KUBECONFIG; or check an inventory without loadBalancers)\n',
+    },
     // Several providers (a hybrid cluster) are each a registered one: the unknown one is named.
     {
       argv: ['start', '--cloud-provider', 'static,awz'],
@@ -176,9 +194,24 @@ describe('suggestions', () => {
   });
 });
 
+describe('cirrus conformance help', () => {
+  it('says when a cluster is needed: the static provider with pools, through --kubeconfig (issue 43)', () => {
+    const help = commandHelp('conformance');
+    const summary = commandShapes().find((c) => c.name === 'conformance')?.summary ?? '';
+    assert.doesNotMatch(summary, /no cluster needed/);
+    assert.match(summary, /a cluster \(--kubeconfig\) only for one that keeps state there/);
+    assert.match(help, /keeps state in the cluster needs --kubeconfig: the static provider with load balancer pools/);
+  });
+});
+
 describe('cirrus completion', () => {
   // Runs bash's completion function on a command line (the last word being completed).
   function complete(...words: string[]): string[] {
+    return completeIn(resolve(import.meta.dirname, '../..'), words);
+  }
+
+  // The same, in the folder `cwd`.
+  function completeIn(cwd: string, words: readonly string[]): string[] {
     const script = completionScript('bash', commandShapes());
     const line = words.map((w) => `'${w}'`).join(' ');
     const result = spawnSync(
@@ -187,7 +220,7 @@ describe('cirrus completion', () => {
         '-c',
         `${script}\nCOMP_WORDS=(${line}); COMP_CWORD=$((\${#COMP_WORDS[@]} - 1)); _cirrus; printf '%s\\n' "\${COMPREPLY[@]}"`,
       ],
-      { encoding: 'utf8', cwd: resolve(import.meta.dirname, '../..') },
+      { encoding: 'utf8', cwd },
     );
     assert.equal(result.status, 0, result.stderr);
     return result.stdout.split('\n').filter((w) => w !== '');
@@ -237,6 +270,26 @@ describe('cirrus completion', () => {
     assert.deepEqual(complete('cirrus', 'completion', ''), ['bash', 'zsh', 'fish']);
   });
 
+  it("offers the controllers' * quoted, not the files of the current folder (issue 43)", () => {
+    const folder = mkdtempSync(join(tmpdir(), 'cirrus-completion-'));
+    writeFileSync(join(folder, 'notes.txt'), '');
+    writeFileSync(join(folder, 'inventory.yaml'), '');
+    const offered = completeIn(folder, ['cirrus', 'start', '--controllers', '']);
+    assert.ok(offered.includes('\\*'), `no \\* among ${offered.join(' ')}`);
+    assert.ok(offered.includes('cloud-node-lifecycle-controller'));
+    assert.deepEqual(
+      offered.filter((word) => word === 'notes.txt' || word === 'inventory.yaml'),
+      [],
+    );
+    assert.deepEqual(completeIn(folder, ['cirrus', 'start', '--controllers', '*']), ['\\*']);
+  });
+
+  it('completes a file name with a space as one word', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'cirrus-completion-'));
+    writeFileSync(join(folder, 'my inventory.yaml'), '');
+    assert.deepEqual(completeIn(folder, ['cirrus', 'serve', '--cloud-config', 'my']), ['my\\ inventory.yaml']);
+  });
+
   it('completes a path flag with file names', () => {
     assert.deepEqual(complete('cirrus', 'serve', '--cloud-config', 'examples/static/inventory.y'), [
       'examples/static/inventory.yaml',
@@ -258,6 +311,11 @@ describe('cirrus completion', () => {
       /^complete -c cirrus -n '__fish_seen_subcommand_from reconcile' -l output -s o -x -a 'text json' /m,
     );
     assert.match(fish, /^complete -c cirrus -n '__fish_seen_subcommand_from serve' -l kubeconfig -r -F /m);
+    // fish expands the words of -a as a command line's: the controllers' * is escaped.
+    assert.match(
+      fish,
+      /^complete -c cirrus -n '__fish_seen_subcommand_from start' -l controllers -x -a '\\\* cloud-node-controller /m,
+    );
   });
 });
 

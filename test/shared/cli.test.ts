@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { usageExitCode } from '../../app/cli/main.ts';
 import { runCommandLine } from '../harness/command-line.ts';
@@ -186,4 +190,36 @@ describe('cirrus', () => {
       assert.deepEqual(await run(argv, env), { code: usageExitCode, stdout: '', stderr: message });
     });
   }
+});
+
+// bin/cirrus.js under a Node.js older than 24 (the system's, where it is one): a message instead of
+// a syntax error, with advice for where it runs. In the repository npm ci installed Node.js 24 (the
+// `node` devDependency); the package's dist/lib/cirrus.js, built from the same file, runs in a
+// project of its own, where that advice does not apply (issue 43).
+const olderNode = ['/usr/bin/node', '/usr/local/bin/node'].find((path) => {
+  const ran = spawnSync(path, ['-p', 'process.versions.node'], { encoding: 'utf8' });
+  return ran.status === 0 && Number(ran.stdout.split('.')[0]) < 24;
+});
+
+describe('cirrus under an older Node.js', { skip: olderNode === undefined && 'no Node.js older than 24 here' }, () => {
+  const bin = fileURLToPath(new URL('../../bin/cirrus.js', import.meta.url));
+
+  it('in the repository: says npm run cirrus uses the Node.js 24 npm ci installed', () => {
+    const ran = spawnSync(olderNode ?? '', [bin, 'version'], { encoding: 'utf8' });
+    assert.equal(ran.status, 1);
+    assert.match(ran.stderr, /^cirrus needs Node\.js 24 or newer; this is v\d+\.\d+\.\d+\.\n/);
+    assert.match(ran.stderr, /In the repository, 'npm run cirrus -- <command>' runs it with the Node\.js 24/);
+  });
+
+  it("as the package's command (dist/lib/cirrus.js): says to install Node.js 24, nothing about npm ci", () => {
+    const lib = join(mkdtempSync(join(tmpdir(), 'cirrus-package-')), 'lib');
+    mkdirSync(lib);
+    copyFileSync(bin, join(lib, 'cirrus.js'));
+    writeFileSync(join(lib, '..', 'package.json'), '{ "type": "module" }\n');
+    const ran = spawnSync(olderNode ?? '', [join(lib, 'cirrus.js'), 'version'], { encoding: 'utf8' });
+    assert.equal(ran.status, 1);
+    assert.match(ran.stderr, /^cirrus needs Node\.js 24 or newer; this is v\d+/);
+    assert.match(ran.stderr, /Install Node\.js 24 or newer .* and run cirrus with it first on the PATH\.\n$/);
+    assert.doesNotMatch(ran.stderr, /npm (ci|run)|repository/);
+  });
 });

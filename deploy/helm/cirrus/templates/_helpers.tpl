@@ -109,8 +109,18 @@ livenessProbe:
     name: {{ .Values.cloudConfig.configMapName }}
 {{- else }}
   secret:
-    secretName: {{ .Values.cloudConfig.secretName }}
+    secretName: {{ include "cirrus.cloudConfigSecret" . }}
 {{- end }}
+{{- end }}
+
+{{/* The cloud-config's Secret: cloudConfig.secretName, cirrus-cloud-config when the chart creates it. */}}
+{{- define "cirrus.cloudConfigSecret" -}}
+{{ .Values.cloudConfig.secretName | default "cirrus-cloud-config" }}
+{{- end }}
+
+{{/* The signing secret's Secret: signing.secretName, cirrus-signing when the chart creates it. */}}
+{{- define "cirrus.signingSecret" -}}
+{{ .Values.signing.secretName | default "cirrus-signing" }}
 {{- end }}
 
 {{- define "cirrus.cloudConfigMount" -}}
