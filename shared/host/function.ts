@@ -34,6 +34,11 @@ export interface ReconcileOptions {
   readonly claimed?: unknown;
   /** The claim came from the relay over a verified channel (a signed request whose signature the host checked, or a hand-over in process): a function may start from it and condition its writes on its resourceVersion. */
   readonly claimVerified?: boolean;
+  /**
+   * The event is the relay's periodic recheck of an unchanged object (`cirrusreason: recheck`,
+   * ADR 0029): the function's periodic work for that object (node-init: refresh its addresses).
+   */
+  readonly recheck?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
 }

@@ -76,6 +76,7 @@ export async function runJob(host: Runner, job: Job, context: JobContext): Promi
     ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
     ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
     ...(job.claimVerified === true ? { claimVerified: true } : {}),
+    ...(job.recheck === true ? { recheck: true } : {}),
     ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
   };
   const started = performance.now();

@@ -70,6 +70,8 @@ export interface CirrusOptions {
   readonly freeze?: boolean;
   /** A hybrid cluster's providers (ADR 0026): every function gets this fleet, `cloud` being one of them. */
   readonly fleet?: Fleet;
+  /** Period overrides in ms by function name (0: none), as `--node-status-update-frequency` and the others. */
+  readonly periods?: Readonly<Record<string, number>>;
 }
 
 export async function startCirrus(
@@ -94,7 +96,10 @@ export async function startCirrus(
   const controller = new AbortController();
   const server = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
   const url = `http://127.0.0.1:${server.port}`;
-  const routing = buildRoutingTable(catalogue, { to: definitions.map((d) => `${d.name}=${url}/${d.name}`) });
+  const routing = buildRoutingTable(catalogue, {
+    to: definitions.map((d) => `${d.name}=${url}/${d.name}`),
+    ...(options.periods === undefined ? {} : { periods: options.periods }),
+  });
   const handlers = options.freeze === true ? frozen(local.handlers) : local.handlers;
   const relay = startRelay({
     kubeConfig,

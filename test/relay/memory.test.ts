@@ -72,8 +72,13 @@ const ready = (o: Editable) => {
   return condition;
 };
 
-// What the relay keeps of a Ready Node's status (relay/resources.ts retained).
-const readyOnly = { conditions: [{ type: 'Ready', status: 'True' }] };
+// What the relay keeps of a Ready Node's status (relay/resources.ts retained): whether it is Ready,
+// and its addresses (node-init's periodic refresh compares them with the cloud's, ADR 0031).
+const addressesOf = (node: KubeObject): unknown => (node['status'] as { addresses?: unknown }).addresses;
+const readyOnly = (node: KubeObject): Record<string, unknown> => ({
+  conditions: [{ type: 'Ready', status: 'True' }],
+  addresses: addressesOf(node),
+});
 
 // Node changes after which some function's decision may or may not differ.
 const nodeVariants: Record<string, KubeObject> = {
@@ -150,17 +155,24 @@ function change(type: ResourceType, kind: ChangeType, object: KubeObject, previo
 }
 
 describe('what the relay keeps of an object', () => {
-  it("keeps metadata and spec; of the status, only a Service's load balancer and whether a Node is Ready", () => {
+  it("keeps metadata and spec; of the status, only a Service's load balancer and a Node's Ready and addresses", () => {
     const n = node();
     const kept = nodes.retain(n);
+    assert.equal((addressesOf(n) as unknown[]).length, 4);
     assert.deepEqual(
       kept['status'],
-      readyOnly,
-      "of a Node's status its Ready condition's status alone: no other condition, no addresses, capacity or images",
+      readyOnly(n),
+      "of a Node's status its Ready condition's status and its addresses alone: no other condition, capacity or images",
     );
     assert.deepEqual(nodes.retain(node((o) => (ready(o).status = 'False')))['status'], {
       conditions: [{ type: 'Ready', status: 'False' }],
+      addresses: addressesOf(n),
     });
+    assert.deepEqual(
+      nodes.retain(node((o) => (o.status = { conditions: [] })))['status'],
+      undefined,
+      'no Ready condition and no addresses, no status',
+    );
     assert.equal(nodes.retain(node((o) => (o.status = {})))['status'], undefined, 'no Ready condition, no status');
     assert.deepEqual(kept['spec'], n['spec']);
     assert.deepEqual(kept.metadata, n.metadata);
@@ -284,7 +296,7 @@ describe('what the relay keeps of an object', () => {
         observedAt: 0,
       },
     );
-    assert.deepEqual([...listed.next.values()][0]?.['status'], readyOnly);
+    assert.deepEqual([...listed.next.values()][0]?.['status'], readyOnly(node()));
     assert.equal(
       (listed.changes[0]?.object['status'] as { images?: unknown[] } | undefined)?.images?.length,
       realisticImages,
@@ -348,7 +360,7 @@ describe('what the relay keeps, through the API server', { skip: controlPlaneSki
     assert.equal(images(changes[0]?.object)?.length, realisticImages, 'the add carries the whole Node');
     assert.deepEqual(
       summary(stored()),
-      { status: readyOnly, providerID: providerId, managedFields: undefined, moved: undefined },
+      { status: readyOnly(created), providerID: providerId, managedFields: undefined, moved: undefined },
       'the relay keeps the spec and whether the Node is Ready',
     );
 
@@ -362,11 +374,11 @@ describe('what the relay keeps, through the API server', { skip: controlPlaneSki
     assert.equal(images(update.object)?.length, realisticImages, 'the update carries the whole Node');
     assert.deepEqual(
       summary(update.previous),
-      { status: readyOnly, providerID: providerId, managedFields: undefined, moved: undefined },
+      { status: readyOnly(created), providerID: providerId, managedFields: undefined, moved: undefined },
       'its previous state is what was kept',
     );
     assert.deepEqual(summary(stored()), {
-      status: readyOnly,
+      status: readyOnly(created),
       providerID: providerId,
       managedFields: undefined,
       moved: 'yes',
