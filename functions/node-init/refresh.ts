@@ -41,6 +41,8 @@ export async function refreshNode(deps: NodeInitDeps, name: string, options: Syn
     );
   } catch (error) {
     if (options.signal?.aborted === true) throw error;
+    // Deleted since the copy (or the read): nothing to refresh; its delete is an event of its own.
+    if (apiStatus(error) === 404) return { key, result: 'not-found', changes: [] };
     options.log.warn({ key, err: error }, 'node not refreshed');
     return { key, result: 'failed', changes: [], error: apiMessage(error) };
   }
