@@ -200,10 +200,11 @@ export const options = {
     "The relay's routing file (YAML or JSON): destinations and periods; --to overrides it.",
     nonEmpty.optional(),
   ),
-  // The periods of the functions' passes over all objects; each default is the function's own (functions/catalogue.ts).
+  // The periods of the functions' periodic work (a pass, or rechecks from the relay's copy); each
+  // default is the function's own (functions/catalogue.ts).
   nodeMonitorPeriod: option(
     'string',
-    'How often the relay triggers the node lifecycle pass over all nodes (0: never).',
+    'How often the relay rechecks, from its copy, each node that is not Ready or has the shutdown taint (0: never).',
     optionalDuration(),
     'duration',
   ),
@@ -215,7 +216,7 @@ export const options = {
   ),
   nodeStatusUpdateFrequency: option(
     'string',
-    "How often the relay triggers node initialization's pass over all nodes (0: never).",
+    "How often the relay rechecks every node, from its copy, for node initialization's address refresh, spread over the period (0: never).",
     optionalDuration(),
     'duration',
   ),

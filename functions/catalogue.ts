@@ -10,7 +10,7 @@ import { singleFleet, type Fleet } from '../shared/cloud/fleet.ts';
 import { OwnershipCheck } from '../shared/cloud/skips.ts';
 import type { CloudProvider } from '../shared/cloud/provider.ts';
 import type { RouteTable } from './routes/index.ts';
-import { nodeInitFeed } from './node-init/feed.ts';
+import { nodeInitFeed, needsRefresh } from './node-init/feed.ts';
 import { nodeLifecycleFeed } from './node-lifecycle/feed.ts';
 import { routesFeed, routesNodeSet } from './routes/feed.ts';
 import { serviceLbFeed, serviceLbNodeSet } from './service-lb/feed.ts';
@@ -39,8 +39,10 @@ const nodeInit: FunctionEntry = {
   feed: nodeInitFeed,
   // instanceMetadata.
   cloudCallsPerObject: 1,
-  // The Go CCM's --node-status-update-frequency: the pass that refreshes addresses.
-  period: { option: 'nodeStatusUpdateFrequency', defaultMs: 300_000 },
+  // The Go CCM's --node-status-update-frequency: the pass that refreshes addresses. The relay
+  // rechecks every Node it knows, from its copy (addresses included), spread over the period: the
+  // function asks the cloud and writes only what changed (ADR 0031).
+  period: { option: 'nodeStatusUpdateFrequency', defaultMs: 300_000, recheck: 'Node', rechecks: needsRefresh },
   access: [
     { group: '', resource: 'nodes', verb: 'get' },
     { group: '', resource: 'nodes', verb: 'list' },

@@ -13,17 +13,21 @@ import { KnownKeys, type CursorSettings } from './cursor.ts';
 import type { DeliveryContext } from './delivery.ts';
 import type { RelayMetrics } from './metrics.ts';
 import { DeliveryQueue, type DeliveryOutcome } from './queue.ts';
-import { watchedResources, type ResourceChange, type ResourceType } from './resources.ts';
+import { watchedResources, type KubeObject, type ResourceChange, type ResourceType } from './resources.ts';
 import {
   feedWatches,
   mergeOutgoing,
   periodicFor,
+  recheckOf,
   route,
   type Destination,
   type Known,
   type Outgoing,
+  type RoutedFunction,
+  type Routed,
   type RoutingTable,
 } from './routing.ts';
+import { Spread } from './spread.ts';
 import type { DeliveryTransport } from './transport.ts';
 import { ResourceWatch, type WatchSettings } from './watch.ts';
 
@@ -53,6 +57,7 @@ export class Delivering {
   readonly #watches: ResourceWatch[];
   readonly #loops: Promise<void>[];
   readonly #timers: NodeJS.Timeout[] = [];
+  readonly #spreads: Spread<Routed>[] = [];
   readonly #destinations: ReadonlyMap<string, Destination>;
   // Each function's node-set digest over the Node watch, computed when first needed after a change
   // of the Nodes (once per change, not once per event: a fan-out sends one event per Service).
@@ -148,6 +153,7 @@ export class Delivering {
   async stop(): Promise<void> {
     this.#abort.abort();
     for (const timer of this.#timers) clearInterval(timer);
+    for (const spread of this.#spreads) spread.stop();
     this.queue.stop();
     await Promise.all(this.#loops);
   }
@@ -171,25 +177,60 @@ export class Delivering {
   }
 
   // Each function's periodic work (routing.ts periodicFor): its `reconcile.all`, or one recheck per
-  // object that needs one. Neither piles up: a key with a delivery waiting, in flight or in
-  // backoff is skipped (a Node's own event, or its last recheck, does the check).
+  // object that needs one, spread over the period (./spread.ts). Neither piles up: a key with a
+  // delivery waiting, in flight or in backoff is skipped (a Node's own event, or its last recheck,
+  // does the check).
   #startPeriodicTriggers(): void {
     const { table } = this.#settings;
     for (const [target, period] of Object.entries(table.periods)) {
       const destinations = table.destinations.filter((d) => d.feed === target || d.feed === 'all');
       if (period <= 0 || destinations.length === 0) continue;
+      const spread = new Spread<Routed>((routed) => {
+        this.#recheck(routed);
+      });
+      this.#spreads.push(spread);
       this.#timers.push(
         setInterval(() => {
           const observedAt = this.#settings.clock.now();
+          const rechecks: Routed[] = [];
           for (const destination of destinations)
             for (const routed of periodicFor(table, destination, target, { known: this.#known, observedAt })) {
-              const result = this.queue.push(destination.name, routed.key, routed.outgoing, { skipIfBusy: true });
-              const trigger = routed.outgoing.kind === 'trigger' ? 'periodic' : 'recheck';
-              this.#settings.metrics.triggers.inc({ destination: destination.name, trigger, result });
+              if (routed.outgoing.kind === 'object') rechecks.push(routed);
+              else this.#pushPeriodic(routed, 'periodic');
             }
+          spread.start(rechecks, period);
         }, period),
       );
     }
+  }
+
+  // A recheck at its time in the period: of the object as the relay knows it by then (none when it
+  // is gone — its delete is an event of its own — or no longer needs one).
+  #recheck(routed: Routed): void {
+    if (routed.outgoing.kind !== 'object') return;
+    const { change } = routed.outgoing;
+    const latest = this.#watches.find((w) => w.type.kind === change.resource.kind)?.get(change.key);
+    const fn = this.#settings.table.functions.get(routed.destination.feed);
+    if (latest === undefined || fn === undefined) return;
+    const now = latest === change.object ? routed : this.#recheckNow(routed.destination, fn, change, latest);
+    if (now !== undefined) this.#pushPeriodic(now, 'recheck');
+  }
+
+  #recheckNow(
+    destination: Destination,
+    fn: RoutedFunction,
+    change: ResourceChange,
+    object: KubeObject,
+  ): Routed | undefined {
+    const observedAt = this.#settings.clock.now();
+    const { resource, key } = change;
+    return recheckOf(this.#settings.table, { destination, fn, resource }, { key, object, observedAt });
+  }
+
+  #pushPeriodic(routed: Routed, trigger: 'periodic' | 'recheck'): void {
+    const { destination } = routed;
+    const result = this.queue.push(destination.name, routed.key, routed.outgoing, { skipIfBusy: true });
+    this.#settings.metrics.triggers.inc({ destination: destination.name, trigger, result });
   }
 
   // Waits until the delivery may go: its object recorded by the cursor, its tokens of the budget

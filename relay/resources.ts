@@ -77,13 +77,17 @@ function hadLoadBalancer(service: KubeObject): boolean {
 /**
  * What the relay keeps of an object between its changes (ADR 0024): its metadata (without
  * managedFields) and spec, and of its status only a Service's `loadBalancer`, a Node's Ready
- * condition's status and its NetworkUnavailable condition's status and reason — not the rest of a Node's status (conditions, addresses, capacity, the
- * kubelet's images list: most of a Node's bytes, rewritten every heartbeat). The kept state is what
- * every reader of the relay's store needs:
+ * condition's status, its NetworkUnavailable condition's status and reason, and its addresses —
+ * not the rest of a Node's status (other conditions, capacity, the kubelet's images list: most of a
+ * Node's bytes, rewritten every heartbeat). The kept state is what every reader of the relay's store
+ * needs:
  *
  * - change detection: the `previous` state the functions' feeds compare (functions/<step>/feed.ts:
  *   a Node's labels, taints, deletionTimestamp, providerID, podCIDR(s) and whether it is Ready; a
  *   Service's spec, annotations, finalizers and deletionTimestamp);
+ * - the periodic rechecks (routing.ts `periodicFor`, ADR 0029 and 0031): node-lifecycle's claim
+ *   (Ready, the shutdown taint) and node-init's address refresh (the addresses it compares with the
+ *   cloud's, the provided-node-ip annotation, the labels);
  * - the fan-out (routing.ts `fanOut`): the Services a node-set change sends service-lb, whose
  *   feed reads their type, class, finalizers and sync record, and whose claim (shared/host) the
  *   same fields and status.loadBalancer;
@@ -98,7 +102,7 @@ function hadLoadBalancer(service: KubeObject): boolean {
 export function retained(object: KubeObject): KubeObject {
   const { status, ...kept } = object;
   if (status === undefined) return object;
-  if (object.kind !== 'Service') return withReady(kept, status);
+  if (object.kind !== 'Service') return withAddresses(withReady(kept, status), status);
   const { loadBalancer, ...rest } = status as { loadBalancer?: unknown };
   // Nothing to drop (a Service's status is mostly its load balancer alone): the object itself, not a copy.
   if (Object.keys(rest).length === 0) return object;
@@ -116,6 +120,14 @@ function withReady(kept: KubeObject, status: unknown): KubeObject {
     ...(network === undefined ? [] : [{ type: 'NetworkUnavailable', status: network.status, reason: network.reason }]),
   ];
   return keptConditions.length === 0 ? kept : { ...kept, status: { conditions: keptConditions } };
+}
+
+// A Node's addresses, as they are (node-init's periodic refresh compares them with the cloud's and
+// writes only when they differ, ADR 0031): a few short entries, changed only when the cloud's do.
+function withAddresses(kept: KubeObject, status: unknown): KubeObject {
+  const { addresses } = status as { addresses?: unknown };
+  if (addresses === undefined) return kept;
+  return { ...kept, status: { ...(kept['status'] as object | undefined), addresses } };
 }
 
 export const nodes: ResourceType = {

@@ -347,11 +347,12 @@ function trigger(target: string, reason: 'periodic' | 'nodes' = 'nodes'): Outgoi
 /**
  * What one period of function `target` sends `destination`. For a function whose period rechecks
  * objects (catalogue `period.recheck`, ADR 0029) and a destination fed that function alone: one
- * event per object of that kind the relay knows and the function's feed accepts (node-lifecycle:
- * each Node that is not Ready, or Ready with the shutdown taint), each under the object's own
- * queue key and carrying what the relay keeps of it; nothing for a cluster where no object needs
- * it, and no pass that lists. Otherwise (a function with a pass, a destination fed everything, a
- * kind not watched): the function's `reconcile.all` trigger.
+ * event per object of that kind the relay knows and the period picks (`period.rechecks`, or else
+ * the function's feed: node-lifecycle, each Node that is not Ready, or Ready with the shutdown
+ * taint; node-init, every Node, ADR 0031), each under the object's own queue key and carrying what
+ * the relay keeps of it; nothing for a cluster where no object needs it, and no pass that lists.
+ * Otherwise (a function with a pass, a destination fed everything, a kind not watched): the
+ * function's `reconcile.all` trigger. The caller spreads the rechecks over the period (leader.ts).
  */
 export function periodicFor(
   table: RoutingTable,
@@ -366,11 +367,26 @@ export function periodicFor(
     return [{ destination, key: triggerKey(target), outgoing: trigger(target, 'periodic') }];
   const routed: Routed[] = [];
   for (const [key, object] of found.objects) {
-    const each: ResourceChange = { resource: found.resource, type: 'update', key, object, observedAt };
-    if (fn.feed(each) !== 'object' || !ownerGate(table.ownership, each)(destination.providers, each)) continue;
-    routed.push({ destination, key, outgoing: { kind: 'object', change: each, reason: 'recheck' } });
+    const each = recheckOf(table, { destination, fn, resource: found.resource }, { key, object, observedAt });
+    if (each !== undefined) routed.push(each);
   }
   return routed;
+}
+
+/**
+ * The recheck of one known object for `destination`'s function, as {@link periodicFor} makes it;
+ * undefined when the period does not pick it (any more) or the destination does not serve its
+ * owner. Also for a recheck sent later in the period, with the copy the relay has by then.
+ */
+export function recheckOf(
+  table: RoutingTable,
+  { destination, fn, resource }: { destination: Destination; fn: RoutedFunction; resource: ResourceType },
+  { key, object, observedAt }: { key: string; object: KubeObject; observedAt: number },
+): Routed | undefined {
+  const each: ResourceChange = { resource, type: 'update', key, object, observedAt };
+  const picked = fn.period.rechecks === undefined ? fn.feed(each) === 'object' : fn.period.rechecks(object);
+  if (!picked || !ownerGate(table.ownership, each)(destination.providers, each)) return undefined;
+  return { destination, key, outgoing: { kind: 'object', change: each, reason: 'recheck' } };
 }
 
 // A change that concerns many objects, as one event per known object of `kind` the function's feed

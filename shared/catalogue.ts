@@ -112,9 +112,17 @@ export interface FunctionEntry {
    * period the relay sends a `reconcile.all` — or, with `recheck`, one event per object of that
    * kind the relay knows and the feed accepts (judged on the object as it is, with no previous
    * state), from what the relay keeps: the function then reads no list on a timer, and a cluster
-   * where no object needs it costs it nothing at rest (ADR 0029).
+   * where no object needs it costs it nothing at rest (ADR 0029). `rechecks` picks the objects
+   * instead of the feed when the period looks at others than the events do (node-init: its events
+   * are the uninitialized Nodes, its refresh every Node, ADR 0031). The rechecks are spread over the
+   * period, not sent at once.
    */
-  readonly period: { readonly option: PeriodOption; readonly defaultMs: number; readonly recheck?: string };
+  readonly period: {
+    readonly option: PeriodOption;
+    readonly defaultMs: number;
+    readonly recheck?: string;
+    readonly rechecks?: (object: KubeObject) => boolean;
+  };
   /**
    * The API rights its reconciles use (its ClusterRole in deploy/knative/<name>/rbac/): checked at
    * start-up against an existing cluster, so that a missing one stops the command with its name

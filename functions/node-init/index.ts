@@ -1,6 +1,7 @@
 // The node-init function: the cloud node controller as an HTTP function. A Node event (or a
-// manual reconcile) initializes that node or reconciles its labels; the periodic trigger
-// (upstream every 5 minutes) goes over every node and refreshes addresses.
+// manual reconcile) initializes that node or reconciles its labels; the relay's periodic recheck
+// of a node (upstream's pass, every 5 minutes) refreshes its addresses (./refresh.ts, ADR 0031);
+// a manual "all" lists every node and does both.
 
 import type { Core } from '../../shared/kube/core.ts';
 import { Histogram, type Registry } from 'prom-client';
@@ -9,6 +10,7 @@ import { singleFleet, type Fleet } from '../../shared/cloud/fleet.ts';
 import { InvalidRequestError } from '../../shared/host/errors.ts';
 import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '../../shared/host/function.ts';
 import { invalidNodeName } from '../../shared/kube/names.ts';
+import { refreshNode } from './refresh.ts';
 import { syncAllNodes, syncNode, type NodeInitDeps } from './sync.ts';
 import { KeyedSerializer } from '../../shared/concurrency.ts';
 import { ClaimLedger } from '../../shared/kube/claims.ts';
@@ -41,7 +43,8 @@ export function nodeInitFunction(options: NodeInitOptions): FunctionDefinition {
     reconcileOne: async (key: ObjectKey, run: ReconcileOptions) => {
       const problem = invalidNodeName(key.name);
       if (problem !== undefined) throw new InvalidRequestError(problem);
-      return report(run.dryRun, [await syncNode(deps, key.name, run)]);
+      const sync = run.recheck === true ? refreshNode : syncNode;
+      return report(run.dryRun, [await sync(deps, key.name, run)]);
     },
     reconcileAll: async (run: ReconcileOptions) => report(run.dryRun, await syncAllNodes(deps, run)),
     registerMetrics: (registry: Registry) => {

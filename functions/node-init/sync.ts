@@ -1,7 +1,8 @@
 // The cloud node controller's reconcile, one node per call (k8s.io/cloud-provider
 // controllers/node/node_controller.go, syncNode and UpdateNodeStatus): initialize a tainted node
 // from its instance metadata, or keep an initialized node's GA labels equal to their beta labels;
-// and the periodic pass that refreshes every initialized node's addresses.
+// and the pass over every node that refreshes the initialized ones' addresses (a manual `--all`;
+// the periodic refresh is one recheck per node from the relay, ./refresh.ts).
 //
 // Writes are conditional where they replace a list: the initialization patch carries the node's
 // resourceVersion, so a concurrent writer makes it fail with 409 and the node is read again. A
@@ -99,9 +100,11 @@ async function readAndSync(deps: NodeInitDeps, name: string, options: SyncOption
   });
 }
 
-// `claimed`: `node` is an unconfirmed claim, so the label patch carries its resourceVersion too
-// (the initialization patch always does).
-async function syncFetched(
+/**
+ * Initializes `node` or reconciles its labels. `claimed`: `node` is an unconfirmed claim, so the
+ * label patch carries its resourceVersion too (the initialization patch always does).
+ */
+export async function syncFetched(
   deps: NodeInitDeps,
   node: V1Node,
   options: SyncOptions,

@@ -39,6 +39,11 @@ export interface ReconcileOptions {
    * is still decided on the object as read (ADR 0022); routes only forgets the Node from its copy.
    */
   readonly lastKnownVerified?: boolean;
+  /**
+   * The event is the relay's periodic recheck of an unchanged object (`cirrusreason: recheck`,
+   * ADR 0029): the function's periodic work for that object (node-init: refresh its addresses).
+   */
+  readonly recheck?: boolean;
   /** The event's `cirrusnodeset` extension (shared/wire/types.ts), when it has one. */
   readonly nodeSet?: string;
   /** The relay's periodic trigger (`cirrusreason: periodic`): a drift check, not a change. */

@@ -69,17 +69,7 @@ export async function runJob(host: Runner, job: Job, context: JobContext): Promi
     dryRun: job.dryRun,
     ...(job.eventId === undefined ? {} : { ceId: job.eventId }),
   });
-  const options: ReconcileOptions = {
-    dryRun: job.dryRun,
-    signal: context.signal,
-    log,
-    ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
-    ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
-    ...(job.claimVerified === true ? { claimVerified: true } : {}),
-    ...(job.lastKnownVerified === true ? { lastKnownVerified: true } : {}),
-    ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
-    ...(job.periodic === true ? { periodic: true } : {}),
-  };
+  const options = reconcileOptions(job, context.signal, log);
   const started = performance.now();
   host.admission.hold(context.holder);
   const { callBudget } = job;
@@ -164,4 +154,20 @@ function summarize(report: Report): { objects: number; changes: number; results:
     changes += object.changes.length;
   }
   return { objects: report.objects.length, changes, results };
+}
+
+// What the function is told of the job: its dry run, signal and logger, and what the event carried.
+function reconcileOptions(job: Job, signal: AbortSignal, log: Logger): ReconcileOptions {
+  return {
+    dryRun: job.dryRun,
+    signal,
+    log,
+    ...(job.lastKnown === undefined ? {} : { lastKnown: job.lastKnown }),
+    ...(job.claimed === undefined ? {} : { claimed: job.claimed }),
+    ...(job.claimVerified === true ? { claimVerified: true } : {}),
+    ...(job.lastKnownVerified === true ? { lastKnownVerified: true } : {}),
+    ...(job.recheck === true ? { recheck: true } : {}),
+    ...(job.nodeSet === undefined ? {} : { nodeSet: job.nodeSet }),
+    ...(job.periodic === true ? { periodic: true } : {}),
+  };
 }

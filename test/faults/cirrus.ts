@@ -26,6 +26,11 @@ const entries: readonly FunctionEntry[] = [
 ];
 export const functions: readonly string[] = entries.map((e) => e.name);
 
+/** The Node lifecycle function (the Node function whose period is the monitor period), for the rows that serve it. */
+export const lifecycleFunction: string = pick(
+  (e) => e.target.kind === 'Node' && e.period.option === 'nodeMonitorPeriod',
+).name;
+
 function pick(test: (entry: FunctionEntry) => boolean): FunctionEntry {
   const entry = catalogue.find(test);
   if (entry === undefined) throw new Error('the catalogue has no such function');
@@ -43,6 +48,8 @@ export interface Setup {
   readonly throttle?: ChaosCloudConfig['throttle'];
   /** Serve without request signing, as behind ApiServerSource (a source cannot sign). */
   readonly unsigned?: boolean;
+  /** The chaos cloud's file of Node names whose machines are gone (provider.ts). */
+  readonly gone?: string;
 }
 
 /** One cirrus process the suite started. */
@@ -140,6 +147,8 @@ export class Deployment {
   readonly secretFile: string;
   readonly functions: CirrusProcess[] = [];
   readonly relays: CirrusProcess[] = [];
+  // The functions `cirrus serve` serves, by name, for the relays' --to.
+  readonly #served: { readonly name: string; readonly url: string }[] = [];
   #relayCount = 0;
 
   private constructor(setup: Setup, secretFile: string) {
@@ -154,14 +163,15 @@ export class Deployment {
       log: setup.cloudLog,
       nodePrefix: setup.nodePrefix,
       ...(setup.throttle === undefined ? {} : { throttle: setup.throttle }),
+      ...(setup.gone === undefined ? {} : { gone: setup.gone }),
     };
     await writeFile(cloudConfigPath(setup), JSON.stringify(config));
     return new Deployment(setup, secretFile);
   }
 
-  /** Starts `cirrus serve <fn>` for each function and waits until each is ready. */
-  async serveFunctions(): Promise<void> {
-    for (const fn of functions) {
+  /** Starts `cirrus serve <fn>` for each function (default: node-init and service-lb) and waits until each is ready. */
+  async serveFunctions(names: readonly string[] = functions): Promise<void> {
+    for (const fn of names) {
       const port = await freePort();
       const args = [cli, 'serve', fn, ...this.#providerArgs(), '--kubeconfig', this.setup.kubeconfig];
       args.push('--bind-address', '127.0.0.1', '--port', String(port));
@@ -172,6 +182,7 @@ export class Deployment {
         startProcess(`cirrus serve ${fn}`, process.execPath, args, log),
       );
       this.functions.push(proc);
+      this.#served.push({ name: fn, url: proc.url });
     }
     await Promise.all(this.functions.map((f) => f.ready()));
   }
@@ -182,7 +193,7 @@ export class Deployment {
     const port = await freePort();
     const args = [cli, 'relay', '--kubeconfig', this.setup.kubeconfig, '--signing-secret-file', this.secretFile];
     // To the served functions; with none served, only where `flags` say (a recording sink).
-    for (const [i, served] of this.functions.entries()) args.push('--to', `${functions[i] ?? ''}=${served.url}/`);
+    for (const served of this.#served) args.push('--to', `${served.name}=${served.url}/`);
     args.push('--bind-address', '127.0.0.1', '--port', String(port), '--log-level', this.setup.logLevel);
     args.push(...flags);
     const log = join(this.setup.dir, `relay-${index}.log`);

@@ -8,7 +8,9 @@
 //   so that a SIGKILL loses nothing the cloud did;
 // - the load balancers read back from that file at start-up: the cloud outlives the process, as a
 //   real one does, and every process serving the same file sees the same cloud;
-// - the fake's throttling (FakeCloud.throttle) when the cloud-config asks for it.
+// - the fake's throttling (FakeCloud.throttle) when the cloud-config asks for it;
+// - machines that are gone: the Node names listed in the `gone` file (one a line), read at every
+//   call, so that a row can take a machine away from every process at once.
 //
 //   {"log": "/tmp/x/cloud.jsonl", "nodePrefix": "chaos-", "throttle": {"perSecond": 20, "retryAfterMs": 200}}
 
@@ -30,6 +32,8 @@ export interface ChaosCloudConfig {
   readonly nodePrefix: string;
   /** Passed to FakeCloud.throttle. */
   readonly throttle?: { readonly perSecond: number; readonly retryAfterMs: number };
+  /** A file listing the Node names whose machines are gone, one a line (absent: none is). */
+  readonly gone?: string;
 }
 
 registerCloudProvider(chaosProviderName, ({ config, configPath }) => {
@@ -46,7 +50,8 @@ registerCloudProvider(chaosProviderName, ({ config, configPath }) => {
   };
   if (settings.throttle !== undefined) Object.assign(cloud, { throttle: { ...settings.throttle } });
   // A machine for every Node of the run.
-  cloud.instanceFor = (name) => (name.startsWith(settings.nodePrefix) ? machineFor(name) : undefined);
+  cloud.instanceFor = (name) =>
+    name.startsWith(settings.nodePrefix) && !goneMachines(settings.gone).has(name) ? machineFor(name) : undefined;
   // The cloud as the file says it is: every load balancer a process of this run made.
   if (existsSync(settings.log)) {
     const records = parseRecords(readFileSync(settings.log, 'utf8'));
@@ -63,6 +68,16 @@ registerCloudProvider(chaosProviderName, ({ config, configPath }) => {
   if (lb !== undefined) recordMutations(lb, write);
   return cloud;
 });
+
+// The Node names whose machines are gone, as the `gone` file lists them now.
+function goneMachines(file: string | undefined): Set<string> {
+  if (file === undefined || !existsSync(file)) return new Set();
+  return new Set(
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((line) => line !== ''),
+  );
+}
 
 function machineFor(name: string): FakeInstance {
   return {
@@ -116,9 +131,14 @@ function parse(text: string | undefined, file: string | undefined): ChaosCloudCo
   if (typeof raw.log !== 'string' || raw.log === '') throw new CloudConfigError(file, 'log', 'must be a file path');
   if (typeof raw.nodePrefix !== 'string' || raw.nodePrefix === '')
     throw new CloudConfigError(file, 'nodePrefix', 'must be a non-empty string');
+  if (!optionalPath(raw.gone)) throw new CloudConfigError(file, 'gone', 'must be a file path');
   if (raw.throttle !== undefined && !validThrottle(raw.throttle))
     throw new CloudConfigError(file, 'throttle', 'must be {"perSecond": n > 0, "retryAfterMs": n ≥ 0}');
   return raw as ChaosCloudConfig;
+}
+
+function optionalPath(value: unknown): boolean {
+  return value === undefined || (typeof value === 'string' && value !== '');
 }
 
 function validThrottle(value: unknown): boolean {

@@ -92,7 +92,7 @@ export interface RowContext {
 export async function deploymentFor(
   ctx: RowContext,
   row: string,
-  extra: Partial<Pick<Setup, 'serveFlags' | 'throttle' | 'unsigned'>> = {},
+  extra: Partial<Pick<Setup, 'serveFlags' | 'throttle' | 'unsigned' | 'gone'>> = {},
 ): Promise<Deployment> {
   const dir = join(ctx.dir, row);
   await mkdir(dir, { recursive: true });
@@ -110,7 +110,7 @@ export async function deploymentFor(
 export async function withDeployment<T>(
   ctx: RowContext,
   row: string,
-  extra: Partial<Pick<Setup, 'serveFlags' | 'throttle' | 'unsigned'>>,
+  extra: Partial<Pick<Setup, 'serveFlags' | 'throttle' | 'unsigned' | 'gone'>>,
   body: (deployment: Deployment) => Promise<T>,
 ): Promise<T> {
   const deployment = await deploymentFor(ctx, row, extra);

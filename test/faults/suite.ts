@@ -11,6 +11,7 @@ import { ControlPlane, resolveAssets } from '../../tools/control-plane/index.ts'
 import { Kube } from '../harness/kube.ts';
 import { machine } from '../harness/report.ts';
 import { featureRows } from './features.ts';
+import { notReadyWithoutLeader } from './lifecycle.ts';
 import { profiles, type Profile, type RowContext, type RowResult } from './rows.ts';
 import { apiserverRestarts, deletedWhileDown, forcedGone, leaderKills, relayKills } from './scenarios.ts';
 import { competingWriter, tripleDelivery } from './writes.ts';
@@ -18,7 +19,7 @@ import { ensureNamespace } from './workload.ts';
 
 type Row = (ctx: RowContext) => Promise<RowResult>;
 
-/** Rows 1–11, run in their order. */
+/** Rows 1–12, run in their order. */
 export const rows: ReadonlyMap<number, Row> = new Map<number, Row>([
   [1, relayKills],
   [2, apiserverRestarts],
@@ -28,6 +29,7 @@ export const rows: ReadonlyMap<number, Row> = new Map<number, Row>([
   [6, deletedWhileDown],
   [8, leaderKills],
   ...featureRows,
+  [12, notReadyWithoutLeader],
 ]);
 
 /** The rows the quick profile runs inside `npm test` (under a minute on 2 cores). */

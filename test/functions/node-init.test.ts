@@ -426,6 +426,38 @@ describe('node-init', { skip: controlPlaneSkip }, () => {
     ]);
   });
 
+  it("a recheck refreshes from the relay's copy: the labels too, conditionally; a deleted Node is not-found, not a failure", async () => {
+    const name = uniqueName('recheck');
+    machine(name);
+    await createNode(
+      core,
+      newNode(
+        name,
+        withProviderId(`fake://id-${name}`),
+        withLabels({ 'failure-domain.beta.kubernetes.io/zone': 'zone-a' }),
+      ),
+    );
+    const copy = JSON.parse(JSON.stringify(await core.readNode({ name }))) as V1Node;
+    const recheck = { ...run, claimed: copy, claimVerified: true, recheck: true };
+    const report = await fn.reconcileOne({ kind: 'Node', name }, recheck);
+    assert.equal(result(report), 'addresses-updated');
+    const node = await core.readNode({ name });
+    assert.deepEqual(
+      node.status?.addresses?.map((a) => a.address),
+      ['10.1.0.5', '203.0.113.5'],
+    );
+    assert.equal(node.metadata?.labels?.['topology.kubernetes.io/zone'], 'zone-a', 'the GA label from the beta one');
+    const written = report.objects[0]?.changes.map(
+      (c) => (c.detail as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion,
+    );
+    assert.equal(written?.[0], copy.metadata?.resourceVersion, "the status write holds only on the copy's version");
+    assert.notEqual(written?.[1], undefined, 'the label write holds only on the version the status write made');
+    await core.deleteNode({ name });
+    // Another instance (which has not written over that copy) starts from it: its write meets a 404.
+    const other = nodeInitFunction({ core: lean, cloud });
+    assert.equal(result(await other.reconcileOne({ kind: 'Node', name }, recheck)), 'not-found');
+  });
+
   it('refuses to start with a provider that supports no instances', async () => {
     const bare = new FakeCloud();
     bare.disabled.add('instancesV2');

@@ -74,13 +74,14 @@ const ready = (o: Editable) => {
 };
 
 // What the relay keeps of a Ready, routed Node's status (relay/resources.ts retained): whether it is
-// Ready, and the NetworkUnavailable condition's status and reason (routes' digest, ADR 0030).
-const readyOnly = {
-  conditions: [
-    { type: 'Ready', status: 'True' },
-    { type: 'NetworkUnavailable', status: 'False', reason: 'RouteCreated' },
-  ],
-};
+// Ready, the NetworkUnavailable condition's status and reason (routes' digest, ADR 0030), and its
+// addresses (node-init's periodic refresh compares them with the cloud's, ADR 0031).
+const addressesOf = (node: KubeObject): unknown => (node['status'] as { addresses?: unknown }).addresses;
+const routedCondition = { type: 'NetworkUnavailable', status: 'False', reason: 'RouteCreated' };
+const readyOnly = (node: KubeObject): Record<string, unknown> => ({
+  conditions: [{ type: 'Ready', status: 'True' }, routedCondition],
+  addresses: addressesOf(node),
+});
 
 // Node changes after which some function's decision may or may not differ.
 const nodeVariants: Record<string, KubeObject> = {
@@ -161,17 +162,24 @@ function change(type: ResourceType, kind: ChangeType, object: KubeObject, previo
 }
 
 describe('what the relay keeps of an object', () => {
-  it("keeps metadata and spec; of the status, only a Service's load balancer and whether a Node is Ready", () => {
+  it("keeps metadata and spec; of the status, only a Service's load balancer and a Node's Ready and addresses", () => {
     const n = node();
     const kept = nodes.retain(n);
+    assert.equal((addressesOf(n) as unknown[]).length, 4);
     assert.deepEqual(
       kept['status'],
-      readyOnly,
-      "of a Node's status its Ready condition's status and NetworkUnavailable's status and reason alone: no other condition, no addresses, capacity or images",
+      readyOnly(n),
+      "of a Node's status its Ready condition's status, NetworkUnavailable's status and reason, and its addresses alone: no other condition, capacity or images",
     );
     assert.deepEqual(nodes.retain(node((o) => (ready(o).status = 'False')))['status'], {
-      conditions: [{ type: 'Ready', status: 'False' }, readyOnly.conditions[1]],
+      conditions: [{ type: 'Ready', status: 'False' }, routedCondition],
+      addresses: addressesOf(n),
     });
+    assert.deepEqual(
+      nodes.retain(node((o) => (o.status = { conditions: [] })))['status'],
+      undefined,
+      'no Ready condition and no addresses, no status',
+    );
     assert.equal(nodes.retain(node((o) => (o.status = {})))['status'], undefined, 'no Ready condition, no status');
     assert.deepEqual(kept['spec'], n['spec']);
     assert.deepEqual(kept.metadata, n.metadata);
@@ -306,7 +314,7 @@ describe('what the relay keeps of an object', () => {
         observedAt: 0,
       },
     );
-    assert.deepEqual([...listed.next.values()][0]?.['status'], readyOnly);
+    assert.deepEqual([...listed.next.values()][0]?.['status'], readyOnly(node()));
     assert.equal(
       (listed.changes[0]?.object['status'] as { images?: unknown[] } | undefined)?.images?.length,
       realisticImages,
@@ -370,7 +378,7 @@ describe('what the relay keeps, through the API server', { skip: controlPlaneSki
     assert.equal(images(changes[0]?.object)?.length, realisticImages, 'the add carries the whole Node');
     assert.deepEqual(
       summary(stored()),
-      { status: readyOnly, providerID: providerId, managedFields: undefined, moved: undefined },
+      { status: readyOnly(created), providerID: providerId, managedFields: undefined, moved: undefined },
       'the relay keeps the spec and whether the Node is Ready',
     );
 
@@ -384,11 +392,11 @@ describe('what the relay keeps, through the API server', { skip: controlPlaneSki
     assert.equal(images(update.object)?.length, realisticImages, 'the update carries the whole Node');
     assert.deepEqual(
       summary(update.previous),
-      { status: readyOnly, providerID: providerId, managedFields: undefined, moved: undefined },
+      { status: readyOnly(created), providerID: providerId, managedFields: undefined, moved: undefined },
       'its previous state is what was kept',
     );
     assert.deepEqual(summary(stored()), {
-      status: readyOnly,
+      status: readyOnly(created),
       providerID: providerId,
       managedFields: undefined,
       moved: 'yes',

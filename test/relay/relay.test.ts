@@ -23,7 +23,7 @@ import type { FunctionDefinition, ObjectKey, ReconcileOptions, Report } from '..
 import { buildProbeApp } from '../../shared/host/probes.ts';
 import { serve } from '../../shared/host/serve.ts';
 import { signatureHeader, verifyRequest } from '../../shared/wire/signing.ts';
-import { createNode, newNode, silentLogger, uninitialized, withReady } from '../harness/builders.ts';
+import { createNode, newNode, silentLogger, uninitialized, withAddresses, withReady } from '../harness/builders.ts';
 import { controlPlaneSkip, testCluster, uniqueName } from '../harness/cluster.ts';
 import {
   functionServer,
@@ -675,6 +675,37 @@ for (const transport of transportNames)
         })) > 0,
       );
       await Promise.all([readyNode, notReady, tainted].map((name) => core.deleteNode({ name })));
+    });
+
+    // ADR 0031: node-init's refresh period is one recheck per Node the relay knows, initialized or
+    // not, carrying its copy with the Node's addresses; counted as rechecks, never a reconcile.all.
+    it("rechecks every Node each node-init period, from its copy with the Node's addresses", async (t) => {
+      const fn = await standIn(t, transport);
+      const relay = relayTo(t, { to: [`node-init=${fn.url}`], periods: { 'node-init': 200 } });
+      await ready(relay);
+      const [initialized, tainted] = [uniqueName('refresh'), uniqueName('refresh-tainted')];
+      await createNode(
+        core,
+        newNode(initialized, withReady('True'), withAddresses({ type: 'InternalIP', address: '10.9.0.1' })),
+      );
+      await createNode(core, newNode(tainted, uninitialized));
+      await waitFor('rechecks of both Nodes', () => fn.about(initialized).length >= 3 && fn.about(tainted).length >= 4);
+      const recheck = fn.about(initialized).at(-1);
+      assert.equal(recheck?.type, 'update');
+      assert.equal(recheck.headers['ce-cirrusreason'], 'recheck');
+      assert.deepEqual(
+        (recheck.data as { status?: { addresses?: unknown } } | undefined)?.status?.addresses,
+        [{ type: 'InternalIP', address: '10.9.0.1' }],
+        "the recheck carries the relay's copy of the Node's addresses",
+      );
+      assert.equal(fn.received.filter((r) => r.key === 'all/node-init').length, 0, 'a reconcile.all was sent');
+      const metrics = { destination: 'node-init' };
+      assert.equal(await metric(relay.registry, 'cirrus_relay_triggers_total', { ...metrics, trigger: 'periodic' }), 0);
+      assert.ok(
+        (await metric(relay.registry, 'cirrus_relay_triggers_total', { ...metrics, trigger: 'recheck' })) >= 3,
+        'node-init’s rechecks are counted',
+      );
+      await Promise.all([initialized, tainted].map((name) => core.deleteNode({ name })));
     });
 
     httpOnly('reports readiness and metrics over HTTP', async (t) => {
