@@ -14,7 +14,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -169,7 +169,7 @@ export async function startRie(options: RieOptions): Promise<Rie> {
     },
     log: () => log,
     lines: (pattern) => log.split('\n').filter((line) => pattern.test(line)),
-    runtimePid: () => runtimePid(child.pid, clientPath),
+    runtimePid: () => runtimePid(clientPath),
     stop: async () => {
       const started = performance.now();
       if (child.exitCode === null) child.kill('SIGTERM');
@@ -196,13 +196,13 @@ async function listening(port: number, child: ChildProcess, log: () => string): 
   }
 }
 
-// The pid of the process under `root` whose command line runs `script` (the runtime).
-async function runtimePid(root: number | undefined, script: string): Promise<number | undefined> {
-  const { readdir, readFile } = await import('node:fs/promises');
+// The pid of the runtime: the Node process running `script` (the emulator's own command line
+// names the script too, as an argument).
+async function runtimePid(script: string): Promise<number | undefined> {
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.split('\0').includes(script) && root !== undefined) return Number(entry);
+    const [command = '', ...args] = (await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (command === process.execPath && args[0] === script) return Number(entry);
   }
   return undefined;
 }
