@@ -114,7 +114,14 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['eslint.config.js', 'bin/cirrus.js', 'bin/lambda.js'] },
+        projectService: {
+          allowDefaultProject: [
+            'eslint.config.js',
+            'bin/cirrus.js',
+            'bin/lambda.js',
+            'test/harness/rie/runtime-client.js',
+          ],
+        },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -154,6 +161,10 @@ export default tseslint.config(
   ...layers,
   { files: ['eslint.config.js', 'bin/cirrus.js', 'bin/lambda.js'], ...tseslint.configs.disableTypeChecked },
   { files: ['bin/cirrus.js', 'bin/lambda.js'], languageOptions: { globals: { process: 'readonly' } } },
+  {
+    files: ['test/harness/rie/runtime-client.js'],
+    languageOptions: { globals: { process: 'readonly', Buffer: 'readonly' } },
+  },
   {
     // A provider may wrap the contract's errors ({ cause }); instanceof misses a wrapped one. (findCause's
     // own `instanceof type` in shared/cloud/errors.ts names no contract class, so nothing is exempted.)

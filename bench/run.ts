@@ -5,7 +5,7 @@
 //
 //   npm run bench                       short sizes (a couple of minutes on 2 cores)
 //   npm run bench -- --full             full sizes (1000 nodes, 1000 Services, 10 cold starts)
-//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, relay-memory, burst, aws, api-client
+//   npm run bench -- --only nodes,lb    some scenarios: calibration, nodes, lb, coldstart, relay, relay-memory, burst, aws, api-client, rie
 //   npm run bench -- --log-level info   cirrus's log level (default warn; pino writes to stdout)
 //   npm run bench -- --only nodes --objects 50   the nodes and lb scenarios with 50 objects each
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes   profile the process (harness + cirrus)
@@ -41,6 +41,7 @@ import { relayMemory } from './scenarios/relay-memory.ts';
 import { burst } from './scenarios/burst.ts';
 import { awsIfAvailable } from './scenarios/aws.ts';
 import { apiClient } from './scenarios/api-client.ts';
+import { underRie } from './scenarios/rie.ts';
 import { drawChart } from './chart.ts';
 import { scale, scaleSizeOf, writePlot, resultsDir } from './scenarios/scale.ts';
 import { comparisonSection, runSection } from './markdown.ts';
@@ -57,6 +58,7 @@ const scenarioNames = [
   'burst',
   'aws',
   'api-client',
+  'rie',
 ] as const;
 
 const usage = `Usage: npm run bench -- [flags]
@@ -221,6 +223,16 @@ async function alone(bench: Bench, ceiling: number | undefined): Promise<void> {
     const { result, svg } = await scale(bench, controlPlane, scaleSizeOf(values.scale));
     results['scale'] = result;
     progress(`scale: RSS over time in ${await writePlot(resultsDir, svg)}`);
+  }
+  await lambdaAndClient(bench);
+}
+
+// The Lambda functions under AWS's emulator, and the API client alone.
+async function lambdaAndClient(bench: Bench): Promise<void> {
+  if (only.has('rie')) {
+    progress("rie: each function's cold start and memory under AWS's Lambda Runtime Interface Emulator");
+    const rie = await underRie(bench, controlPlane.info.adminKubeconfig);
+    if (rie !== undefined) results['rie'] = rie;
   }
   if (only.has('api-client')) {
     progress('api-client: CPU per core/v1 call, client-node CoreV1Api and LeanCore');

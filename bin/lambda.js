@@ -1,14 +1,16 @@
-// AWS Lambda entry points, one per reconcile function (serverless.yml: `handler: bin/lambda.<name>`).
-// Plain JavaScript because Lambda loads a handler from a .js, .mjs or .cjs file; what it imports
-// is TypeScript, run through Node's type stripping (the nodejs24.x runtime).
-import { lambdaHandler } from '../app/lambda/index.ts';
+// AWS Lambda entry points of development and tests, one per reconcile function, each serving it
+// from the TypeScript sources (run through Node's type stripping). What serverless.yml deploys is
+// the built artifact of each function instead (`handler: dist/functions/<name>/lambda.handler`,
+// scripts/build.ts); this file is plain JavaScript because Lambda loads a handler from a .js, .mjs
+// or .cjs file.
+import { lambdaHandler, sandboxHandler } from '../app/lambda/index.ts';
 
-export const nodeInit = lambdaHandler('node-init');
-export const nodeLifecycle = lambdaHandler('node-lifecycle');
-export const serviceLb = lambdaHandler('service-lb');
-export const routes = lambdaHandler('routes');
+// In a Lambda sandbox, Lambda names the handler in _HANDLER (this file's path, a dot, the export): that
+// function's app is built during the init phase, before its first event; elsewhere nothing starts.
+const configured = process.env._HANDLER?.split('.').pop();
+const entry = (name, exported) => (configured === exported ? sandboxHandler(name) : lambdaHandler(name));
 
-// Build the configured function during the sandbox's init phase, before its first event.
-// Lambda names the handler in _HANDLER (`bin/lambda.nodeInit`); elsewhere (tests) nothing starts.
-const configured = { nodeInit, nodeLifecycle, serviceLb, routes }[process.env._HANDLER?.split('.').pop() ?? ''];
-configured?.prepare();
+export const nodeInit = await entry('node-init', 'nodeInit');
+export const nodeLifecycle = await entry('node-lifecycle', 'nodeLifecycle');
+export const serviceLb = await entry('service-lb', 'serviceLb');
+export const routes = await entry('routes', 'routes');

@@ -69,14 +69,15 @@ function absentPlugin(artifact: string, absent: ReadonlySet<string>): esbuild.Pl
   };
 }
 
-// The Lambda entry of one function: its handler, started during the sandbox's init phase.
+// The Lambda entry of one function: its handler, its app built during the sandbox's init phase
+// (the top-level await holds the init phase until the app is ready; ADR 0033).
 function lambdaEntryPlugin(name: string): esbuild.Plugin {
   return {
     name: 'cirrus-lambda-entry',
     setup(build) {
       build.onResolve({ filter: /^cirrus:lambda$/ }, () => ({ path: 'lambda', namespace: 'cirrus-entry' }));
       build.onLoad({ filter: /.*/, namespace: 'cirrus-entry' }, () => ({
-        contents: `import { sandboxHandler } from './app/lambda/index.ts';\nexport const handler = sandboxHandler(${JSON.stringify(name)});\n`,
+        contents: `import { sandboxHandler } from './app/lambda/index.ts';\nexport const handler = await sandboxHandler(${JSON.stringify(name)});\n`,
         resolveDir: root,
         loader: 'js',
       }));
@@ -112,9 +113,61 @@ async function bundle(out: string, spec: Bundle, version: string): Promise<strin
     plugins: [absentPlugin(spec.name, spec.absent ?? new Set()), ...(spec.plugins ?? [])],
     logLevel: 'warning',
   });
+  if (spec.name.startsWith('functions/')) await nameAwsModules(out, metafile, Object.keys(spec.entries));
   const manifest = { name: `cirrus-${spec.name.replaceAll('/', '-')}`, version, private: true, type: 'module' };
   await writeFile(join(out, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   return Object.keys(metafile.inputs);
+}
+
+const awsProvider = 'providers/aws/index.ts';
+
+/**
+ * Renames the modules of a function's artifact that only the aws provider loads (its own, the AWS
+ * SDK's, bowser; providers/index.ts imports it on first use) to `aws-*.js`, and the imports of them,
+ * so that serverless.yml can leave them out of a package for another provider (1.5 MB unpacked).
+ * Throws if a module named `aws-*.js` is loaded by anything else.
+ */
+async function nameAwsModules(out: string, metafile: esbuild.Metafile, entries: readonly string[]): Promise<void> {
+  const renames = awsOnlyModules(out, metafile, entries);
+  for (const [from, to] of renames) await rename(join(out, from), join(out, to));
+  for (const file of await readdir(out)) {
+    if (!file.endsWith('.js')) continue;
+    const text = await readFile(join(out, file), 'utf8');
+    let next = text;
+    for (const [from, to] of renames) next = next.replaceAll(`"./${from}"`, `"./${to}"`);
+    if (next !== text) await writeFile(join(out, file), next);
+  }
+}
+
+// The modules only the aws provider loads, each with its new name (those already named aws-* aside).
+function awsOnlyModules(out: string, metafile: esbuild.Metafile, entries: readonly string[]): Map<string, string> {
+  const outputs = Object.keys(metafile.outputs).filter((file) => file.endsWith('.js'));
+  const name = (file: string): string => file.slice(file.lastIndexOf('/') + 1);
+  const aws = outputs.find((file) => metafile.outputs[file]?.entryPoint === awsProvider);
+  if (aws === undefined) throw new Error(`${out}: no module for ${awsProvider}`);
+  // What loads without the aws provider: everything reachable from the entries, but through it.
+  const without = reachable(
+    metafile,
+    outputs.filter((file) => entries.some((entry) => name(file) === `${entry}.js`)),
+    aws,
+  );
+  const misnamed = outputs.filter((file) => without.has(file) && name(file).startsWith('aws-'));
+  if (misnamed.length > 0)
+    throw new Error(`${out}: ${misnamed.map(name).join(', ')} named as the aws provider's, but loaded without it`);
+  const only = [...reachable(metafile, [aws])].filter((file) => !without.has(file) && !name(file).startsWith('aws-'));
+  return new Map(only.map((file) => [name(file), `aws-${name(file)}`]));
+}
+
+// The outputs `from` load, statically or dynamically, themselves included; never past `stop`.
+function reachable(metafile: esbuild.Metafile, from: readonly string[], stop?: string): Set<string> {
+  const reached = new Set<string>();
+  const visit = (file: string): void => {
+    if (file === stop || reached.has(file)) return;
+    reached.add(file);
+    for (const i of metafile.outputs[file]?.imports ?? []) if (!i.external) visit(i.path);
+  };
+  for (const file of from) visit(file);
+  return reached;
 }
 
 // The npm package's modules: cirrus's own code bundled per entry (shared chunks, so the registry

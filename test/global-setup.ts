@@ -9,7 +9,8 @@
 //   CIRRUS_TEST_AWS_SKIP                     why there is none (the aws suites then skip)
 // And kubernetes/cloud-provider-aws, the incumbent the migration test runs (tools/cloud-provider-aws/;
 // built once per machine after the control plane, as it is: the test itself never builds it), and
-// Helm, which the chart test runs (tools/helm/; built the same way, after it).
+// Helm, which the chart test runs (tools/helm/; built the same way, after it), and AWS's Lambda
+// Runtime Interface Emulator, which the Lambda package test runs the zips under (tools/rie/; last).
 // With CIRRUS_TEST_REQUIRE_CONTROL_PLANE=1 (as in CI) a missing control plane or emulator fails the run.
 
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ import { EmulatorUnavailableError, motoVersion, startEmulator, type Emulator } f
 import { warmEmulator } from '../tools/aws-emulator/world.ts';
 import { resolveCloudProviderAws } from '../tools/cloud-provider-aws/assets.ts';
 import { resolveHelm } from '../tools/helm/assets.ts';
+import { resolveRie } from '../tools/rie/assets.ts';
 
 let controlPlane: ControlPlane | undefined;
 let emulator: Emulator | undefined;
@@ -37,12 +39,13 @@ function sayAws(line: string): void {
   process.stderr.write(`[aws emulator] ${line}\n`);
 }
 
-/** Starts the control plane and the AWS emulator side by side, then makes sure of the incumbent and Helm. */
+/** Starts the control plane and the AWS emulator side by side, then makes sure of the incumbent, Helm and the RIE. */
 export async function globalSetup(): Promise<void> {
   await Promise.all([startControlPlane(), startAwsEmulator()]);
   // One after the other: each is a Go build of minutes when the cache has none.
   await buildTool('cloud-provider-aws', resolveCloudProviderAws);
   await buildTool('helm', resolveHelm);
+  await buildTool('aws-lambda-rie', resolveRie);
 }
 
 /**

@@ -93,8 +93,8 @@ describe('layout', () => {
   });
 
   it('names the functions only in the catalogue, their folders, the manifests, docs and tests', () => {
-    // bin/lambda.js is the Lambda half of the manifests: Lambda finds a handler by its export name
-    // (serverless.yml's `handler: bin/lambda.<name>`), so the names are written there, and
+    // bin/lambda.js is the Lambda entry of development and tests: one export per function (what
+    // serverless.yml deploys is each function's built `dist/functions/<name>/lambda.handler`), so the names are written there, and
     // test/deploy/serverless.test.ts checks them against serverless.yml and the catalogue.
     // Tests name functions to test them; what tests and benchmarks share (test/harness/, test/faults/)
     // is held to the rule as the product is.

@@ -67,8 +67,11 @@ export interface HttpResult {
 export interface LambdaHandler {
   (event: HttpEvent, context: Context): Promise<HttpResult>;
   readonly functionName: string;
-  /** Starts building the app now (during the sandbox's init phase) instead of at the first event. */
-  prepare(): void;
+  /**
+   * Builds the app now and resolves once it is built, or once building failed: a failure is
+   * reported by the first event, which tries again.
+   */
+  ready(): Promise<void>;
 }
 
 /** Where a handler gets its configuration: the process's, unless a test gives its own. */
@@ -82,7 +85,7 @@ type Proxy = (event: HttpEvent, context: Context) => Promise<HttpResult>;
 
 /**
  * The handler of function `name` (canonical name or alias). The app is built once per sandbox,
- * at the first event or at prepare(); a failure to build (bad configuration, an unreadable secret)
+ * at the first event or at ready(); a failure to build (bad configuration, an unreadable secret)
  * is thrown to Lambda, which answers the caller 502 so that the relay retries, and the next event
  * tries again. Throws ConfigError at once for an unknown function name.
  */
@@ -99,23 +102,29 @@ export function lambdaHandler(name: string, options: LambdaHandlerOptions = {}):
   };
   const handler = async (event: HttpEvent, context: Context): Promise<HttpResult> =>
     unsignedRefusal(event) ?? (await start())(event, context);
-  return Object.assign(handler, {
-    functionName: canonical,
-    prepare: () => {
-      // Its failure is reported by the first event, which tries again.
-      start().catch(() => undefined);
-    },
-  });
+  // A failure is reported by the first event, which tries again.
+  const ready = (): Promise<void> =>
+    start().then(
+      () => undefined,
+      () => undefined,
+    );
+  return Object.assign(handler, { functionName: canonical, ready });
 }
 
 /**
- * The handler of a one-function artifact (scripts/build.ts, `dist/functions/<name>/lambda.js`): in a
- * Lambda sandbox (which sets _HANDLER) it starts building the app at once, during the init phase,
- * before its first event.
+ * The handler of a one-function artifact (scripts/build.ts, `dist/functions/<name>/lambda.js`,
+ * which awaits it at its top level): in a Lambda sandbox (which sets _HANDLER) it resolves once the
+ * app is built, so that the build is the init phase's, not the first event's (ADR 0033). A
+ * configuration that can never start (a bad variable, no signing secret, the fake provider) fails
+ * the init phase with its message; a build that fails otherwise (a secret not readable yet) leaves
+ * init successful: the first event reports it, and tries again.
  */
-export function sandboxHandler(name: string): LambdaHandler {
-  const handler = lambdaHandler(name);
-  if (process.env['_HANDLER'] !== undefined) handler.prepare();
+export async function sandboxHandler(name: string, env: NodeJS.ProcessEnv = process.env): Promise<LambdaHandler> {
+  const handler = lambdaHandler(name, { env });
+  if (env['_HANDLER'] !== undefined) {
+    refuseFake(requireSecrets(parseConfig(lambdaCommand, [], env)));
+    await handler.ready();
+  }
   return handler;
 }
 
@@ -141,12 +150,48 @@ async function startFunction(entry: FunctionEntry, options: LambdaHandlerOptions
     // the event). The cast: the adapter is typed for Fastify's default logger type, and only
     // calls inject().
     const proxy = awsLambdaFastify<HttpEvent>(app as unknown as FastifyInstance, { decorateRequest: false });
+    // One /healthz through the adapter and the app before the first event: the first request of a
+    // process compiles their request path (about 10 ms), which belongs to the init phase too.
+    await proxy(primingEvent, {} as Context);
     return (event, context) => proxy(withRawTarget(event), context);
   } catch (error) {
     log.error({ err: error }, `${name} could not start`);
     throw error;
   }
 }
+
+// The fake provider's cloud lives in the process's memory and starts empty: each sandbox would
+// have its own empty cloud, and every Node would get "instance not found". (Tests and the bench
+// run handlers in process with it: lambdaHandler takes it.)
+function refuseFake(config: Config<LambdaOptions>): void {
+  if (config.cloudProvider === 'fake') {
+    throw new ConfigError(
+      `${envName('cloudProvider')}=fake cannot run on AWS Lambda: the fake provider's cloud lives in one process's memory and starts empty, so each sandbox would have a cloud of its own with no instance in it. Use static (an inventory in the cloud-config), aws or http`,
+    );
+  }
+}
+
+// A function URL (payload 2.0) GET /healthz, answered in the init phase (startFunction).
+const primingEvent: APIGatewayProxyEventV2 = {
+  version: '2.0',
+  routeKey: '$default',
+  rawPath: '/healthz',
+  rawQueryString: '',
+  headers: {},
+  isBase64Encoded: false,
+  requestContext: {
+    accountId: 'anonymous',
+    apiId: 'init',
+    domainName: 'localhost',
+    domainPrefix: 'init',
+    http: { method: 'GET', path: '/healthz', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'cirrus-init' },
+    requestId: 'init',
+    routeKey: '$default',
+    stage: '$default',
+    time: '',
+    timeEpoch: 0,
+  },
+};
 
 // A function URL answers anyone: without a secret to verify, a function would reconcile for anyone.
 function requireSecrets(config: Config<LambdaOptions>): Config<LambdaOptions> {
@@ -200,12 +245,16 @@ export function withRawTarget(event: HttpEvent): HttpEvent {
 
 let shutdown: AbortController | undefined;
 
-// One listener for the sandbox, however many times a handler tries to start.
+// One listener for the sandbox, however many times a handler tries to start. Lambda sends SIGTERM
+// at shutdown (when an extension is attached) and kills the runtime 500 ms later; a listener
+// replaces Node's default exit, so it aborts what the app runs and then exits itself. No event is
+// in flight at a shutdown: Lambda sends it between invocations.
 function sigterm(): AbortSignal {
   if (shutdown === undefined) {
     const controller = new AbortController();
     process.once('SIGTERM', () => {
       controller.abort();
+      setImmediate(() => process.exit(0));
     });
     shutdown = controller;
   }

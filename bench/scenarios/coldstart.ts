@@ -239,6 +239,21 @@ async function lambdaSandbox(target: SandboxTarget, kubeconfig: string): Promise
   };
 }
 
+/** One cold start of `target` in the sandbox harness (as the coldstart scenario measures it): spawn → first 200, and RSS after 2 s idle. */
+export async function lambdaSandboxStart(
+  target: SandboxTarget,
+  kubeconfig: string,
+): Promise<{ startMs: number; rssMb: number }> {
+  const started = await lambdaSandbox(target, kubeconfig);
+  try {
+    await started.answered;
+    const startMs = performance.now() - started.spawnedAt;
+    return { startMs, rssMb: await started.idleRssMb() };
+  } finally {
+    await started.stop();
+  }
+}
+
 async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${String(pid)}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;

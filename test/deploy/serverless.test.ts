@@ -9,8 +9,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream } from 'node:fs';
-import { copyFile, cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createWriteStream, globSync, readFileSync } from 'node:fs';
+import { copyFile, cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -34,6 +34,7 @@ import {
 import { catalogue } from '../../functions/catalogue.ts';
 import { build as buildArtifacts } from '../../scripts/build.ts';
 import { knativeServiceSchema } from './knative.ts';
+import { rieSuite } from './rie-suite.ts';
 import { build, knativeRoot } from './kustomize.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -41,6 +42,8 @@ const osls = join(repoRoot, 'node_modules/osls/bin/serverless.js');
 const stage = 'test';
 // The issue's goal for one function's zip (it was 17 MB with node_modules and the TypeScript).
 const zipGoalBytes = 5 * 1024 * 1024;
+// ADR 0033: a package for the aws provider carries the AWS SDK (1.5 MB unpacked).
+const awsGoalBytes = 5.5 * 1024 * 1024;
 
 const params = {
   cloudProvider: 'static',
@@ -137,6 +140,37 @@ async function unzip(file: string, dir: string): Promise<string[]> {
     zip.readEntry();
   });
   return names;
+}
+
+/** The entries of zip `file`: names and uncompressed sizes. */
+async function zipEntries(file: string): Promise<{ name: string; size: number }[]> {
+  const zip = await yauzl.openPromise(file, { lazyEntries: true });
+  const entries: { name: string; size: number }[] = [];
+  await new Promise<void>((resolve, reject) => {
+    zip.on('error', reject);
+    zip.on('end', resolve);
+    zip.on('entry', (entry: Entry) => {
+      entries.push({ name: entry.fileName, size: entry.uncompressedSize });
+      zip.readEntry();
+    });
+    zip.readEntry();
+  });
+  return entries;
+}
+
+async function folderBytes(folder: string): Promise<number> {
+  const files = (await readdir(folder, { withFileTypes: true, recursive: true })).filter((e) => e.isFile());
+  const sizes = await Promise.all(files.map(async (e) => (await stat(join(e.parentPath, e.name))).size));
+  return sizes.reduce((a, b) => a + b, 0);
+}
+
+/** The sizes docs/build.md states for a function's package, in MB: for another provider than aws, and with aws. */
+function docsBuildSizes(text: string): { zipped: number; unpacked: number; awsUnpacked: number } {
+  const flat = text.replace(/\s+/g, ' ');
+  const other = /package is ([\d.]+) MB zipped and ([\d.]+) MB unpacked for a provider other than aws/.exec(flat);
+  const aws = /([\d.]+) MB zipped and ([\d.]+) MB unpacked with aws/.exec(flat);
+  assert.ok(other && aws, 'docs/build.md states the sizes of a package, for another provider than aws and with aws');
+  return { zipped: Number(other[1]), unpacked: Number(other[2]), awsUnpacked: Number(aws[2]) };
 }
 
 /** A role's policies without those that apply only under a condition (the aws provider's). */
@@ -395,6 +429,45 @@ describe('serverless.yml, packaged by osls', () => {
     }
   });
 
+  it("leaves the aws provider's modules out of a package for another provider: within 5 MB unpacked, as docs/build.md says", async () => {
+    const stated = docsBuildSizes(await readFile(join(repoRoot, 'docs/build.md'), 'utf8'));
+    for (const name of lambdas.keys()) {
+      const zip = join(dir, `package/${name}.zip`);
+      const entries = await zipEntries(zip);
+      assert.deepEqual(
+        entries.filter((e) => /\/aws-[^/]*\.js$/.test(e.name)).map((e) => e.name),
+        [],
+        `${name}: packaged for ${params.cloudProvider}`,
+      );
+      const unpacked = entries.reduce((sum, e) => sum + e.size, 0);
+      assert.ok(unpacked <= zipGoalBytes, `${name}: ${String(unpacked)} bytes unpacked, goal ${String(zipGoalBytes)}`);
+      // What a package for aws holds: the whole artifact.
+      const artifact = await folderBytes(join(dir, `dist/functions/${name}`));
+      assert.ok(artifact <= awsGoalBytes, `${name}: ${String(artifact)} bytes with aws, goal ${String(awsGoalBytes)}`);
+      const mb = (bytes: number): number => bytes / 1048576;
+      const near = (measured: number, said: number, what: string): void => {
+        assert.ok(
+          Math.abs(measured - said) <= 0.1,
+          `docs/build.md says ${String(said)} MB ${what}, measured ${mb(measured * 1048576).toFixed(2)} MB (${name})`,
+        );
+      };
+      near(mb((await stat(zip)).size), stated.zipped, 'zipped');
+      near(mb(unpacked), stated.unpacked, 'unpacked');
+      near(mb(artifact), stated.awsUnpacked, 'unpacked with aws');
+    }
+  });
+
+  it('names the handler serverless.yml deploys wherever a handler is named', () => {
+    // Lambda's handler setting is `<file>.<export>`: bin/lambda.<export> is what was deployed before ADR 0011.
+    const stale = globSync(
+      '{README.md,serverless.yml,docs/**/*.md,deploy/**/*.md,app/**/*.ts,bin/*.js,scripts/*.ts,test/layout.test.ts}',
+      {
+        cwd: repoRoot,
+      },
+    ).filter((file) => /bin\/lambda\.(?!js\b)|handler: bin\//.test(readFileSync(join(repoRoot, file), 'utf8')));
+    assert.deepEqual(stale, []);
+  });
+
   it('stops packaging when a parameter is missing, naming where it is used', async () => {
     const incomplete = Object.fromEntries(Object.entries(params).filter(([name]) => name !== 'cloudProvider'));
     const { status, output } = await runOsls(dir, [
@@ -408,6 +481,23 @@ describe('serverless.yml, packaged by osls', () => {
     assert.notEqual(status, 0);
     assert.match(output, /Cannot resolve variable at "provider\.environment\.CIRRUS_CLOUD_PROVIDER"/);
   });
+
+  const unzipped = new Map<string, Promise<string>>();
+  rieSuite(() => ({
+    secretPrefix,
+    handler: (name) => lambdas.get(name)?.Handler ?? '',
+    env: (name) => ({ ...lambdas.get(name)?.Environment.Variables }),
+    // The zip unzipped once for the emulator's runs, as Lambda unpacks it into /var/task.
+    unzipped: (name) => {
+      let root = unzipped.get(name);
+      if (root === undefined) {
+        const target = join(dir, 'task-root', name);
+        root = unzip(join(dir, `package/${name}.zip`), target).then(() => target);
+        unzipped.set(name, root);
+      }
+      return root;
+    },
+  }));
 
   describe('the packaged handler, unzipped', { skip: controlPlaneSkip }, () => {
     const name = uniqueName('pkg');

@@ -125,10 +125,13 @@ export interface SecretsExtension {
   close(): Promise<void>;
 }
 
-/** Starts a secrets extension serving `secrets` (ID → value). */
-export async function startSecretsExtension(secrets: Record<string, string>): Promise<SecretsExtension> {
+/** Starts a secrets extension serving `secrets` (ID → value), on `port` and with `token` when given. */
+export async function startSecretsExtension(
+  secrets: Record<string, string>,
+  options: { readonly port?: number; readonly token?: string } = {},
+): Promise<SecretsExtension> {
   const extension = {
-    token: `session-${randomUUID()}`,
+    token: options.token ?? `session-${randomUUID()}`,
     secrets: new Map(Object.entries(secrets)),
     requests: [] as string[],
     notReady: 0,
@@ -170,7 +173,7 @@ export async function startSecretsExtension(secrets: Record<string, string>): Pr
     );
   });
   // Dual-stack: the extension's address is `localhost`, whichever family that resolves to.
-  server.listen(0);
+  server.listen(options.port ?? 0);
   await once(server, 'listening');
   return Object.assign(extension, {
     port: (server.address() as AddressInfo).port,
