@@ -243,6 +243,8 @@ async function serveAll(
     secret,
     secretFile: config.signingSecretFile,
     env: io.env,
+    cluster: summary.cluster,
+    provider: summary.provider,
   });
   stoppers.push(reconcile);
   const relayModule = await loadRelay();
