@@ -19,6 +19,7 @@ import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
 import { callBudget, leaseSettings, periodsOf, relayCursor, type CallBudgetOption, type LeaseOption } from './relay.ts';
 import { catalogue, loadRelay } from '../root.ts';
+import { checkPortFree, portProblem } from './port.ts';
 import { announceStart } from './running.ts';
 import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
@@ -73,6 +74,8 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
     `cirrus start: ${selected.map((e) => e.name).join(', ')} and the relay feeding them, in this process; ` +
       `provider ${provider}${cloudConfig === undefined ? '' : ` (${cloudConfig})`}; cluster: ${planSummary(plan)}\n`,
   );
+  // A busy --port is found before the control plane starts, not after.
+  await checkPortFree(config.bindAddress, config.port);
   const stoppers: Stopper[] = [];
   try {
     const cluster = await connectCluster(plan, config, io, stoppers);
@@ -328,7 +331,9 @@ async function listen(
     async (error: unknown) => {
       controller.abort();
       await functions.closed;
-      throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
+      throw new Error(portProblem(config.bindAddress, config.port, error as NodeJS.ErrnoException), { cause: error });
     },
   );
   stoppers.push({
