@@ -119,16 +119,28 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
       );
     });
     return 0;
+  } catch (error) {
+    return interrupted(error, io);
   } finally {
-    const started = Date.now();
-    const steps: string[] = [];
-    for (const stopper of stoppers.reverse()) {
-      const step = Date.now();
-      await stopper.stop();
-      steps.push(`${stopper.what} ${Date.now() - step} ms`);
-    }
-    if (stoppers.length > 0) io.stderr.write(`cirrus stopped in ${Date.now() - started} ms (${steps.join(', ')})\n`);
+    await stopAll(stoppers, io);
   }
+}
+
+// Ctrl-C while the local control plane started: acknowledged then, and nothing of it is left; exit 0.
+function interrupted(error: unknown, io: Io): number {
+  if (io.signal.aborted && (error as Error).name === 'ControlPlaneInterrupted') return 0;
+  throw error;
+}
+
+async function stopAll(stoppers: Stopper[], io: Io): Promise<void> {
+  const started = Date.now();
+  const steps: string[] = [];
+  for (const stopper of stoppers.reverse()) {
+    const step = Date.now();
+    await stopper.stop();
+    steps.push(`${stopper.what} ${Date.now() - step} ms`);
+  }
+  if (stoppers.length > 0) io.stderr.write(`cirrus stopped in ${Date.now() - started} ms (${steps.join(', ')})\n`);
 }
 
 // Before anything runs: the rights the functions and the relay use, and what the provider needs.

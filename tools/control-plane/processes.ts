@@ -27,6 +27,7 @@ function deathSignalPrefix(): string[] {
 }
 
 const running = new Set<ManagedProcess>();
+const cleanups = new Set<() => void>();
 let exitHookInstalled = false;
 
 function installExitHook(): void {
@@ -40,7 +41,18 @@ function installExitHook(): void {
         // already gone
       }
     }
+    for (const cleanup of cleanups) cleanup();
   });
+}
+
+/**
+ * Runs `cleanup` (synchronous) when this process exits without undoing it first (a second Ctrl-C
+ * exits at once), after the children are killed; the returned function undoes the registration.
+ */
+export function atExit(cleanup: () => void): () => void {
+  installExitHook();
+  cleanups.add(cleanup);
+  return () => cleanups.delete(cleanup);
 }
 
 /** Starts `binary args…` with stdout and stderr appended to `logFile`. */
