@@ -12,7 +12,7 @@ export async function runCluster(config: Config<'clusterName' | 'dataDir'>, io: 
   };
   let assets;
   try {
-    assets = await resolveAssets({ build: true, progress });
+    assets = await resolveAssets({ build: true, signal: io.signal, progress });
   } catch (error) {
     if (!(error instanceof AssetsUnavailableError)) throw error;
     io.stderr.write(`cirrus cluster: ${error.message}\n`);

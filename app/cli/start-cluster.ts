@@ -192,7 +192,11 @@ async function localCluster(
   io.stderr.write('starting the local control plane\n');
   let assets;
   try {
-    assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
+    assets = await resolveAssets({
+      build: true,
+      signal: io.signal,
+      progress: (line) => io.stderr.write(`${line}\n`),
+    });
   } catch (error) {
     if (error instanceof AssetsUnavailableError)
       throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
