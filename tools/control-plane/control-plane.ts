@@ -19,15 +19,15 @@ import {
   startEtcd,
   waitForApiserver,
   waitForEtcd,
-  writeServiceAccountKeys,
   type ApiserverRestart,
   type ApiserverSetup,
   type ComponentOptions,
 } from './components.ts';
 import { writeKubeconfig } from './kubeconfig.ts';
-import { createCa, createClientCert, createServingCert, type KeyPair } from './pki.ts';
+import type { KeyPair } from './pki.ts';
 import { getHttps } from './probe.ts';
-import { atExit, freePort, type ManagedProcess } from './processes.ts';
+import { credentials, portFor } from './kept-run.ts';
+import { atExit, type ManagedProcess } from './processes.ts';
 
 /** What a running control plane offers to clients; serialized as `cluster.json`. */
 export interface ControlPlaneInfo {
@@ -138,12 +138,7 @@ export class ControlPlane {
     const timeoutMs = options.timeoutMs ?? startTimeoutFromEnv() ?? 60_000;
     const pki = join(dir, 'pki');
     await mkdir(pki, { recursive: true });
-    const ca = await createCa(pki);
-    const [serving, admin] = await Promise.all([
-      createServingCert(ca, pki),
-      createClientCert(ca, pki, 'admin', { user: 'cirrus-admin', groups: ['system:masters'] }),
-      writeServiceAccountKeys(pki),
-    ]);
+    const { previous, ca, serving, admin } = await credentials(dir, ownsDir);
     const processes: ManagedProcess[] = [];
     const forget = stopOnAbort(options.signal, processes);
     try {
@@ -153,7 +148,7 @@ export class ControlPlane {
         dir,
         etcdUrl: etcd.url,
         certs: { ca, serving },
-        port: await freePort(),
+        port: await portFor(previous),
       };
       const apiserver = await startApiserver(setup, processes);
       const deadline = started + timeoutMs;

@@ -115,3 +115,21 @@ export async function freePort(): Promise<number> {
   if (address === null || typeof address === 'string') throw new Error('could not allocate a port');
   return address.port;
 }
+
+/** Whether `port` of 127.0.0.1 can be listened on now. */
+export async function portIsFree(port: number): Promise<boolean> {
+  const server = createServer();
+  const listening = await new Promise<boolean>((resolve) => {
+    server.once('error', () => {
+      resolve(false);
+    });
+    server.listen({ host: '127.0.0.1', port, exclusive: true }, () => {
+      resolve(true);
+    });
+  });
+  if (listening) {
+    server.close();
+    await once(server, 'close');
+  }
+  return listening;
+}
