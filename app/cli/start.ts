@@ -15,9 +15,18 @@ import { initProviders, providerPlan, providersFor, type ProviderPlan } from '..
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import type { LocalFunctions } from '../../shared/host/local.ts';
 import type { Serving } from '../../shared/host/serve.ts';
+import type { Readiness } from '../../shared/host/probes.ts';
 import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
-import { callBudget, leaseSettings, periodsOf, relayCursor, type CallBudgetOption, type LeaseOption } from './relay.ts';
+import {
+  callBudget,
+  leaseSettings,
+  periodsOf,
+  relayCursor,
+  waitingFor,
+  type CallBudgetOption,
+  type LeaseOption,
+} from './relay.ts';
 import { catalogue, loadRelay } from '../root.ts';
 import { checkPortFree, portProblem } from './port.ts';
 import { announceStart } from './running.ts';
@@ -248,7 +257,16 @@ async function serveAll(
   summary: Summary,
 ): Promise<void> {
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
-  const { server, functions, handlers } = await listen(definitions, { config, log, registry, secret }, stoppers);
+  // /readyz: not ready until the relay runs, then as the relay's status says (a leader with every
+  // watch open, or a standby that reads the Lease): not ready while the API server is gone.
+  const readiness: { current: () => Readiness } = {
+    current: () => ({ ready: false, body: { status: 'starting' } }),
+  };
+  const { server, functions, handlers } = await listen(
+    definitions,
+    { config, log, registry, secret, readiness: () => readiness.current() },
+    stoppers,
+  );
   const local = `http://127.0.0.1:${functions.port}`;
   // For `cirrus reconcile`: the functions' URL and the secret's file, recorded until start stops.
   const names = definitions.map((d) => d.name);
@@ -287,7 +305,19 @@ async function serveAll(
     const metric = relay.registry.getSingleMetric(name);
     if (metric !== undefined) registry.registerMetric(metric);
   }
-  stoppers.push({ what: 'relay', stop: () => relay.stop() });
+  readiness.current = () => relayModule.relayReadiness(relay.status());
+  const waiting = setInterval(() => {
+    const status = relay.status();
+    if (!status.ready && status.role !== 'stopped')
+      log.warn({ status: status.role }, `not ready: ${waitingFor(status)}`);
+  }, 30_000);
+  stoppers.push({
+    what: 'relay',
+    stop: () => {
+      clearInterval(waiting);
+      return relay.stop();
+    },
+  });
   // address: probes and metrics; functions: the functions' own listener, on loopback only.
   log.info({ address: server.address, functions: local, names: definitions.map((d) => d.name) }, 'cirrus serving');
   // Ctrl-C while waiting (for the Lease, say) must still stop.
@@ -324,7 +354,13 @@ async function serveAll(
 // listeners' grace period.
 async function listen(
   definitions: FunctionDefinition[],
-  context: { config: Config<StartOptions>; log: Logger; registry: Registry; secret: string },
+  context: {
+    config: Config<StartOptions>;
+    log: Logger;
+    registry: Registry;
+    secret: string;
+    readiness: () => Readiness;
+  },
   stoppers: Stopper[],
 ): Promise<{ server: Serving; functions: Serving; handlers: LocalFunctions['handlers'] }> {
   const { config, log, registry } = context;
@@ -336,7 +372,7 @@ async function listen(
     registry,
     probes: false,
   });
-  const probes = await buildProbeApp({ logger: log, registry });
+  const probes = await buildProbeApp({ logger: log, registry, readiness: context.readiness });
   const controller = new AbortController();
   const functions = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
   const server = await serve(probes, { host: config.bindAddress, port: config.port, signal: controller.signal }).catch(
