@@ -71,7 +71,8 @@ async function startControlPlane(): Promise<void> {
   const required = process.env['CIRRUS_TEST_REQUIRE_CONTROL_PLANE'] === '1';
   let assets;
   try {
-    assets = await resolveAssets({ build: true, progress: say });
+    // Every test's binaries, the scheduler test's kube-scheduler and kube-controller-manager too.
+    assets = await resolveAssets({ build: true, components: true, progress: say });
   } catch (error) {
     if (required || !(error instanceof AssetsUnavailableError)) throw error;
     process.env['CIRRUS_TEST_CLUSTER_SKIP'] = error.message;

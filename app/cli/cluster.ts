@@ -5,27 +5,30 @@ import type { Io } from './io.ts';
 
 /** Starts the control plane, prints `KUBECONFIG=<path>`, and stops it when `io.signal` aborts. */
 export async function runCluster(config: Config<'clusterName' | 'dataDir'>, io: Io): Promise<number> {
-  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../tools/control-plane/index.ts');
+  const { AssetsUnavailableError, ControlPlaneInterrupted, resolveAssets } =
+    await import('../../tools/control-plane/index.ts');
   const progress = (line: string): void => {
     io.stderr.write(`${line}\n`);
   };
   let assets;
   try {
-    assets = await resolveAssets({ build: true, progress });
+    assets = await resolveAssets({ build: true, signal: io.signal, progress });
   } catch (error) {
     if (!(error instanceof AssetsUnavailableError)) throw error;
     io.stderr.write(`cirrus cluster: ${error.message}\n`);
     return 1;
   }
   if (io.signal.aborted) return 0;
-  const controlPlane = await ControlPlane.start({
-    assets,
-    clusterName: config.clusterName,
-    ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
-  });
+  const { prepareControlPlane, startInterruptibly } = await import('./start-cluster.ts');
+  let controlPlane;
+  try {
+    controlPlane = await startInterruptibly(assets, config, io);
+  } catch (error) {
+    if (error instanceof ControlPlaneInterrupted) return 0;
+    throw error;
+  }
   const { info } = controlPlane;
   // Ready for `cirrus serve service-lb` and `cirrus start --kubeconfig` as `cirrus start`'s own is.
-  const { prepareControlPlane } = await import('./start-cluster.ts');
   const { loadKubeConfig } = await import('../../shared/kube/client.ts');
   await prepareControlPlane(loadKubeConfig(info.adminKubeconfig));
   io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);

@@ -15,7 +15,7 @@ import type { Io } from './io.ts';
 import { catalogue } from '../root.ts';
 import { escapeControl } from '../log.ts';
 import { hint } from '../suggest.ts';
-import { runningStarts, runtimeDir } from './running.ts';
+import { describeStart, runningStarts, runtimeDir, type RunningStart } from './running.ts';
 import { readSecret } from './secret.ts';
 
 /** The options `cirrus reconcile` takes. */
@@ -49,14 +49,61 @@ export async function runReconcile(line: CommandLine<ReconcileOptions>, io: Io):
     return 1;
   }
   const text = await response.text();
-  if (response.ok) {
-    io.stdout.write(line.config.output === 'json' ? `${jsonText(text)}\n` : readable(text));
-    return 0;
-  }
+  if (response.ok) return answered(text, { entry, line, io });
   io.stderr.write(
-    `cirrus reconcile: ${canonical} answered ${response.status}: ${escapeControl(text)}${why(response.status, secret, target)}\n`,
+    `cirrus reconcile: ${canonical} answered ${response.status}: ${errorText(text)}${why(response.status, secret, target)}\n`,
   );
   return 1;
+}
+
+// A 2xx reply: printed, then refused when another function answered (--url naming the wrong one),
+// and exit status 1 when the object named does not exist.
+function answered(
+  text: string,
+  { entry, line, io }: { entry: FunctionEntry; line: CommandLine<ReconcileOptions>; io: Io },
+): number {
+  const report = reportOf(text);
+  if (report !== undefined && report.function !== entry.name) {
+    io.stderr.write(
+      `cirrus reconcile: ${escapeControl(report.function)} answered at --url, not ${entry.name}: ` +
+        `${line.positionals[0] ?? ''} reconciles ${entry.target.kind}s with ${entry.name}; give --url <url>/${entry.name}\n`,
+    );
+    return 1;
+  }
+  io.stdout.write(line.config.output === 'json' ? `${jsonText(text)}\n` : readable(text));
+  const missing = report?.objects.filter((o) => o.result === 'not-found') ?? [];
+  if (missing.length === 0 || line.config.all) return 0;
+  io.stderr.write(`cirrus reconcile: ${missing.map((o) => escapeControl(o.key)).join(', ')} does not exist\n`);
+  return 1;
+}
+
+function reportOf(text: string): Report | undefined {
+  try {
+    const parsed = JSON.parse(text) as Partial<Report> | null;
+    return typeof parsed === 'object' && parsed !== null && Array.isArray(parsed.objects)
+      ? (parsed as Report)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// A function's error reply ({"error": …, "problems"?: […], "code": …}) as its message and problems;
+// any other text as it came. Escaped either way (escapeControl).
+function errorText(text: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return escapeControl(text);
+  }
+  const { error, problems } = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as {
+    error?: unknown;
+    problems?: unknown;
+  };
+  if (typeof error !== 'string') return escapeControl(text);
+  const more = Array.isArray(problems) ? problems.filter((p): p is string => typeof p === 'string' && p !== error) : [];
+  return escapeControl([error, ...more].join('; '));
 }
 
 /** Where the request goes and what signs it. */
@@ -72,15 +119,11 @@ interface Target {
 async function targetOf(entry: FunctionEntry, line: CommandLine<ReconcileOptions>, io: Io): Promise<Target> {
   const { url, signingSecretFile } = line.config;
   const starts = await runningStarts(io.env);
-  if (url !== undefined) {
-    const origin = new URL(url).origin;
-    const start = starts.find((s) => new URL(s.url).origin === origin);
-    return { url, secretFile: signingSecretFile ?? start?.secretFile, note: '' };
-  }
+  if (url !== undefined) return urlTarget(entry, url, { starts, signingSecretFile });
   if (starts.length > 1) {
     throw new ConfigError(
-      `${starts.length} cirrus start processes run here (${starts.map((s) => `pid ${s.pid}: ${s.url}`).join('; ')}): ` +
-        'pass --url <url>/<function> to say which',
+      `${starts.length} cirrus start processes run here; pass --url <url>/${entry.name} to say which:\n` +
+        starts.map((s) => `  ${describeStart(s)}`).join('\n'),
     );
   }
   const [start] = starts;
@@ -91,16 +134,39 @@ async function targetOf(entry: FunctionEntry, line: CommandLine<ReconcileOptions
       note: `; no cirrus start runs here (none recorded in ${runtimeDir(io.env)}) and --url was not given, so ${serveDefault} (cirrus serve's default) was tried`,
     };
   }
-  if (!start.functions.includes(entry.name)) {
-    throw new ConfigError(
-      `the cirrus start running here (pid ${start.pid}) does not run ${entry.name}; it runs ${start.functions.join(', ')}`,
-    );
-  }
+  notSkipped(start, entry.name);
   return {
     url: `${start.url}/${entry.name}`,
     secretFile: signingSecretFile ?? start.secretFile,
     note: `; the cirrus start that recorded it (pid ${start.pid}) may have stopped`,
   };
+}
+
+// --url: refused when it names another function, or one the start serving there does not run.
+function urlTarget(
+  entry: FunctionEntry,
+  url: string,
+  { starts, signingSecretFile }: { starts: readonly RunningStart[]; signingSecretFile: string | undefined },
+): Target {
+  const origin = new URL(url).origin;
+  const start = starts.find((s) => new URL(s.url).origin === origin);
+  const named = new URL(url).pathname.split('/').findLast((part) => part !== '');
+  const other = named === undefined ? undefined : findFunction(catalogue, named);
+  if (other !== undefined && other.name === named && other.name !== entry.name)
+    throw new ConfigError(
+      `--url names ${named}, but ${entry.target.kind}s are reconciled by ${entry.name}: give --url <url>/${entry.name}`,
+    );
+  if (start !== undefined) notSkipped(start, named);
+  return { url, secretFile: signingSecretFile ?? start?.secretFile, note: '' };
+}
+
+// A function of the catalogue that `start` does not run (not selected, or skipped for its provider)
+// is refused before anything is sent: its listener would only answer that it has no such route.
+function notSkipped(start: RunningStart, name: string | undefined): void {
+  if (name === undefined || findFunction(catalogue, name)?.name !== name || start.functions.includes(name)) return;
+  throw new ConfigError(
+    `the cirrus start running here (pid ${start.pid}) does not run ${name}; it runs ${start.functions.join(', ')}`,
+  );
 }
 
 // What a refusal most likely means, where the status says.
@@ -139,12 +205,14 @@ function request(line: CommandLine<ReconcileOptions>): {
 }
 
 // Namespaced objects (Services) are named `<namespace>/<name>`; Nodes are not.
-function objectName(entry: FunctionEntry, name: string): { name: string; namespace?: string } {
-  if (!entry.target.namespaced) return { name };
+// The kind goes too, so that a function of another kind (--url naming the wrong one) refuses it.
+function objectName(entry: FunctionEntry, name: string): { kind: string; name: string; namespace?: string } {
+  const { kind } = entry.target;
+  if (!entry.target.namespaced) return { kind, name };
   const [namespace, local, ...rest] = name.split('/');
   if (!namespace || !local || rest.length > 0)
-    throw new ConfigError(`name a ${entry.target.kind} as <namespace>/<name>, not '${name}'`);
-  return { namespace, name: local };
+    throw new ConfigError(`name a ${kind} as <namespace>/<name>, not '${name}'`);
+  return { kind, namespace, name: local };
 }
 
 /**

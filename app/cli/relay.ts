@@ -7,6 +7,7 @@ import { createLogger, logDestination } from '../log.ts';
 import { providerPlan } from '../providers.ts';
 import type { Io } from './io.ts';
 import { catalogue, loadRelay, type LeaseSettings } from '../root.ts';
+import type { RelayStatus } from '../../relay/index.ts';
 import { readSecret } from './secret.ts';
 import { checkAccess, checkReachable, grantedBy, kubeconfigSource, relayAccess } from './preflight.ts';
 
@@ -162,4 +163,15 @@ export function relayCursor(
 ): { readonly namespace: string; readonly name: string } | false {
   if (!config.relayCursor) return false;
   return { namespace: config.leaderElectResourceNamespace, name: `${config.leaderElectResourceName}-known` };
+}
+
+/** What a relay that is not ready waits for, for the log line every 30 s. */
+export function waitingFor(status: RelayStatus): string {
+  if (status.role === 'leader') {
+    const closed = Object.entries(status.watches)
+      .filter(([, open]) => !open)
+      .map(([name]) => name);
+    return `waiting for the watch of ${closed.join(', ')} to open again (is the API server reachable?)`;
+  }
+  return `waiting for the API server, to read the Lease${status.holder === undefined ? '' : ` (last holder ${status.holder})`}`;
 }

@@ -16,6 +16,10 @@ export interface RunningStart {
   readonly functions: readonly string[];
   /** The file holding the secret its functions check requests against. */
   readonly secretFile: string;
+  /** The cluster it acts on (server, context, where its kubeconfig comes from), as its summary says. */
+  readonly cluster?: string;
+  /** Its provider (and cloud-config), as its summary says. */
+  readonly provider?: string;
 }
 
 /** The folder of the records: $XDG_RUNTIME_DIR/cirrus, else cirrus-<uid> in the system's temporary folder. */
@@ -57,8 +61,11 @@ export async function announceStart(options: {
   readonly secret: string;
   readonly secretFile: string | undefined;
   readonly env: NodeJS.ProcessEnv;
+  /** What it acts on, for reconcile to tell several starts apart. */
+  readonly cluster: string;
+  readonly provider: string;
 }): Promise<Announcement> {
-  const { url, functions, secret, env } = options;
+  const { url, functions, secret, env, cluster, provider } = options;
   const example = `cirrus reconcile <function> <name>|--all [--dry-run]`;
   const written: string[] = [];
   try {
@@ -69,7 +76,7 @@ export async function announceStart(options: {
       await writeFile(secretFile, `${secret}\n`, { mode: 0o600, flag: 'wx' });
       written.push(secretFile);
     }
-    const record: RunningStart = { pid: process.pid, url, functions, secretFile };
+    const record: RunningStart = { pid: process.pid, url, functions, secretFile, cluster, provider };
     const file = join(dir, `start-${process.pid}.json`);
     // Written whole, then renamed in place: a reader never sees half a record.
     const partial = `${file}.${randomBytes(4).toString('hex')}`;
@@ -120,6 +127,15 @@ export async function runningStarts(env: NodeJS.ProcessEnv): Promise<RunningStar
     else await removeAll([join(dir, name), join(dir, `start-${pid}.secret`)]);
   }
   return found.sort((a, b) => a.pid - b.pid);
+}
+
+/** A start in a few words, for a choice between several: `pid 12: <url> (node-init, …), cluster …, provider …`. */
+export function describeStart(start: RunningStart): string {
+  const acts = [
+    ...(start.cluster === undefined ? [] : [`cluster ${start.cluster}`]),
+    ...(start.provider === undefined ? [] : [`provider ${start.provider}`]),
+  ];
+  return `pid ${start.pid}: ${start.url} (${start.functions.join(', ')})${acts.length === 0 ? '' : `, ${acts.join(', ')}`}`;
 }
 
 function isRunning(pid: number): boolean {

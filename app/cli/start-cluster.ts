@@ -16,6 +16,7 @@ import { ConfigError, type Config } from '../config.ts';
 import { apiStatus } from '../../shared/kube/api.ts';
 import { loadKubeConfig } from '../../shared/kube/client.ts';
 import type { Io } from './io.ts';
+import type { ControlPlane, ControlPlaneAssets } from '../../tools/control-plane/index.ts';
 
 /** The inventory the demo runs with when no --cloud-config is given. */
 export const exampleInventory = fileURLToPath(new URL('../../examples/static/inventory.yaml', import.meta.url));
@@ -187,21 +188,21 @@ async function localCluster(
   io: Io,
   stoppers: Stopper[],
 ): Promise<{ kubeConfig: KubeConfig; source: string }> {
-  const { AssetsUnavailableError, ControlPlane, resolveAssets } = await import('../../tools/control-plane/index.ts');
+  const { AssetsUnavailableError, resolveAssets } = await import('../../tools/control-plane/index.ts');
   io.stderr.write('starting the local control plane\n');
   let assets;
   try {
-    assets = await resolveAssets({ build: true, progress: (line) => io.stderr.write(`${line}\n`) });
+    assets = await resolveAssets({
+      build: true,
+      signal: io.signal,
+      progress: (line) => io.stderr.write(`${line}\n`),
+    });
   } catch (error) {
     if (error instanceof AssetsUnavailableError)
       throw new Error(`cannot start the local control plane: ${error.message}`, { cause: error });
     throw error;
   }
-  const controlPlane = await ControlPlane.start({
-    assets,
-    clusterName: config.clusterName,
-    ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
-  });
+  const controlPlane = await startInterruptibly(assets, config, io);
   stoppers.push({ what: 'control plane', stop: () => controlPlane.stop() });
   const { info } = controlPlane;
   io.stdout.write(`KUBECONFIG=${info.adminKubeconfig}\n`);
@@ -216,4 +217,30 @@ async function localCluster(
       `the local control plane started for this run (kube-apiserver ${info.kubernetesVersion}, etcd ${info.etcdVersion}), ` +
       `KUBECONFIG=${info.adminKubeconfig}`,
   };
+}
+
+/**
+ * Starts the control plane; Ctrl-C meanwhile is acknowledged at once and stops what has started
+ * (a second Ctrl-C exits at once, and the run folder is still removed). `cirrus cluster` uses it too.
+ */
+export async function startInterruptibly(
+  assets: ControlPlaneAssets,
+  config: Config<'clusterName' | 'dataDir'>,
+  io: Io,
+): Promise<ControlPlane> {
+  const { ControlPlane } = await import('../../tools/control-plane/index.ts');
+  const acknowledge = (): void => {
+    io.stderr.write('interrupted: stopping the control plane that is starting (Ctrl-C again exits at once)\n');
+  };
+  io.signal.addEventListener('abort', acknowledge, { once: true });
+  try {
+    return await ControlPlane.start({
+      assets,
+      clusterName: config.clusterName,
+      signal: io.signal,
+      ...(config.dataDir === undefined ? {} : { dir: config.dataDir }),
+    });
+  } finally {
+    io.signal.removeEventListener('abort', acknowledge);
+  }
 }

@@ -15,10 +15,20 @@ import { initProviders, providerPlan, providersFor, type ProviderPlan } from '..
 import type { FunctionDefinition } from '../../shared/host/function.ts';
 import type { LocalFunctions } from '../../shared/host/local.ts';
 import type { Serving } from '../../shared/host/serve.ts';
+import type { Readiness } from '../../shared/host/probes.ts';
 import { createLogger, logDestination } from '../log.ts';
 import type { Io } from './io.ts';
-import { callBudget, leaseSettings, periodsOf, relayCursor, type CallBudgetOption, type LeaseOption } from './relay.ts';
+import {
+  callBudget,
+  leaseSettings,
+  periodsOf,
+  relayCursor,
+  waitingFor,
+  type CallBudgetOption,
+  type LeaseOption,
+} from './relay.ts';
 import { catalogue, loadRelay } from '../root.ts';
+import { checkPortFree, portProblem } from './port.ts';
 import { announceStart } from './running.ts';
 import { readSecret } from './secret.ts';
 import { importProviderModule, type ServeCommandOptions } from './serve.ts';
@@ -74,6 +84,8 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
     `cirrus start: ${selected.map((e) => e.name).join(', ')} and the relay feeding them, in this process; ` +
       `provider ${provider}${cloudConfig === undefined ? '' : ` (${cloudConfig})`}; cluster: ${planSummary(plan)}\n`,
   );
+  // A busy --port is found before the control plane starts, not after.
+  await checkPortFree(config.bindAddress, config.port);
   const stoppers: Stopper[] = [];
   try {
     const cluster = await connectCluster(plan, config, io, stoppers);
@@ -117,16 +129,28 @@ export async function runStart(line: CommandLine<StartOptions>, io: Io): Promise
       );
     });
     return 0;
+  } catch (error) {
+    return interrupted(error, io);
   } finally {
-    const started = Date.now();
-    const steps: string[] = [];
-    for (const stopper of stoppers.reverse()) {
-      const step = Date.now();
-      await stopper.stop();
-      steps.push(`${stopper.what} ${Date.now() - step} ms`);
-    }
-    if (stoppers.length > 0) io.stderr.write(`cirrus stopped in ${Date.now() - started} ms (${steps.join(', ')})\n`);
+    await stopAll(stoppers, io);
   }
+}
+
+// Ctrl-C while the local control plane started: acknowledged then, and nothing of it is left; exit 0.
+function interrupted(error: unknown, io: Io): number {
+  if (io.signal.aborted && (error as Error).name === 'ControlPlaneInterrupted') return 0;
+  throw error;
+}
+
+async function stopAll(stoppers: Stopper[], io: Io): Promise<void> {
+  const started = Date.now();
+  const steps: string[] = [];
+  for (const stopper of stoppers.reverse()) {
+    const step = Date.now();
+    await stopper.stop();
+    steps.push(`${stopper.what} ${Date.now() - step} ms`);
+  }
+  if (stoppers.length > 0) io.stderr.write(`cirrus stopped in ${Date.now() - started} ms (${steps.join(', ')})\n`);
 }
 
 // Before anything runs: the rights the functions and the relay use, and what the provider needs.
@@ -239,7 +263,16 @@ async function serveAll(
   summary: Summary,
 ): Promise<void> {
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
-  const { server, functions, handlers } = await listen(definitions, { config, log, registry, secret }, stoppers);
+  // /readyz: not ready until the relay runs, then as the relay's status says (a leader with every
+  // watch open, or a standby that reads the Lease): not ready while the API server is gone.
+  const readiness: { current: () => Readiness } = {
+    current: () => ({ ready: false, body: { status: 'starting' } }),
+  };
+  const { server, functions, handlers } = await listen(
+    definitions,
+    { config, log, registry, secret, readiness: () => readiness.current() },
+    stoppers,
+  );
   const local = `http://127.0.0.1:${functions.port}`;
   // For `cirrus reconcile`: the functions' URL and the secret's file, recorded until start stops.
   const names = definitions.map((d) => d.name);
@@ -249,6 +282,8 @@ async function serveAll(
     secret,
     secretFile: config.signingSecretFile,
     env: io.env,
+    cluster: summary.cluster,
+    provider: summary.provider,
   });
   stoppers.push(reconcile);
   const relayModule = await loadRelay();
@@ -276,7 +311,19 @@ async function serveAll(
     const metric = relay.registry.getSingleMetric(name);
     if (metric !== undefined) registry.registerMetric(metric);
   }
-  stoppers.push({ what: 'relay', stop: () => relay.stop() });
+  readiness.current = () => relayModule.relayReadiness(relay.status());
+  const waiting = setInterval(() => {
+    const status = relay.status();
+    if (!status.ready && status.role !== 'stopped')
+      log.warn({ status: status.role }, `not ready: ${waitingFor(status)}`);
+  }, 30_000);
+  stoppers.push({
+    what: 'relay',
+    stop: () => {
+      clearInterval(waiting);
+      return relay.stop();
+    },
+  });
   // address: probes and metrics; functions: the functions' own listener, on loopback only.
   log.info({ address: server.address, functions: local, names: definitions.map((d) => d.name) }, 'cirrus serving');
   // Ctrl-C while waiting (for the Lease, say) must still stop.
@@ -313,7 +360,13 @@ async function serveAll(
 // listeners' grace period.
 async function listen(
   definitions: FunctionDefinition[],
-  context: { config: Config<StartOptions>; log: Logger; registry: Registry; secret: string },
+  context: {
+    config: Config<StartOptions>;
+    log: Logger;
+    registry: Registry;
+    secret: string;
+    readiness: () => Readiness;
+  },
   stoppers: Stopper[],
 ): Promise<{ server: Serving; functions: Serving; handlers: LocalFunctions['handlers'] }> {
   const { config, log, registry } = context;
@@ -325,14 +378,16 @@ async function listen(
     registry,
     probes: false,
   });
-  const probes = await buildProbeApp({ logger: log, registry });
+  const probes = await buildProbeApp({ logger: log, registry, readiness: context.readiness });
   const controller = new AbortController();
   const functions = await serve(app, { host: '127.0.0.1', port: 0, signal: controller.signal });
   const server = await serve(probes, { host: config.bindAddress, port: config.port, signal: controller.signal }).catch(
     async (error: unknown) => {
       controller.abort();
       await functions.closed;
-      throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
+      throw new Error(portProblem(config.bindAddress, config.port, error as NodeJS.ErrnoException), { cause: error });
     },
   );
   stoppers.push({

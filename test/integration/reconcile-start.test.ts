@@ -4,7 +4,8 @@
 // Without the secret a start's function answers 401, and reconcile says what to pass.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -123,6 +124,32 @@ describe('cirrus reconcile against cirrus start', { skip: controlPlaneSkip }, ()
         /^cirrus reconcile: the cirrus start running here \(pid \d+\) does not run service-lb; it runs node-init\n/,
       );
 
+      // What the record says start acts on, for a choice between several starts.
+      assert.match(recorded.cluster ?? '', /^https:\/\/127\.0\.0\.1:\d+, context \S+: --kubeconfig /);
+      assert.equal(recorded.provider, 'fake');
+
+      // --url naming another function: refused before anything is sent, naming the right one.
+      const wrong = cirrus(['reconcile', 'service', 'default/web', '--url', `${recorded.url}/node-init`], env);
+      assert.equal(await wrong.done, 2);
+      assert.match(wrong.stderr, /^cirrus reconcile: --url names node-init, but Services are reconciled by service-lb/);
+      assert.equal(wrong.stdout, '');
+
+      // A function this start does not run, named in --url: said so, not its listener's raw JSON.
+      const skipped = cirrus(['reconcile', 'routes', '--url', `${recorded.url}/routes`], env);
+      assert.equal(await skipped.done, 2);
+      assert.match(skipped.stderr, /does not run routes; it runs node-init\n/);
+      // An error reply is printed as its message, not as JSON.
+      const nowhere = cirrus(['reconcile', 'node', name, '--url', `${recorded.url}/elsewhere`], env);
+      assert.equal(await nowhere.done, 1);
+      assert.match(nowhere.stderr, /^cirrus reconcile: node-init answered 404: no route POST \/elsewhere\/reconcile/);
+      assert.doesNotMatch(nowhere.stderr, /[{}]/);
+
+      // An object that does not exist: its report, and exit status 1.
+      const missing = cirrus(['reconcile', 'node', `${name}-missing`], env);
+      assert.equal(await missing.done, 1, missing.stderr);
+      assert.match(missing.stdout, new RegExp(`^Node/${name}-missing: not-found$`, 'm'));
+      assert.equal(missing.stderr, `cirrus reconcile: Node/${name}-missing does not exist\n`);
+
       // Elsewhere (no record to read), the secret is missing: 401, and what to pass.
       const elsewhere = { XDG_RUNTIME_DIR: mkdtempSync(join(tmpdir(), 'cirrus-runtime-')) };
       const unsigned = cirrus(['reconcile', 'node', name, '--url', `${recorded.url}/node-init`], elsewhere);
@@ -144,5 +171,48 @@ describe('cirrus reconcile against cirrus start', { skip: controlPlaneSkip }, ()
     // Stopped: the record and the secret are gone, and reconcile finds no start.
     assert.deepEqual(readdirSync(join(runtime, 'cirrus')), []);
     assert.deepEqual(await runningStarts(env), []);
+  });
+
+  it('with several starts here, asks for --url and lists each with its cluster and provider', async () => {
+    const runtime = mkdtempSync(join(tmpdir(), 'cirrus-runtime-'));
+    const dir = join(runtime, 'cirrus');
+    mkdirSync(dir, { mode: 0o700 });
+    // Two running processes: this one and a child, each with a record as start writes it.
+    const other = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const records: RunningStart[] = [
+        {
+          pid: process.pid,
+          url: 'http://127.0.0.1:1001',
+          functions: ['node-init'],
+          secretFile: '/nonexistent',
+          cluster: 'https://127.0.0.1:6443, context a: --kubeconfig a',
+          provider: 'fake',
+        },
+        {
+          pid: other.pid ?? 0,
+          url: 'http://127.0.0.1:1002',
+          functions: ['node-init', 'service-lb'],
+          secretFile: '/nonexistent',
+          cluster: 'https://127.0.0.1:7443, context b: the local control plane',
+          provider: 'static, cloud-config x.yaml',
+        },
+      ];
+      for (const record of records)
+        writeFileSync(join(dir, `start-${record.pid}.json`), JSON.stringify(record), { mode: 0o600 });
+      const run = cirrus(['reconcile', 'node', 'web'], { XDG_RUNTIME_DIR: runtime });
+      assert.equal(await run.done, 2);
+      const [first, ...lines] = run.stderr.split('\n');
+      assert.equal(
+        first,
+        'cirrus reconcile: 2 cirrus start processes run here; pass --url <url>/node-init to say which:',
+      );
+      const [a, b] = records.map(
+        (r) => `  pid ${r.pid}: ${r.url} (${r.functions.join(', ')}), cluster ${r.cluster}, provider ${r.provider}`,
+      );
+      assert.deepEqual(lines.slice(0, 2), process.pid < (other.pid ?? 0) ? [a, b] : [b, a]);
+    } finally {
+      other.kill();
+    }
   });
 });

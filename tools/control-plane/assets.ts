@@ -8,18 +8,18 @@
 //   4. a build from the Go module beside this file, when `go` is installed, into that cache.
 // An explicit setting (1 or 2) that does not hold both binaries is an error, never a fall-through.
 // The scheduler and controller-manager are TEST_ASSET_KUBE_SCHEDULER and
-// TEST_ASSET_KUBE_CONTROLLER_MANAGER (both), or else the two files beside kube-apiserver; a cache
-// folder is complete only with all four (one build makes them, from the same module and version).
+// TEST_ASSET_KUBE_CONTROLLER_MANAGER (both), or else the two files beside kube-apiserver; they are
+// built only for a caller that asks for them (`components`: the scheduling tests; the demo never
+// runs them), into the same cache folder, from the same module and version.
 //
 // Run directly (`node tools/control-plane/assets.ts`) it ensures the binaries and prints their folder.
 
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, constants, mkdir, mkdtemp, readFile, rename, rm } from 'node:fs/promises';
+import { access, constants, mkdir, mkdtemp, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { goBuild, withBuildLock, type ProgressSink } from './go-build.ts';
 
 const moduleDir = dirname(fileURLToPath(import.meta.url));
 
@@ -50,8 +50,7 @@ export class AssetsUnavailableError extends Error {
   override readonly name = 'AssetsUnavailableError';
 }
 
-/** Progress lines for long steps (the first build). */
-export type ProgressSink = (line: string) => void;
+export { BuildInterrupted, goBuild, interruptedMessage, type GoBuild, type ProgressSink } from './go-build.ts';
 
 /** Reads the Kubernetes and etcd versions pinned by the Go module. */
 export async function pinnedVersions(): Promise<PinnedVersions> {
@@ -91,6 +90,8 @@ export interface ResolveOptions {
   readonly progress?: ProgressSink;
   /** The environment to read settings from (default process.env). */
   readonly env?: NodeJS.ProcessEnv;
+  /** Stops a build (BuildInterrupted: `interrupted; the next run resumes from the Go cache`). */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -113,16 +114,8 @@ export async function resolveAssets(options: ResolveOptions): Promise<ControlPla
   }
 
   const dir = await cacheDir(pinned, env);
-  const cached = {
-    kubeApiserver: join(dir, 'kube-apiserver'),
-    etcd: join(dir, 'etcd'),
-    components: componentsIn(dir),
-    pinned,
-  };
-  const { kubeScheduler, kubeControllerManager } = cached.components;
-  if (await allExecutable([cached.kubeApiserver, cached.etcd, kubeScheduler, kubeControllerManager])) {
-    return { ...cached, source: 'cache' };
-  }
+  const found = await cachedAssets(dir, pinned, options.components === true);
+  if (found !== undefined) return found;
   if (!options.build) {
     throw new AssetsUnavailableError(`no kube-apiserver/etcd in ${dir}; run \`npm run control-plane:build\``);
   }
@@ -132,8 +125,40 @@ export async function resolveAssets(options: ResolveOptions): Promise<ControlPla
         '(install Go >= 1.26 to build them once, or point KUBEBUILDER_ASSETS at a folder holding both)',
     );
   }
-  await buildInto(dir, pinned, options.progress ?? (() => {}), env);
-  return { ...cached, source: 'build' };
+  const progress = options.progress ?? (() => {});
+  // One build per cache entry: a second run waits for it, then finds what it built.
+  return withBuildLock(
+    dir,
+    progress,
+    async () => {
+      const built = await cachedAssets(dir, pinned, options.components === true);
+      if (built !== undefined) return built;
+      await buildInto(dir, { pinned, progress, env, components: options.components === true, signal: options.signal });
+      const assets = await cachedAssets(dir, pinned, options.components === true);
+      if (assets === undefined) throw new Error(`the build left no kube-apiserver/etcd in ${dir}`);
+      return { ...assets, source: 'build' as const };
+    },
+    { signal: options.signal },
+  );
+}
+
+// The cache folder's binaries, when it holds kube-apiserver and etcd (and, when `components` is
+// asked for, kube-scheduler and kube-controller-manager); those two are named when present.
+async function cachedAssets(
+  dir: string,
+  pinned: PinnedVersions,
+  components: boolean,
+): Promise<ControlPlaneAssets | undefined> {
+  const base = {
+    kubeApiserver: join(dir, 'kube-apiserver'),
+    etcd: join(dir, 'etcd'),
+    pinned,
+    source: 'cache' as const,
+  };
+  if (!(await allExecutable([base.kubeApiserver, base.etcd]))) return undefined;
+  const beside = componentsIn(dir);
+  if (await allExecutable([beside.kubeScheduler, beside.kubeControllerManager])) return { ...base, components: beside };
+  return components ? undefined : base;
 }
 
 async function explicitAssets(pinned: PinnedVersions, env: NodeJS.ProcessEnv): Promise<ControlPlaneAssets | undefined> {
@@ -221,40 +246,75 @@ export async function buildFolder(dir: string, last: string, build: (staging: st
   }
 }
 
-// Builds the four binaries into `dir` (buildFolder).
-async function buildInto(
-  dir: string,
-  pinned: PinnedVersions,
-  progress: ProgressSink,
-  env: NodeJS.ProcessEnv,
-): Promise<void> {
+/** What buildInto() builds, and how. */
+interface BuildRequest {
+  readonly pinned: PinnedVersions;
+  readonly progress: ProgressSink;
+  readonly env: NodeJS.ProcessEnv;
+  /** Also kube-scheduler and kube-controller-manager (only tests about scheduling run them). */
+  readonly components: boolean;
+  readonly signal: AbortSignal | undefined;
+}
+
+// Builds what is missing of kube-apiserver and etcd (and, when asked for, kube-scheduler and
+// kube-controller-manager) into `dir`: a first build into a fresh folder renamed into place
+// (buildFolder); the two components later into a folder beside it, each file renamed in.
+async function buildInto(dir: string, request: BuildRequest): Promise<void> {
+  const { pinned, progress, env, signal } = request;
   const started = Date.now();
+  const first = !(await allExecutable([join(dir, 'kube-apiserver'), join(dir, 'etcd')]));
+  const names = [
+    ...(first ? ['etcd', 'kube-apiserver'] : []),
+    ...(request.components ? ['kube-scheduler', 'kube-controller-manager'] : []),
+  ];
   progress(
-    `building kube-apiserver, kube-scheduler and kube-controller-manager ${pinned.kubernetes} and etcd ` +
-      `${pinned.etcd} once for this machine (about 3-25 min, depending on the Go build cache) into ${dir}`,
+    `building ${names.join(', ')} (Kubernetes ${pinned.kubernetes}, etcd ${pinned.etcd}) once for this machine ` +
+      `into ${dir}: ${buildEstimate(first, request.components)}; Ctrl-C stops, and the next run resumes from the Go cache`,
   );
-  await buildFolder(dir, 'kube-controller-manager', async (staging) => {
-    const build = { dir: moduleDir, env, progress };
-    await goBuild({
-      ...build,
-      pkg: 'go.etcd.io/etcd/server/v3',
-      output: join(staging, 'etcd'),
-      ldflags: [],
-      name: 'etcd',
-    });
-    // The other three share most of their packages: built one after the other, each reuses the
-    // Go build cache the one before filled.
-    for (const name of ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager']) {
+  const build = async (staging: string): Promise<void> => {
+    // kube-apiserver and the components share most of their packages: built one after the other,
+    // each reuses the Go build cache the one before filled.
+    for (const name of names) {
+      const etcd = name === 'etcd';
       await goBuild({
-        ...build,
-        pkg: `k8s.io/kubernetes/cmd/${name}`,
+        dir: moduleDir,
+        env,
+        progress,
+        signal,
+        pkg: etcd ? 'go.etcd.io/etcd/server/v3' : `k8s.io/kubernetes/cmd/${name}`,
         output: join(staging, name),
-        ldflags: versionStamps(pinned.kubernetes),
+        ldflags: etcd ? [] : versionStamps(pinned.kubernetes),
         name,
       });
     }
-  });
+  };
+  if (first) await buildFolder(dir, names.at(-1) ?? 'kube-apiserver', build);
+  else await addToFolder(dir, build);
   progress(`built in ${Math.round((Date.now() - started) / 1000)} s`);
+}
+
+/**
+ * How long the build takes, said before it starts; the README and docs/testing.md give the same
+ * figures (measured on a 2-core machine with empty Go caches: 2 min 24 s for etcd and
+ * kube-apiserver, 4 min 5 s with the two components, which add about 1 min on a warm build cache).
+ */
+export function buildEstimate(first: boolean, components: boolean): string {
+  const busy = 'longer while other builds run, less with a warm Go cache';
+  if (!first) return 'about 1 min on the Go build cache kube-apiserver filled';
+  return components
+    ? `about 4 min on 2 cores with empty Go caches, ${busy}`
+    : `about 2.5 min on 2 cores with empty Go caches, ${busy}`;
+}
+
+// Builds into a fresh folder beside `dir`, then renames each file it made into `dir`.
+async function addToFolder(dir: string, build: (staging: string) => Promise<void>): Promise<void> {
+  const staging = await mkdtemp(`${dir}.building-`);
+  try {
+    await build(staging);
+    for (const name of await readdir(staging)) await rename(join(staging, name), join(dir, name));
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
 }
 
 /** The -ldflags that stamp Kubernetes `version` (as its release build does) into a binary built from these modules. */
@@ -267,56 +327,11 @@ export function versionStamps(kubernetes: string): string[] {
   ]);
 }
 
-/** One `go build` of `pkg` in the Go module at `dir` into `output`, statically linked and stripped. */
-export interface GoBuild {
-  readonly dir: string;
-  readonly pkg: string;
-  readonly output: string;
-  readonly ldflags: readonly string[];
-  /** What the progress lines call it. */
-  readonly name: string;
-  readonly env: NodeJS.ProcessEnv;
-  readonly progress: ProgressSink;
-}
-
-/**
- * Runs the build; rejects with the last lines of go's output when it fails. `go build -v` names
- * each package as it compiles it; one progress line every 15 s says how far it got.
- */
-export async function goBuild(build: GoBuild): Promise<void> {
-  const { pkg, output, name, progress } = build;
-  const args = ['build', '-v', '-trimpath', '-ldflags', ['-s', '-w', ...build.ldflags].join(' '), '-o', output, pkg];
-  const started = Date.now();
-  const child = spawn('go', args, {
-    cwd: build.dir,
-    env: { ...build.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let compiled = 0;
-  const tail: string[] = [];
-  createInterface({ input: child.stderr }).on('line', (line) => {
-    compiled += 1;
-    tail.push(line);
-    if (tail.length > 30) tail.shift();
-  });
-  const timer = setInterval(() => {
-    progress(`  ${name}: ${compiled} packages compiled so far`);
-  }, 15_000);
-  try {
-    const code = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('close', resolve);
-    });
-    if (code !== 0) throw new Error(`go build ${pkg} in ${build.dir} failed (exit ${code}):\n${tail.join('\n')}`);
-  } finally {
-    clearInterval(timer);
-  }
-  progress(`  ${name}: linked in ${Math.round((Date.now() - started) / 1000)} s`);
-}
-
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  // `npm run control-plane:build`: everything the tests run, the scheduling tests' components too.
   const assets = await resolveAssets({
     build: true,
+    components: true,
     progress: (line) => {
       console.error(line);
     },

@@ -8,6 +8,7 @@
 // What runs is described by `cluster.json` in the run folder, which other processes (test files)
 // read with attachControlPlane().
 
+import { rmSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,15 +19,15 @@ import {
   startEtcd,
   waitForApiserver,
   waitForEtcd,
-  writeServiceAccountKeys,
   type ApiserverRestart,
   type ApiserverSetup,
   type ComponentOptions,
 } from './components.ts';
 import { writeKubeconfig } from './kubeconfig.ts';
-import { createCa, createClientCert, createServingCert, type KeyPair } from './pki.ts';
+import type { KeyPair } from './pki.ts';
 import { getHttps } from './probe.ts';
-import { freePort, type ManagedProcess } from './processes.ts';
+import { credentials, portFor } from './kept-run.ts';
+import { atExit, type ManagedProcess } from './processes.ts';
 
 /** What a running control plane offers to clients; serialized as `cluster.json`. */
 export interface ControlPlaneInfo {
@@ -61,6 +62,16 @@ export interface StartOptions {
   readonly timeoutMs?: number;
   /** Components to start beside the API server (their binaries: `assets.components`). */
   readonly components?: ComponentOptions;
+  /**
+   * Stops the start: the processes started so far are stopped, a temporary run folder removed, and
+   * start() rejects with ControlPlaneInterrupted at once.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** start() was stopped by its signal; nothing it started is left. */
+export class ControlPlaneInterrupted extends Error {
+  override readonly name = 'ControlPlaneInterrupted';
 }
 
 const runDirPrefix = 'cirrus-control-plane-';
@@ -97,14 +108,26 @@ export class ControlPlane {
    */
   static async start(options: StartOptions): Promise<ControlPlane> {
     for (let attempt = 1; ; attempt += 1) {
-      const dir = options.dir ?? (await freshRunDir());
-      try {
-        return await ControlPlane.#startIn(dir, options);
-      } catch (error) {
-        // The last failure keeps its folder: the error names its logs.
-        if (attempt >= 3 || !(error as Error).message.includes('address already in use')) throw error;
-        if (options.dir === undefined) await rm(dir, { recursive: true, force: true });
-      }
+      const started = await ControlPlane.#attempt(options, attempt >= 3);
+      if (started !== undefined) return started;
+    }
+  }
+
+  // One start: the control plane, or undefined when it is to be made again (a port was taken).
+  static async #attempt(options: StartOptions, last: boolean): Promise<ControlPlane | undefined> {
+    if (isAborted(options.signal)) throw new ControlPlaneInterrupted('interrupted before it started');
+    const run = await runDir(options.dir);
+    try {
+      return await ControlPlane.#startIn(run.dir, options);
+    } catch (error) {
+      const outcome = failedStart(error, isAborted(options.signal), last);
+      // The last failure keeps its folder: the error names its logs.
+      if (outcome !== 'fail') await run.remove();
+      if (outcome !== 'interrupted') run.forget();
+      if (outcome === 'retry') return undefined;
+      throw outcome === 'interrupted'
+        ? new ControlPlaneInterrupted('interrupted while starting', { cause: error })
+        : error;
     }
   }
 
@@ -115,13 +138,9 @@ export class ControlPlane {
     const timeoutMs = options.timeoutMs ?? startTimeoutFromEnv() ?? 60_000;
     const pki = join(dir, 'pki');
     await mkdir(pki, { recursive: true });
-    const ca = await createCa(pki);
-    const [serving, admin] = await Promise.all([
-      createServingCert(ca, pki),
-      createClientCert(ca, pki, 'admin', { user: 'cirrus-admin', groups: ['system:masters'] }),
-      writeServiceAccountKeys(pki),
-    ]);
+    const { previous, ca, serving, admin } = await credentials(dir, ownsDir);
     const processes: ManagedProcess[] = [];
+    const forget = stopOnAbort(options.signal, processes);
     try {
       const etcd = await startEtcd(options.assets.etcd, dir, processes);
       const setup: ApiserverSetup = {
@@ -129,7 +148,7 @@ export class ControlPlane {
         dir,
         etcdUrl: etcd.url,
         certs: { ca, serving },
-        port: await freePort(),
+        port: await portFor(previous),
       };
       const apiserver = await startApiserver(setup, processes);
       const deadline = started + timeoutMs;
@@ -163,6 +182,8 @@ export class ControlPlane {
     } catch (error) {
       await Promise.all(processes.map((p) => p.stop(2_000)));
       throw new Error(`${(error as Error).message}\n${await logTails(processes)}`, { cause: error });
+    } finally {
+      forget();
     }
   }
 
@@ -259,6 +280,60 @@ async function removeAbandonedRunDirs(): Promise<void> {
     const pid = Number(entry.slice(runDirPrefix.length).split('-')[0]);
     if (!entry.startsWith(runDirPrefix) || !Number.isInteger(pid) || isAlive(pid)) continue;
     await rm(join(tmpdir(), entry), { recursive: true, force: true });
+  }
+}
+
+// What a failed start leads to: stopped by its signal, made again (a port was taken, but not on
+// the last attempt), or a failure.
+function failedStart(error: unknown, interrupted: boolean, last: boolean): 'interrupted' | 'retry' | 'fail' {
+  if (interrupted) return 'interrupted';
+  return !last && (error as Error).message.includes('address already in use') ? 'retry' : 'fail';
+}
+
+/** The run folder of one start; a temporary one is removed by remove(), or on exit unless forgotten. */
+interface RunDir {
+  readonly dir: string;
+  remove(): Promise<void>;
+  forget(): void;
+}
+
+// The given folder (kept whatever happens), or a fresh temporary one that a process exiting at
+// once (a second Ctrl-C, while starting or stopping) removes on its way out; stop() removes it
+// otherwise, and then the exit finds nothing.
+async function runDir(given: string | undefined): Promise<RunDir> {
+  if (given !== undefined) return { dir: given, remove: async () => {}, forget: () => {} };
+  const dir = await freshRunDir();
+  const forget = atExit(() => {
+    removeSync(dir);
+  });
+  return {
+    dir,
+    remove: () => rm(dir, { recursive: true, force: true }),
+    forget: () => {
+      forget();
+    },
+  };
+}
+
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
+// Interrupted: the processes started so far stop now (and one started after, by the wait for
+// it), so the wait for them fails at once. Returns what removes the listener.
+function stopOnAbort(signal: AbortSignal | undefined, processes: readonly ManagedProcess[]): () => void {
+  const interrupt = (): void => {
+    for (const p of processes) void p.stop(2_000);
+  };
+  signal?.addEventListener('abort', interrupt, { once: true });
+  return () => signal?.removeEventListener('abort', interrupt);
+}
+
+function removeSync(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  } catch {
+    // on the way out: nothing more can be done
   }
 }
 

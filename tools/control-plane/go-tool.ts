@@ -6,6 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AssetsUnavailableError, buildFolder, commandExists, isExecutable, type ProgressSink } from './assets.ts';
+import { withBuildLock } from './go-build.ts';
 
 /** The binary, the release it was built from, and whether this call built it. */
 export interface GoToolBinary {
@@ -56,11 +57,18 @@ export async function resolveGoTool(tool: GoTool, options: GoToolOptions): Promi
     );
   }
   const progress = options.progress ?? (() => {});
-  const started = performance.now();
-  progress(`building ${name} ${version} once for this machine (a few minutes) into ${dir}`);
-  await buildFolder(dir, name, (staging) => tool.build(staging, progress, env));
-  progress(`built ${name} in ${((performance.now() - started) / 1000).toFixed(0)} s`);
-  return { binary, version, source: 'build' };
+  // One build per cache entry: a second run waits for it, then finds what it built.
+  return withBuildLock(dir, progress, async () => {
+    if (await isExecutable(binary)) return { binary, version, source: 'cache' as const };
+    const started = performance.now();
+    progress(
+      `building ${name} ${version} once for this machine into ${dir} (minutes with an empty Go cache: ` +
+        'progress every 15 s with the time left; Ctrl-C stops, and the next run resumes from the Go cache)',
+    );
+    await buildFolder(dir, name, (staging) => tool.build(staging, progress, env));
+    progress(`built ${name} in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+    return { binary, version, source: 'build' as const };
+  });
 }
 
 /**

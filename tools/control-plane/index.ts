@@ -16,6 +16,6 @@ export {
 export type { ComponentOptions } from './components.ts';
 export { inRequirementModule, resolveGoTool, type GoTool, type GoToolBinary, type GoToolOptions } from './go-tool.ts';
 export type { ProgressSink } from './assets.ts';
-export { attachControlPlane, ControlPlane, type ControlPlaneInfo } from './control-plane.ts';
+export { attachControlPlane, ControlPlane, ControlPlaneInterrupted, type ControlPlaneInfo } from './control-plane.ts';
 export { kubeconfigFor, kubeconfigWithToken } from './kubeconfig.ts';
 export type { Identity } from './pki.ts';

@@ -27,6 +27,7 @@ function deathSignalPrefix(): string[] {
 }
 
 const running = new Set<ManagedProcess>();
+const cleanups = new Set<() => void>();
 let exitHookInstalled = false;
 
 function installExitHook(): void {
@@ -40,7 +41,18 @@ function installExitHook(): void {
         // already gone
       }
     }
+    for (const cleanup of cleanups) cleanup();
   });
+}
+
+/**
+ * Runs `cleanup` (synchronous) when this process exits without undoing it first (a second Ctrl-C
+ * exits at once), after the children are killed; the returned function undoes the registration.
+ */
+export function atExit(cleanup: () => void): () => void {
+  installExitHook();
+  cleanups.add(cleanup);
+  return () => cleanups.delete(cleanup);
 }
 
 /** Starts `binary args…` with stdout and stderr appended to `logFile`. */
@@ -102,4 +114,22 @@ export async function freePort(): Promise<number> {
   server.close();
   if (address === null || typeof address === 'string') throw new Error('could not allocate a port');
   return address.port;
+}
+
+/** Whether `port` of 127.0.0.1 can be listened on now. */
+export async function portIsFree(port: number): Promise<boolean> {
+  const server = createServer();
+  const listening = await new Promise<boolean>((resolve) => {
+    server.once('error', () => {
+      resolve(false);
+    });
+    server.listen({ host: '127.0.0.1', port, exclusive: true }, () => {
+      resolve(true);
+    });
+  });
+  if (listening) {
+    server.close();
+    await once(server, 'close');
+  }
+  return listening;
 }
