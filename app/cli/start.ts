@@ -234,34 +234,29 @@ interface Summary {
   readonly skipped: readonly string[];
 }
 
+interface ServeContext {
+  kubeConfig: KubeConfig;
+  config: Config<StartOptions>;
+  io: Io;
+  log: Logger;
+  destination: DestinationStream | undefined;
+  registry: Registry;
+}
+
 // The relay hands its deliveries to the functions in this process (ADR 0021: no HTTP, no JSON,
 // no signature between them). The functions also have a listener of their own on the loopback
 // address, for manual reconciles (`cirrus reconcile`), signed with a secret of this process (or
 // --signing-secret-file's): nothing beyond this host can reach the functions, and nothing without
 // the secret holds a place among their requests in flight, so the relay's deliveries never wait
-// behind a stranger's. The configured address and
-// port (--bind-address, --port: in deploy/standalone, 10258 on the host's network) serve only
-// /healthz, /readyz and /metrics, as the Go cloud-controller-manager's port does.
+// behind a stranger's. The configured address and port (--bind-address, --port: in deploy/standalone,
+// 10258 on the host's network) serve only /healthz, /readyz and /metrics, as the Go CCM's port does.
 async function serveAll(
   definitions: FunctionDefinition[],
-  {
-    kubeConfig,
-    config,
-    io,
-    log,
-    destination,
-    registry,
-  }: {
-    kubeConfig: KubeConfig;
-    config: Config<StartOptions>;
-    io: Io;
-    log: Logger;
-    destination: DestinationStream | undefined;
-    registry: Registry;
-  },
+  context: ServeContext,
   stoppers: Stopper[],
   summary: Summary,
 ): Promise<void> {
+  const { kubeConfig, config, io, log, destination, registry } = context;
   const secret = (await readSecret(config.signingSecretFile)) ?? randomBytes(32).toString('hex');
   // /readyz: not ready until the relay runs, then as the relay's status says (a leader with every
   // watch open, or a standby that reads the Lease): not ready while the API server is gone.
