@@ -78,7 +78,8 @@ for docs/figures.md, bench/results/<time>.md (and latest.svg, latest.md).
   --baseline <commit>    with --compare: also \`cirrus start\` as shipped at that commit (cirrus-baseline, run
                          before cirrus-build), and a column "build ÷ baseline": a change's before and after in one run
   --only scale           not among the defaults: kwok's simulated Nodes (--scale n, default 200; 5000
-                         the full size) and n/5 Services, cirrus beside the Go CCM (bench/scenarios/scale.ts)
+                         the full size) and n/5 Services, \`cirrus start\` and the split (\`cirrus relay\` and a
+                         \`cirrus serve\` per function) beside the Go CCM (bench/scenarios/scale.ts)
   -h, --help             this text
 
 Profile the process: node --cpu-prof --cpu-prof-dir=/tmp/prof bench/run.ts --only nodes
@@ -96,7 +97,11 @@ const values = (() => {
         compare: { type: 'string' },
         objects: { type: 'string' },
         sizes: { type: 'string' },
-        contenders: { type: 'string', default: contenderNames.filter((n) => n !== 'cirrus-baseline').join(',') },
+        contenders: {
+          type: 'string',
+          // The Knative shape (every function served alone) is the scale scenario's: chosen by name here.
+          default: contenderNames.filter((n) => n !== 'cirrus-baseline' && n !== 'cirrus-knative').join(','),
+        },
         baseline: { type: 'string' },
         scale: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },

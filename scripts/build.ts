@@ -69,6 +69,29 @@ function absentPlugin(artifact: string, absent: ReadonlySet<string>): esbuild.Pl
   };
 }
 
+// Node's http module as CommonJS, never through the ES module facade. Node builds a built-in's
+// facade by reading every export, and node:http's WebSocket, CloseEvent and MessageEvent are lazy
+// getters that load Node's own copy of undici to answer: one ES `import … from 'node:http'`
+// (client-node's, the host's) costs ~13 MB of resident set and ~50 ms of CPU at start, for classes
+// cirrus never uses. Read through require(), the module is the same object and the getters run
+// only if something reads them (Node 24.21; lib/http.js, BuiltinModule#syncExports).
+function httpAsCommonJsPlugin(): esbuild.Plugin {
+  return {
+    name: 'cirrus-http-commonjs',
+    setup(build) {
+      build.onResolve({ filter: /^(node:)?http$/ }, (args) =>
+        args.namespace === 'cirrus-http'
+          ? { path: 'node:http', external: true }
+          : { path: 'http', namespace: 'cirrus-http' },
+      );
+      build.onLoad({ filter: /.*/, namespace: 'cirrus-http' }, () => ({
+        contents: "module.exports = require('node:http');",
+        loader: 'js',
+      }));
+    },
+  };
+}
+
 // The Lambda entry of one function: its handler, its app built during the sandbox's init phase
 // (the top-level await holds the init phase until the app is ready; ADR 0033).
 function lambdaEntryPlugin(name: string): esbuild.Plugin {
@@ -224,7 +247,12 @@ const functionNames = catalogue.map((entry) => entry.name);
 function bundles(target: Exclude<Target, 'lib'>): Bundle[] {
   const library = at('app/index.ts');
   const cli = at('bin/cirrus.js');
-  if (target === 'image') return [{ name: 'image', entries: { cirrus: cli, index: library } }];
+  // The image reads node:http through require() (a cold start's memory: bench/scenarios/coldstart.ts);
+  // the functions' artifacts, whose Lambda packaging is sized apart, are left as they are.
+  if (target === 'image') {
+    const plugins = [httpAsCommonJsPlugin()];
+    return [{ name: 'image', entries: { cirrus: cli, index: library }, plugins }];
+  }
   const exceptServe = commandModules.filter((m) => !m.endsWith('/serve.ts'));
   if (target === 'relay') {
     const absent = new Set([

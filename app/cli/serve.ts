@@ -60,30 +60,49 @@ export async function runServe(line: CommandLine<ServeCommandOptions>, io: Io): 
   const log = createLogger({ name, level: config.logLevel, destination: await logDestination(config.logFormat) });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const source = kubeconfigSource(config.kubeconfig, io.env);
-  // The requests to the API server (reaching it, then the rights the function uses) run while the
-  // function loads, so a Knative cold start waits for them no longer than for its imports;
-  // nothing listens before they have answered.
-  const checked = checkReachable(kubeConfig, source).then(() =>
+  // The start-up checks (reaching the API server, then the rights the function uses, then the
+  // provider's own) run while the function loads and after it listens: a cold start waits for
+  // neither their round trips nor their CPU before its first answer. Until they pass, /readyz
+  // answers 503 and a reconcile request waits for them (shared/host/starting.ts); if one fails,
+  // the server closes and the command exits 1 with its message, as it did before listening.
+  const checks = Promise.withResolvers<unknown>();
+  checks.promise.catch(() => undefined);
+  const reached = checkReachable(kubeConfig, source).then(() =>
     checkAccess(kubeConfig, source, functionAccess([entry]), grantedBy.serve(name)),
   );
-  checked.catch(() => undefined);
+  reached.catch(() => undefined);
   const { app, providerName, cloud } = await buildFunctionApp(entry, config, {
     signal: io.signal,
     log,
     pressure: { maxConcurrentRequests: config.maxConcurrentRequests },
     kubeConfig,
+    started: checks.promise,
   });
-  await checked;
-  await checkProvider(cloud, {
-    kubeConfig,
-    loadBalancers: usesLoadBalancers([entry]),
-    mayCreate: true,
-    log,
-    signal: io.signal,
-  });
+  const checked = reached.then(() =>
+    checkProvider(cloud, {
+      kubeConfig,
+      loadBalancers: usesLoadBalancers([entry]),
+      mayCreate: true,
+      log,
+      signal: io.signal,
+    }),
+  );
+  checked.then(checks.resolve, checks.reject);
+  const failed = new AbortController();
   const { serve } = await import('../../shared/host/index.ts');
-  const server = await serve(app, { host: config.bindAddress, port: config.port, signal: io.signal });
-  log.info({ address: server.address, provider: providerName }, `${name} serving`);
+  const server = await serve(app, {
+    host: config.bindAddress,
+    port: config.port,
+    signal: AbortSignal.any([io.signal, failed.signal]),
+  });
+  try {
+    await Promise.race([checked, server.closed]);
+  } catch (error) {
+    failed.abort();
+    await server.closed;
+    throw error;
+  }
+  if (!io.signal.aborted) log.info({ address: server.address, provider: providerName }, `${name} serving`);
   await server.closed;
   return 0;
 }
@@ -141,6 +160,8 @@ export async function buildFunctionApp(
     readonly publicEndpoint?: boolean;
     /** The cluster's client configuration, when the caller loaded it already; else --kubeconfig's. */
     readonly kubeConfig?: KubeConfig;
+    /** The start-up checks, when the app listens before they pass (AppOptions.started). */
+    readonly started?: Promise<unknown>;
   },
 ): Promise<{ app: FunctionApp; providerName: string; cloud: CloudProvider }> {
   const { signal, log } = context;
@@ -159,6 +180,7 @@ export async function buildFunctionApp(
     ...(secret === undefined ? {} : { auth: { secret } }),
     ...(context.pressure === undefined ? {} : { pressure: context.pressure }),
     ...(context.publicEndpoint === true ? { publicEndpoint: true } : {}),
+    ...(context.started === undefined ? {} : { started: context.started }),
   };
   return { app: await buildApp(definition, options), providerName: cloud.providerName(), cloud };
 }

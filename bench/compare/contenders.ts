@@ -2,16 +2,18 @@
 // defaults, tuned, and at cirrus's width; `cirrus start` from the TypeScript source (as `npm start`
 // runs it) and as shipped (the image's build, shipped.ts); and one function served alone as
 // shipped, `cirrus serve node-init` fed over signed HTTP by `cirrus relay` in a second process (the
-// Node scenarios only). Each in processes of its own (so that CPU and memory can be read from
+// Node scenarios only); and the Knative shape, `cirrus relay` feeding one `cirrus serve` per
+// function (the scale scenario). Each in processes of its own (so that CPU and memory can be read from
 // /proc), with the benchmark cloud answering alike in all, and stopped before the next one starts.
 
 import { randomBytes } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultDelivery } from '../../relay/index.ts';
 import { defaultMaxConcurrentRequests } from '../../shared/host/index.ts';
 import { freePort, startProcess, type ManagedProcess } from '../../tools/control-plane/processes.ts';
+import { catalogue } from '../../functions/catalogue.ts';
 import { clusterCidr, functionOfController } from '../../test/harness/cirrus.ts';
 import { NodeSetReader } from '../../test/harness/node-sets.ts';
 import { benchProviderName, type BenchCloudConfig } from './provider.ts';
@@ -28,6 +30,7 @@ export const contenderNames = [
   'cirrus-baseline',
   'cirrus-build',
   'cirrus-split',
+  'cirrus-knative',
 ] as const;
 export type ContenderName = (typeof contenderNames)[number];
 
@@ -109,6 +112,16 @@ export const contenders: Record<ContenderName, Contender> = {
     flags: [],
     nodesOnly: true,
   },
+  // The Knative shape (deploy/knative/): the relay and every function in a process of its own, on
+  // loopback, each request signed with one secret.
+  'cirrus-knative': {
+    name: 'cirrus-knative',
+    label: 'relay + serve per function, build',
+    kind: 'split',
+    built: true,
+    flags: [],
+    nodesOnly: false,
+  },
 };
 
 /**
@@ -134,9 +147,12 @@ export interface CloudCalls {
   readonly updatesTotal: number;
 }
 
-/** One process of a running CCM: the whole CCM, or (cirrus-split) the function or the relay. */
+/**
+ * One process of a running CCM: the whole CCM, or (cirrus-split) the function or the relay, or
+ * (cirrus-knative) the relay or `serve <function>`.
+ */
 export interface CcmProcess {
-  readonly role: 'ccm' | 'function' | 'relay';
+  readonly role: 'ccm' | 'function' | 'relay' | `serve ${string}`;
   readonly pid: number;
 }
 
@@ -154,8 +170,10 @@ export interface RunningCcm {
   cloudCalls(updatesFrom?: number, limit?: number): Promise<CloudCalls>;
   /** Makes the cloud's machines of these nodes gone (instanceExists answers false). */
   forget(names: readonly string[]): Promise<void>;
-  /** `cirrus start`'s /metrics (the relay's series among them); undefined for the others. */
+  /** The relay's /metrics: `cirrus start`'s, or the split's relay's; undefined for the Go CCM. */
   readonly metricsUrl: string | undefined;
+  /** Each function's /metrics when it is served alone (the splits), by function name. */
+  readonly functionMetrics: Readonly<Record<string, string>>;
   stop(): Promise<void>;
 }
 
@@ -181,6 +199,9 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
   const statsPort = await freePort();
   const port = await freePort();
   const children: [CcmProcess['role'], ManagedProcess][] = [];
+  // The cloud's ports beside statsPort: the Knative shape's functions each run a benchmark cloud of
+  // their own (./provider.ts); statsPort is the one whose load-balancer updates are read.
+  const urls: Urls = { functions: {}, clouds: [] };
   const stopAll = async (): Promise<void> => {
     // The relay first, so that it delivers nothing to a function that is gone.
     for (const [, child] of [...children].reverse()) await child.stop(10_000);
@@ -189,7 +210,7 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
     if (contender.kind === 'go') children.push(['ccm', await startGo(contender, settings, statsPort)]);
     else if (contender.kind === 'start')
       children.push(['ccm', await startCirrus(contender, settings, statsPort, port)]);
-    else await startSplit(contender, settings, statsPort, children);
+    else await startSplit(contender, settings, { statsPort, children, urls });
   } catch (error) {
     await stopAll();
     throw error;
@@ -214,16 +235,41 @@ export async function startCcm(contender: Contender, settings: StartSettings): P
       const page = (await reply.json()) as CloudPage;
       nodeSets.names.push(...page.names);
       const updates = page.updates.map((u) => ({ ...u, nodes: nodeSets.decode(u.nodes) }));
-      return { calls: page.calls, maxInFlight: page.maxInFlight, updates, updatesTotal: page.updatesTotal };
+      const { calls, maxInFlight } = await withOtherClouds(page, urls.clouds);
+      return { calls, maxInFlight, updates, updatesTotal: page.updatesTotal };
     },
     forget: async (names) => {
       const query = names.map((n) => `name=${encodeURIComponent(n)}`).join('&');
-      const reply = await fetch(`http://127.0.0.1:${statsPort}/forget?${query}`, { method: 'POST' });
-      if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
+      for (const cloud of [statsPort, ...urls.clouds]) {
+        const reply = await fetch(`http://127.0.0.1:${cloud}/forget?${query}`, { method: 'POST' });
+        if (!reply.ok) throw new Error(`the benchmark cloud of ${contender.label} answered ${reply.status}`);
+      }
     },
-    metricsUrl: contender.kind === 'start' ? `http://127.0.0.1:${port}/metrics` : undefined,
+    metricsUrl: contender.kind === 'start' ? `http://127.0.0.1:${port}/metrics` : urls.metrics,
+    functionMetrics: urls.functions,
     stop: stopAll,
   };
+}
+
+interface Urls {
+  metrics?: string;
+  readonly functions: Record<string, string>;
+  readonly clouds: number[];
+}
+
+// `page`'s call counts with those of the other clouds added (the most in flight: the largest of any).
+async function withOtherClouds(
+  page: CloudPage,
+  clouds: readonly number[],
+): Promise<Pick<CloudPage, 'calls' | 'maxInFlight'>> {
+  const calls = { ...page.calls };
+  const maxInFlight = { ...page.maxInFlight };
+  for (const cloud of clouds) {
+    const other = (await (await fetch(`http://127.0.0.1:${cloud}/calls?updatesFrom=Infinity`)).json()) as CloudPage;
+    for (const [call, n] of Object.entries(other.calls)) calls[call] = (calls[call] ?? 0) + n;
+    for (const [call, n] of Object.entries(other.maxInFlight)) maxInFlight[call] = Math.max(maxInFlight[call] ?? 0, n);
+  }
+  return { calls, maxInFlight };
 }
 
 async function startGo(contender: Contender, settings: StartSettings, statsPort: number): Promise<ManagedProcess> {
@@ -249,34 +295,60 @@ async function startCirrus(
   return runCli(contender, settings, { name: 'cirrus start', args: [...args, ...contender.flags], logFile });
 }
 
-// node-init alone, as a Knative Service runs it (the image's `cirrus serve node-init`), and the
-// relay as its Deployment runs it, delivering to it only, each request signed with one secret.
+// node-init alone (cirrus-split) or every function (cirrus-knative), each as a Knative Service runs
+// it (the image's `cirrus serve <function>`), and the relay as its Deployment runs it, delivering to
+// them, each request signed with one secret.
 async function startSplit(
   contender: Contender,
   settings: StartSettings,
-  statsPort: number,
-  children: [CcmProcess['role'], ManagedProcess][],
+  into: {
+    statsPort: number;
+    children: [CcmProcess['role'], ManagedProcess][];
+    urls: Urls;
+  },
 ): Promise<void> {
+  const { children, urls } = into;
   const secretFile = join(settings.logDir, `${settings.tag}.signing-secret`);
   await writeFile(secretFile, randomBytes(32).toString('base64url'), { mode: 0o600 });
-  const port = await freePort();
-  const serve = ['serve', nodeInit, ...(await providerArgs(contender, settings, statsPort))];
-  serve.push('--signing-secret-file', secretFile, '--bind-address', '127.0.0.1', '--port', String(port));
-  const serveLog = join(settings.logDir, `${settings.tag}.${nodeInit}.log`);
-  children.push([
-    'function',
-    await runCli(contender, settings, { name: `cirrus serve ${nodeInit}`, args: serve, logFile: serveLog }),
-  ]);
-  await listening(port, () => children[0]?.[1].hasExited() ?? true, serveLog);
-  const relay = ['relay', '--kubeconfig', settings.kubeconfig, '--to', `${nodeInit}=http://127.0.0.1:${port}`];
-  relay.push('--signing-secret-file', secretFile, '--leader-elect=false');
-  relay.push('--bind-address', '127.0.0.1', '--port', String(await freePort()));
+  const names = contender.nodesOnly ? [nodeInit] : catalogue.map((entry) => entry.name);
+  // service-lb's cloud is the one whose updates are read (or node-init's, served alone).
+  const [primary = nodeInit] = names.filter((n) => catalogue.find((e) => e.name === n)?.target.kind === 'Service');
+  const started: { name: string; child: ManagedProcess; log: string }[] = [];
+  // Each on a port of its own choosing (--port 0), read from its log: a port picked here and bound
+  // a cold start later may have been taken by then.
+  for (const name of names) {
+    const cloud = name === primary || contender.nodesOnly ? into.statsPort : await freePort();
+    if (cloud !== into.statsPort) urls.clouds.push(cloud);
+    const provider = await providerArgs(contender, settings, cloud, name);
+    const serve = ['serve', name, ...provider, '--signing-secret-file', secretFile, '--cluster-cidr', clusterCidr];
+    serve.push('--bind-address', '127.0.0.1', '--port', '0', '--log-level', 'info');
+    const log = join(settings.logDir, `${settings.tag}.${name}.log`);
+    const child = await runCli(contender, settings, { name: `cirrus serve ${name}`, args: serve, logFile: log });
+    children.push([contender.nodesOnly ? 'function' : `serve ${name}`, child]);
+    started.push({ name, child, log });
+  }
+  const served = await Promise.all(
+    started.map(async (s) => ({ ...s, port: await ready(s.name, () => s.child.hasExited(), s.log) })),
+  );
+  const relay = ['relay', '--kubeconfig', settings.kubeconfig, '--leader-elect=false'];
+  for (const s of served) {
+    relay.push('--to', `${s.name}=http://127.0.0.1:${s.port}`);
+    urls.functions[s.name] = `http://127.0.0.1:${s.port}/metrics`;
+  }
+  const relayPort = await freePort();
+  relay.push('--signing-secret-file', secretFile, '--bind-address', '127.0.0.1', '--port', String(relayPort));
   const relayLog = join(settings.logDir, `${settings.tag}.relay.log`);
   children.push(['relay', await runCli(contender, settings, { name: 'cirrus relay', args: relay, logFile: relayLog })]);
+  urls.metrics = `http://127.0.0.1:${relayPort}/metrics`;
 }
 
-async function providerArgs(contender: Contender, settings: StartSettings, statsPort: number): Promise<string[]> {
-  const cloudConfig = join(settings.logDir, `${settings.tag}.cloud-config.json`);
+async function providerArgs(
+  contender: Contender,
+  settings: StartSettings,
+  statsPort: number,
+  fn?: string,
+): Promise<string[]> {
+  const cloudConfig = join(settings.logDir, `${settings.tag}${fn === undefined ? '' : `.${fn}`}.cloud-config.json`);
   const config: BenchCloudConfig = { latencyMs: settings.latencyMs, lbLatencyMs: settings.lbLatencyMs, statsPort };
   await writeFile(cloudConfig, JSON.stringify(config));
   const module = contender.built ? shippedOf(contender, settings).providerModule : sourceProvider;
@@ -306,20 +378,22 @@ function shippedOf(contender: Contender, settings: StartSettings): Shipped {
   return shipped;
 }
 
-// Waits until the function answers /healthz (so the relay's first deliveries find it).
-async function listening(port: number, exited: () => boolean, logFile: string): Promise<void> {
+// Waits until the function logs where it listens and answers /readyz there (its start-up checks
+// passed), so that the relay's first deliveries find it ready; resolves with its port.
+async function ready(name: string, exited: () => boolean, logFile: string): Promise<number> {
   const deadline = performance.now() + 60_000;
   for (;;) {
     try {
-      const reply = await fetch(`http://127.0.0.1:${port}/healthz`);
+      const bound = /"msg":"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(await readFile(logFile, 'utf8'));
+      const port = Number(bound?.[1]);
+      const reply = await fetch(`http://127.0.0.1:${port}/readyz`);
       await reply.arrayBuffer();
-      if (reply.ok) return;
+      if (reply.ok) return port;
     } catch {
       // not yet listening
     }
-    if (exited()) throw new Error(`cirrus serve ${nodeInit} exited; its log: ${logFile}`);
-    if (performance.now() > deadline)
-      throw new Error(`cirrus serve ${nodeInit} did not answer /healthz; its log: ${logFile}`);
+    if (exited()) throw new Error(`cirrus serve ${name} exited; its log: ${logFile}`);
+    if (performance.now() > deadline) throw new Error(`cirrus serve ${name} was not ready; its log: ${logFile}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

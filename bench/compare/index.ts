@@ -195,7 +195,7 @@ async function runContender(run: Run, name: ContenderName, sizes: Size): Promise
 function readyRss(ccm: RunningCcm): Pick<ContenderResult, 'readyRssMb' | 'readyByProcess'> {
   const readyByProcess: ContenderResult['readyByProcess'] = {};
   for (const p of ccm.processes) readyByProcess[p.role] = memoryMb(p.pid).rss;
-  return { readyRssMb: Object.values(readyByProcess).reduce((sum, mb) => sum + mb, 0), readyByProcess };
+  return { readyRssMb: Object.values(readyByProcess).reduce((sum: number, mb) => sum + (mb ?? 0), 0), readyByProcess };
 }
 
 // Every CCM must write what the first wrote; one that runs the Node scenarios only is compared on

@@ -412,7 +412,7 @@ export async function measured(h: Harness, ccm: RunningCcm, body: () => Promise<
     byProcess[p.role] = { cpuMs: cpu, peakRssMb: p.peakReset ? Math.max(memoryMb(p.pid).peak, sampled) : sampled };
   }
   const seconds = (performance.now() - started) / 1000;
-  const processes = Object.values(byProcess);
+  const processes = Object.values(byProcess).filter((p) => p !== undefined);
   const apiserverCounts = difference(await kube.requestCounters(), before);
   const harnessCounts = difference(kube.sent, sentBefore);
   const all = count(apiserverCounts, () => true) - count(harnessCounts, () => true);

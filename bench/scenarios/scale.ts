@@ -1,12 +1,14 @@
 // `npm run bench -- --only scale [--scale n]` (issue 29): a simulated cluster whose Nodes kwok
 // (tools/kwok/) keeps alive as kubelets would — a Lease renewed per Node, status reported — against
-// `cirrus start` and the stock Go CCM at cirrus's width (bench/compare/contenders.ts), one after
-// the other, each in a process of its own:
+// the stock Go CCM at cirrus's width, `cirrus start` and the Knative shape (`cirrus relay` and one
+// `cirrus serve` per function on loopback; bench/compare/contenders.ts), one after the other, each in
+// processes of its own:
 //
 //   1. waves: n Nodes registered tainted node.cloudprovider.kubernetes.io/uninitialized, in 5
 //      waves created at once; create → taint gone, p50 and p99 per wave;
 //   2. n/5 LoadBalancer Services, ensured (ensure/update/delete 1 s, other calls 50 ms);
-//   3. at rest, 20 s: the API requests per second the CCM adds with only kwok's heartbeats around;
+//   3. at rest, 20 s: the API requests per second the CCM adds with only kwok's heartbeats around,
+//      and for cirrus the reconcile requests each function answers per minute;
 //   4. churn: a tenth of the Nodes NotReady (kwok lets go of them, the harness reports Ready=False
 //      as their kubelet would) and back (kwok takes them again and reports Ready); a twentieth
 //      NotReady with their machines gone from the cloud (instance gone → the CCM's node-lifecycle
@@ -20,7 +22,8 @@
 // Costs as bench/compare/scenarios.ts reads them (measured()): the CCM's CPU and peak RSS, the API
 // server's CPU, and the API requests on Nodes, Services and Events minus the harness's own. kwok's
 // Node status writes land on nodes/status too; at rest and in churn the CCMs write no Node status,
-// so those windows' figures leave nodes/status writes out (see ccmRequests()). An SVG beside the
+// so those windows' figures leave nodes/status writes out (see ccmRequests()). For the Knative shape
+// each process's CPU and peak RSS in the waves and at rest are kept too (./scale-split.ts). An SVG beside the
 // results plots each CCM's resident set over the run and, for cirrus, its relay's queue depth.
 //
 // The full size is --scale 5000 (5,000 Nodes, 1,000 Services); the default (200 Nodes) fits 2 cores.
@@ -40,6 +43,7 @@ import { goCcm } from '../compare/go-ccm.ts';
 import { commandName, memoryMb } from '../compare/procfs.ts';
 import { measured, waitFor, watch, type Costs, type Harness, type WatchStats } from '../compare/scenarios.ts';
 import { buildShipped } from '../compare/shipped.ts';
+import { answeredByFunction, invocationFigures, processFigures } from './scale-split.ts';
 
 export interface ScaleSize {
   readonly nodes: number;
@@ -58,9 +62,10 @@ export function scaleSizeOf(text: string | undefined): ScaleSize {
   return { nodes, services: Math.max(1, Math.floor(nodes / 5)) };
 }
 
-/** The two CCMs issue 29 sets side by side. */
-// The Go CCM at cirrus's width, and `cirrus start` as shipped (the build: bench/compare/shipped.ts).
-const scaleContenders: readonly ContenderName[] = ['go-width', 'cirrus-build'];
+/** The CCMs issue 29 sets side by side, and issue 44's split deployment. */
+// The Go CCM at cirrus's width, `cirrus start` as shipped (the build: bench/compare/shipped.ts), and
+// the Knative shape of the same build.
+const scaleContenders: readonly ContenderName[] = ['go-width', 'cirrus-build', 'cirrus-knative'];
 
 const group = 'scale';
 const groupLabel = 'bench.cirrus/group';
@@ -232,6 +237,7 @@ async function runOne(
       figure(`wave ${w + 1} init p99`, percentile(latencies, 99), 'ms');
     }
     costFigures(figure, 'waves', waveCosts);
+    processFigures(figure, ccm, 'waves', waveCosts);
     await waitFor(ccm, 'every Node Ready (kwok)', 60_000 + size.nodes * 50, () =>
       names.every((n) => track.ready.get(n) === true),
     );
@@ -249,10 +255,14 @@ async function runOne(
 
     // 3. At rest.
     progress(`${label}: at rest, ${restSeconds} s`);
+    const answeredBefore = await answeredByFunction(ccm);
     const rest = await measured(h, ccm, () => sleep(restSeconds * 1000));
     figure('API requests/s at rest', ccmRequests(rest) / rest.seconds, '/s', 'nodes/status writes (kwok’s) left out');
     figure('CPU at rest', rest.ccmCpuMs / rest.seconds / 10, '%');
     figure('API server CPU at rest', rest.apiserverCpuMs / rest.seconds / 10, '%');
+    figure('peak RSS at rest', rest.peakRssMb, 'MB');
+    processFigures(figure, ccm, 'at rest', [rest]);
+    invocationFigures(figure, answeredBefore, await answeredByFunction(ccm), rest.seconds);
 
     // 4. Churn.
     const tenth = Math.max(1, Math.floor(size.nodes / 10));

@@ -19,6 +19,7 @@ import { addProbeRoutes, createHostApp, type HostApp } from './probes.ts';
 import { ReplayGuard } from './replay.ts';
 import { reconcileRoutes, type Host } from './routes.ts';
 import { Admission, defaultPressure, type PressureOptions } from './shedding.ts';
+import { addStartGate } from './starting.ts';
 
 export { defaultPressure, type PressureOptions } from './shedding.ts';
 
@@ -62,6 +63,13 @@ export interface AppOptions {
    * routes, beside another that serves the probes (`cirrus start`: the functions on loopback).
    */
   readonly probes?: boolean;
+  /**
+   * The process's start-up checks, when the app listens before they have answered (`cirrus
+   * serve`): until this resolves `/readyz` answers 503 `{ status: 'starting' }` and every request
+   * but the probes waits; if it rejects, they are answered 503 CIRRUS_ERR_CLOSING (./starting.ts).
+   * Default: none, ready at once.
+   */
+  readonly started?: Promise<unknown>;
 }
 
 /** The app buildApp returns: a Fastify instance logging through a pino Logger. */
@@ -77,7 +85,8 @@ export type FunctionApp = HostApp;
  *   `definition.kinds`) or `{ all: true }`. 200 with the Report.
  *   Both take `?dryRun=true|false` (default false) and no other query parameter: an unknown one
  *   (`dryrun`), a repeated one or another value is a 400 naming it.
- * - `GET /healthz` (200 while serving), `GET /readyz` (200; 503 once closing), `GET /metrics`,
+ * - `GET /healthz` (200 while serving), `GET /readyz` (200; 503 once closing, or while the
+ *   start-up checks of `started` have not passed), `GET /metrics`,
  *   `OPTIONS /` (204, `Allow: POST`).
  *
  * Errors (docs/http-contract.md has the table, shared/wire/replies.ts the codes), each
@@ -137,8 +146,9 @@ async function assemble(
   });
   const signatures: Signatures | undefined =
     options.auth === undefined ? undefined : { auth: options.auth, replays: new ReplayGuard(options.auth) };
+  const readiness = addStartGate(app, options.started);
   addAuthPolicy(app, options, signatures, routes);
-  if (options.probes !== false) addProbeRoutes(app, { registry: metrics.registry });
+  if (options.probes !== false) addProbeRoutes(app, { registry: metrics.registry, readiness });
   addWebhookOptions(app);
   const shared = { metrics, logger: options.logger, retryAfter: pressure ? pressure.retryAfter : 0 };
   const hosts: Host[] = [];
