@@ -542,7 +542,7 @@ describe('relay delivery requests', () => {
 });
 
 describe('relay outcomes of a hand-over in process', () => {
-  it('follow the reply classes: 2xx accepted with its cloud calls, 400 rejected, 503 after its Retry-After, others retried', () => {
+  it('follow the reply classes: 2xx accepted with its cloud calls, 400 rejected, 503 after its Retry-After, others retried; failures marked as logged by the function', () => {
     assert.deepEqual(localOutcome({ status: 202, body: {}, cloudCalls: 2 }), {
       kind: 'accepted',
       status: 202,
@@ -554,17 +554,25 @@ describe('relay outcomes of a hand-over in process', () => {
         status: 400,
         body: { error: 'invalid event', code: 'CIRRUS_ERR_INVALID_EVENT', problems: ['x'] },
       }),
-      { kind: 'rejected', status: 400, reason: 'invalid event (x)' },
+      { kind: 'rejected', status: 400, reason: 'invalid event (x)', logged: true },
     );
     assert.deepEqual(
       localOutcome({ status: 503, body: { error: 'later', code: 'CIRRUS_ERR_RETRY_LATER' }, retryAfterSeconds: 7 }),
-      { kind: 'retry', reason: 'retry-after', status: 503, detail: 'status 503: later', retryAfterMs: 7000 },
+      {
+        kind: 'retry',
+        reason: 'retry-after',
+        status: 503,
+        detail: 'status 503: later',
+        retryAfterMs: 7000,
+        logged: true,
+      },
     );
     assert.deepEqual(localOutcome({ status: 500, body: { error: 'boom', code: 'CIRRUS_ERR_INTERNAL' } }), {
       kind: 'retry',
       reason: 'status',
       status: 500,
       detail: 'status 500: boom',
+      logged: true,
     });
   });
 });
