@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { pino } from 'pino';
 import type { MetricValueWithName } from 'prom-client';
 import { backoffDelay } from '../../relay/backoff.ts';
 import {
@@ -695,6 +696,44 @@ describe('relay delivery queue', () => {
     await q.idle();
     assert.equal(most, 3);
     assert.equal(mostPerKey, 1);
+  });
+
+  it('logs a failed delivery at warn, short and naming its destination, unless the function logged it (in process: debug)', async () => {
+    const lines: { level: number; destination?: string; detail?: string; msg: string }[] = [];
+    const log = pino(
+      { level: 'debug' },
+      { write: (text: string) => void lines.push(JSON.parse(text) as (typeof lines)[0]) },
+    );
+    const answers: DeliveryOutcome[] = [
+      { kind: 'retry', reason: 'status', status: 500, detail: `HTTP 500: ${'x'.repeat(300)}` },
+      { kind: 'retry', reason: 'status', status: 500, detail: 'status 500: boom', logged: true },
+      accepted,
+    ];
+    const clock = new ManualClock(0);
+    const q = new DeliveryQueue<string>({
+      concurrency: 1,
+      retry: { initialMs: 20, maxMs: 80, jitter: 0 },
+      merge: (_older, newer) => newer,
+      send: () => Promise.resolve(answers.shift() ?? accepted),
+      metrics: createRelayMetrics({ processMetrics: false, gauges: () => undefined }),
+      log,
+      clock,
+    });
+    q.push('node-init', 'Node/a', 'a:1');
+    await nextTurn();
+    clock.advance(20);
+    await nextTurn();
+    clock.advance(40);
+    await q.idle();
+    const failed = lines.filter((line) => line.msg === 'delivery failed; retrying');
+    assert.deepEqual(
+      failed.map((line) => [line.level, line.destination]),
+      [
+        [40, 'node-init'],
+        [20, 'node-init'],
+      ],
+    );
+    assert.equal(failed[0]?.detail?.length, 120);
   });
 
   it('retries with backoff until accepted, merging newer values into the retry', async () => {
