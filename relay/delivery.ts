@@ -256,11 +256,20 @@ export function localOutcome(reply: LocalReply): DeliveryOutcome {
   const reason = reasonOf(readErrorBody(reply.body), () =>
     (JSON.stringify(reply.body) as string | undefined)?.slice(0, 300),
   );
-  if (status === 400) return { kind: 'rejected', status, reason };
+  // The function has logged this failure in the same log (shared/host/errors.ts failure): the
+  // relay's own line about it is debug (./queue.ts).
+  if (status === 400) return { kind: 'rejected', status, reason, logged: true };
   const detail = `status ${status}: ${reason}`;
   if ((status === 429 || status === 503) && reply.retryAfterSeconds !== undefined)
-    return { kind: 'retry', reason: 'retry-after', status, detail, retryAfterMs: reply.retryAfterSeconds * 1000 };
-  return { kind: 'retry', reason: 'status', status, detail };
+    return {
+      kind: 'retry',
+      reason: 'retry-after',
+      status,
+      detail,
+      retryAfterMs: reply.retryAfterSeconds * 1000,
+      logged: true,
+    };
+  return { kind: 'retry', reason: 'status', status, detail, logged: true };
 }
 
 /**

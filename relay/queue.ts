@@ -27,9 +27,11 @@ export type DeliveryOutcome =
       /** The cloud calls the function says it made (its reply's `cloudCalls`), when it says so. */
       readonly cloudCalls?: number;
     }
-  | { readonly kind: 'rejected'; readonly status: number; readonly reason: string }
+  | { readonly kind: 'rejected'; readonly status: number; readonly reason: string; readonly logged?: true }
   | {
       readonly kind: 'retry';
+      /** The function logged this failure in the relay's own log (it answered in process): the queue's line is debug. */
+      readonly logged?: true;
       /** `status`: an HTTP error; `retry-after`: 429/503 naming a delay; `unreachable`: no answer (refused, reset, timed out). */
       readonly reason: 'status' | 'retry-after' | 'unreachable';
       readonly detail: string;
@@ -282,8 +284,8 @@ export class DeliveryQueue<T> implements QueueGauges {
       this.#observeAccepted(slot.destination, current);
       this.#releaseUnreachable(slot.destination);
     } else {
-      this.#options.log.error(
-        { destination: slot.destination, key: slot.key, status: outcome.status, reason: outcome.reason },
+      this.#options.log[outcome.logged === true ? 'debug' : 'error'](
+        { destination: slot.destination, key: slot.key, status: outcome.status, reason: shortened(outcome.reason) },
         'delivery rejected by the function; not retried',
       );
     }
@@ -320,7 +322,7 @@ export class DeliveryQueue<T> implements QueueGauges {
         ? backoffDelay(policy, slot.failures, this.#options.random)
         : Math.min(outcome.retryAfterMs, policy.maxMs);
     this.#options.metrics.retries.inc({ destination: slot.destination, reason: outcome.reason });
-    const level = delayMs >= policy.maxMs ? 'error' : 'warn';
+    const level = outcome.logged === true ? 'debug' : delayMs >= policy.maxMs ? 'error' : 'warn';
     this.#options.log[level](
       {
         destination: slot.destination,
@@ -328,7 +330,7 @@ export class DeliveryQueue<T> implements QueueGauges {
         attempt: slot.failures,
         reason: outcome.reason,
         status: outcome.status,
-        detail: outcome.detail,
+        detail: shortened(outcome.detail),
         delayMs,
       },
       'delivery failed; retrying',
@@ -391,4 +393,10 @@ export class DeliveryQueue<T> implements QueueGauges {
 function laneOf(slot: { readonly destination: string; readonly key: string }): string {
   const slash = slot.key.indexOf('/');
   return `${slot.destination}\u0000${slash < 0 ? slot.key : slot.key.slice(0, slash)}`;
+}
+
+// The function's reason in the relay's line, cut short: the line names the destination and the
+// key; the whole story is in the function's own log.
+function shortened(text: string): string {
+  return text.length <= 120 ? text : `${text.slice(0, 119)}…`;
 }

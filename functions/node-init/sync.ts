@@ -26,6 +26,7 @@ import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent } from '../../shared/kube/events.ts';
 import { desiredAddresses } from './addresses.ts';
 import { applyPatch, initializationPatch, isUninitialized, labelReconcile, type NodePatch } from './labels.ts';
+import { Repeats } from '../../shared/repeats.ts';
 
 /** What the node-init reconcile works with. */
 export interface NodeInitDeps {
@@ -234,6 +235,10 @@ async function reconcileLabels(
   return { key, result: 'labels-reconciled', changes };
 }
 
+// A pass's failures of one kind (the cloud's endpoint down fails every Node alike), logged once a
+// minute with a count rather than once per Node per pass (shared/repeats.ts).
+const failures = new Repeats({ intervalMs: 60_000 });
+
 /**
  * The periodic pass (and a manual "all"): every node is reconciled as an event would; every
  * initialized node also gets its addresses from the cloud, written only when they changed. One
@@ -265,7 +270,7 @@ export async function syncAllNodes(deps: NodeInitDeps, options: SyncOptions): Pr
           return await refreshAddresses(deps, { cloud: choice.cloud, node }, report, options);
         });
       } catch (error) {
-        options.log.warn({ key, err: error }, 'node not reconciled');
+        failures.warn(options.log, { key, err: error }, 'node not reconciled');
         return { key, result: 'failed', changes: [], error: apiMessage(error) };
       }
     });

@@ -18,6 +18,7 @@ import { readNode, nodeReference } from '../../shared/kube/nodes.ts';
 import { eventFor, recordEvent, type EventSpec } from '../../shared/kube/events.ts';
 import { taintShutdown } from '../../shared/kube/well-known.ts';
 import { hasShutdownTaint, readyStatus } from './feed.ts';
+import { Repeats } from '../../shared/repeats.ts';
 
 /** What the node-lifecycle reconcile works with. */
 export interface NodeLifecycleDeps {
@@ -211,6 +212,10 @@ function event(node: V1Node, spec: Omit<EventSpec, 'component'>): ReturnType<typ
   return eventFor(nodeReference(node), { ...spec, component });
 }
 
+// A pass's failures of one kind (the cloud's endpoint down fails every Node alike), logged once a
+// minute with a count rather than once per Node per pass (shared/repeats.ts).
+const failures = new Repeats({ intervalMs: 60_000 });
+
 /** The periodic pass (and a manual "all"): every node, `concurrency` at a time; failures are reported per node. */
 export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorOptions): Promise<ObjectReport[]> {
   // The pass begins before the list (see node-init's syncAllNodes).
@@ -235,7 +240,7 @@ export async function monitorAllNodes(deps: NodeLifecycleDeps, options: MonitorO
               }),
         );
       } catch (error) {
-        options.log.warn({ key, err: error }, 'node not reconciled');
+        failures.warn(options.log, { key, err: error }, 'node not reconciled');
         return { key, result: 'failed', changes: [], error: apiMessage(error) };
       }
     });

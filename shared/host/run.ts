@@ -67,7 +67,8 @@ export async function runJob(host: Runner, job: Job, context: JobContext): Promi
     key: job.target === 'all' ? '*' : formatKey(job.target),
     trigger: job.trigger,
     dryRun: job.dryRun,
-    ...(job.eventId === undefined ? {} : { ceId: job.eventId }),
+    // The event's id only when it is not the request's: in process the hand-over's id is both.
+    ...(job.eventId === undefined || job.eventId === context.reqId ? {} : { ceId: job.eventId }),
   });
   const options = reconcileOptions(job, context.signal, log);
   const started = performance.now();

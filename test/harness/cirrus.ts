@@ -14,7 +14,7 @@ import type { FunctionDefinition } from '../../shared/host/function.ts';
 import { buildMultiHost, serve } from '../../shared/host/index.ts';
 import { LeanCore, type Core } from '../../shared/kube/core.ts';
 import type { CloudEvent, LocalHandler } from '../../shared/wire/index.ts';
-import type { LevelWithSilent } from 'pino';
+import type { DestinationStream, LevelWithSilent } from 'pino';
 import { createLogger } from '../../app/log.ts';
 
 export interface Cirrus {
@@ -72,6 +72,8 @@ export interface CirrusOptions {
   readonly fleet?: Fleet;
   /** The relay's periods in ms by function (0: off), over the catalogue's defaults. */
   readonly periods?: Readonly<Record<string, number>>;
+  /** Where the functions and the relay write their logs (default: stdout). */
+  readonly logDestination?: DestinationStream;
 }
 
 export async function startCirrus(
@@ -90,7 +92,7 @@ export async function startCirrus(
   );
   const secret = randomBytes(32).toString('hex');
   const { app, local } = await buildMultiHost(definitions, {
-    logger: createLogger({ name: 'cirrus', level: logLevel }),
+    logger: createLogger({ name: 'cirrus', level: logLevel, destination: options.logDestination }),
     auth: { secret },
   });
   const controller = new AbortController();
@@ -104,7 +106,7 @@ export async function startCirrus(
   const relay = startRelay({
     kubeConfig,
     routing,
-    logger: createLogger({ name: 'relay', level: logLevel }),
+    logger: createLogger({ name: 'relay', level: logLevel, destination: options.logDestination }),
     secret,
     leaderElection: false,
     // Not the default cursor in kube-system: relays of other test files on the same API server would share it.

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { pino } from 'pino';
 import type { MetricValueWithName } from 'prom-client';
 import { backoffDelay } from '../../relay/backoff.ts';
 import {
@@ -542,7 +543,7 @@ describe('relay delivery requests', () => {
 });
 
 describe('relay outcomes of a hand-over in process', () => {
-  it('follow the reply classes: 2xx accepted with its cloud calls, 400 rejected, 503 after its Retry-After, others retried', () => {
+  it('follow the reply classes: 2xx accepted with its cloud calls, 400 rejected, 503 after its Retry-After, others retried; failures marked as logged by the function', () => {
     assert.deepEqual(localOutcome({ status: 202, body: {}, cloudCalls: 2 }), {
       kind: 'accepted',
       status: 202,
@@ -554,17 +555,25 @@ describe('relay outcomes of a hand-over in process', () => {
         status: 400,
         body: { error: 'invalid event', code: 'CIRRUS_ERR_INVALID_EVENT', problems: ['x'] },
       }),
-      { kind: 'rejected', status: 400, reason: 'invalid event (x)' },
+      { kind: 'rejected', status: 400, reason: 'invalid event (x)', logged: true },
     );
     assert.deepEqual(
       localOutcome({ status: 503, body: { error: 'later', code: 'CIRRUS_ERR_RETRY_LATER' }, retryAfterSeconds: 7 }),
-      { kind: 'retry', reason: 'retry-after', status: 503, detail: 'status 503: later', retryAfterMs: 7000 },
+      {
+        kind: 'retry',
+        reason: 'retry-after',
+        status: 503,
+        detail: 'status 503: later',
+        retryAfterMs: 7000,
+        logged: true,
+      },
     );
     assert.deepEqual(localOutcome({ status: 500, body: { error: 'boom', code: 'CIRRUS_ERR_INTERNAL' } }), {
       kind: 'retry',
       reason: 'status',
       status: 500,
       detail: 'status 500: boom',
+      logged: true,
     });
   });
 });
@@ -687,6 +696,44 @@ describe('relay delivery queue', () => {
     await q.idle();
     assert.equal(most, 3);
     assert.equal(mostPerKey, 1);
+  });
+
+  it('logs a failed delivery at warn, short and naming its destination, unless the function logged it (in process: debug)', async () => {
+    const lines: { level: number; destination?: string; detail?: string; msg: string }[] = [];
+    const log = pino(
+      { level: 'debug' },
+      { write: (text: string) => void lines.push(JSON.parse(text) as (typeof lines)[0]) },
+    );
+    const answers: DeliveryOutcome[] = [
+      { kind: 'retry', reason: 'status', status: 500, detail: `HTTP 500: ${'x'.repeat(300)}` },
+      { kind: 'retry', reason: 'status', status: 500, detail: 'status 500: boom', logged: true },
+      accepted,
+    ];
+    const clock = new ManualClock(0);
+    const q = new DeliveryQueue<string>({
+      concurrency: 1,
+      retry: { initialMs: 20, maxMs: 80, jitter: 0 },
+      merge: (_older, newer) => newer,
+      send: () => Promise.resolve(answers.shift() ?? accepted),
+      metrics: createRelayMetrics({ processMetrics: false, gauges: () => undefined }),
+      log,
+      clock,
+    });
+    q.push('node-init', 'Node/a', 'a:1');
+    await nextTurn();
+    clock.advance(20);
+    await nextTurn();
+    clock.advance(40);
+    await q.idle();
+    const failed = lines.filter((line) => line.msg === 'delivery failed; retrying');
+    assert.deepEqual(
+      failed.map((line) => [line.level, line.destination]),
+      [
+        [40, 'node-init'],
+        [20, 'node-init'],
+      ],
+    );
+    assert.equal(failed[0]?.detail?.length, 120);
   });
 
   it('retries with backoff until accepted, merging newer values into the retry', async () => {
