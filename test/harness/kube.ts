@@ -225,3 +225,25 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, what: s
     await sleep(100);
   }
 }
+
+/**
+ * The requests the API server at `admin` counted while `during` ran, by "VERB resource[/subresource]"
+ * (its apiserver_request_total), only those that moved; reported as a diagnostic of `t`.
+ */
+export async function countRequests(
+  admin: KubeConfig,
+  t: { diagnostic(message: string): void },
+  during: () => Promise<void>,
+): Promise<Counts> {
+  const kube = await Kube.connect(admin);
+  const before = await kube.requestCounters();
+  await during();
+  const after = await kube.requestCounters();
+  const diff: Counts = {};
+  for (const [key, value] of Object.entries(after)) {
+    const delta = value - (before[key] ?? 0);
+    if (delta > 0) diff[key] = delta;
+  }
+  t.diagnostic(JSON.stringify(diff));
+  return diff;
+}

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, type V1Node, type V1Service } from '@kubernetes/client-node';
 import { startCirrus } from '../harness/cirrus.ts';
 import { BenchCloud } from '../harness/cloud.ts';
-import { Kube, type Counts } from '../harness/kube.ts';
+import { countRequests, type Counts } from '../harness/kube.ts';
 import { serviceLbFunction } from '../../functions/service-lb/index.ts';
 import { nodeListDigest, specFingerprint, syncRecord } from '../../functions/service-lb/predicates.ts';
 import { createNode, newNode, silentLogger, uninitialized } from '../harness/builders.ts';
@@ -35,19 +35,8 @@ describe('API requests per reconcile', { skip: controlPlaneSkip }, () => {
   });
 
   // The requests the API server counted while `during` ran, by "VERB resource[/subresource]".
-  async function counted(t: TestContext, during: () => Promise<void>): Promise<Counts> {
-    const kube = await Kube.connect(cluster.admin);
-    const before = await kube.requestCounters();
-    await during();
-    const after = await kube.requestCounters();
-    const diff: Counts = {};
-    for (const [key, value] of Object.entries(after)) {
-      const delta = value - (before[key] ?? 0);
-      if (delta > 0) diff[key] = delta;
-    }
-    t.diagnostic(JSON.stringify(diff));
-    return diff;
-  }
+  const counted = (t: TestContext, during: () => Promise<void>): Promise<Counts> =>
+    countRequests(cluster.admin, t, during);
 
   // Waits until `count` stops moving for a second and a half.
   async function quiet(what: string, count: () => number): Promise<void> {

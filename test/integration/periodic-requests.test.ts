@@ -24,26 +24,15 @@ import {
   withReady,
 } from '../harness/builders.ts';
 import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
-import { Kube, type Counts } from '../harness/kube.ts';
+import { countRequests, type Counts } from '../harness/kube.ts';
 import { waitFor } from '../relay/harness.ts';
 
 describe('API requests of the periodic work', { skip: controlPlaneSkip }, () => {
   const cluster = ownControlPlane();
 
   // The requests the API server counted while `during` ran, by "VERB resource[/subresource]".
-  async function counted(t: TestContext, during: () => Promise<void>): Promise<Counts> {
-    const kube = await Kube.connect(cluster.admin);
-    const before = await kube.requestCounters();
-    await during();
-    const after = await kube.requestCounters();
-    const diff: Counts = {};
-    for (const [key, value] of Object.entries(after)) {
-      const delta = value - (before[key] ?? 0);
-      if (delta > 0) diff[key] = delta;
-    }
-    t.diagnostic(JSON.stringify(diff));
-    return diff;
-  }
+  const counted = (t: TestContext, during: () => Promise<void>): Promise<Counts> =>
+    countRequests(cluster.admin, t, during);
 
   // A cloud with instances only (no load balancers, no routes: their functions do not run), and a
   // machine for each of `names` at 10.3.0.<i>.

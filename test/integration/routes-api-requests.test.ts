@@ -9,7 +9,7 @@ import { describe, it, type TestContext } from 'node:test';
 import type { V1Node } from '@kubernetes/client-node';
 import { FakeCloud } from '../../providers/fake/index.ts';
 import { startCirrus } from '../harness/cirrus.ts';
-import { Kube, type Counts } from '../harness/kube.ts';
+import { countRequests, type Counts } from '../harness/kube.ts';
 import { createNode, newNode, type NodeTweak } from '../harness/builders.ts';
 import { controlPlaneSkip, ownControlPlane, uniqueName } from '../harness/cluster.ts';
 import { waitFor } from '../relay/harness.ts';
@@ -24,19 +24,8 @@ describe('routes: API requests at rest and on a Node change', { skip: controlPla
   const cluster = ownControlPlane();
 
   // The requests the API server counted while `during` ran, by "VERB resource[/subresource]".
-  async function counted(t: TestContext, during: () => Promise<void>): Promise<Counts> {
-    const kube = await Kube.connect(cluster.admin);
-    const before = await kube.requestCounters();
-    await during();
-    const after = await kube.requestCounters();
-    const diff: Counts = {};
-    for (const [key, value] of Object.entries(after)) {
-      const delta = value - (before[key] ?? 0);
-      if (delta > 0) diff[key] = delta;
-    }
-    t.diagnostic(JSON.stringify(diff));
-    return diff;
-  }
+  const counted = (t: TestContext, during: () => Promise<void>): Promise<Counts> =>
+    countRequests(cluster.admin, t, during);
 
   const routed = async (node: V1Node): Promise<boolean> => {
     const name = node.metadata?.name ?? '';
