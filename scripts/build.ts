@@ -139,7 +139,13 @@ async function bundle(out: string, spec: Bundle, version: string): Promise<strin
   if (spec.name.startsWith('functions/')) await nameAwsModules(out, metafile, Object.keys(spec.entries));
   const manifest = { name: `cirrus-${spec.name.replaceAll('/', '-')}`, version, private: true, type: 'module' };
   await writeFile(join(out, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-  return Object.keys(metafile.inputs);
+  return filesOf(metafile);
+}
+
+// The files a bundle was built from: the metafile's inputs but the plugins' virtual modules, which
+// esbuild names `<namespace>:<path>` (cirrus-http:http, cirrus-absent:…, cirrus-entry:lambda).
+function filesOf(metafile: esbuild.Metafile): string[] {
+  return Object.keys(metafile.inputs).filter((input) => !/^[a-z][a-z-]*:/.test(input));
 }
 
 const awsProvider = 'providers/aws/index.ts';
@@ -217,7 +223,7 @@ async function buildLib(out: string): Promise<string[]> {
   // `cirrus cluster` and `start` build the control plane from the Go module beside their code.
   for (const file of ['go.mod', 'go.sum']) await copyFile(at(`tools/control-plane/${file}`), join(out, 'lib', file));
   await declarations(join(out, 'types'));
-  return Object.keys(metafile.inputs);
+  return filesOf(metafile);
 }
 
 // The .d.ts of the package's entries and what they reference, with import paths ending in .js as

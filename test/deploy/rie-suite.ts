@@ -141,15 +141,16 @@ export function rieSuite(packaged: () => Packaged): void {
           await fn.stop();
         });
 
-        it('builds its app during init: the first invoke costs at most 1.5× a warm one', async () => {
+        it('builds its app during init: the first invoke costs about a warm one, not the build', async () => {
           for (let i = 0; i < 11; i += 1)
             assert.equal((await call(fn, { method: 'GET', path: '/healthz' })).statusCode, 200);
           const [first = Number.NaN, ...warm] = invokeDurations(fn);
           assert.equal(warm.length, 10, fn.log());
-          // On a shared machine a warm invoke of a few ms varies by more than half: the bound is
-          // 1.5× their median, or the slowest of them when that is more (without the build in
-          // init, the first invoke is hundreds of ms).
-          const bound = Math.max(1.5 * median(warm), Math.max(...warm));
+          // On a shared machine a warm invoke of a few ms varies by more than half, and the first
+          // one still pays V8's first run of the request path (8 ms against a 3 ms median in one CI
+          // run): the bound is 1.5× their median, the slowest of them, or 25 ms, whichever is more.
+          // Without the build in init, the first invoke is hundreds of ms (570 ms on this machine).
+          const bound = Math.max(1.5 * median(warm), Math.max(...warm), 25);
           assert.ok(
             first <= bound,
             `first invoke ${String(first)} ms, warm median ${String(median(warm))} ms:\n${fn.lines(/INIT|INVOKE/).join('\n')}`,
