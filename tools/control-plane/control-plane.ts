@@ -27,7 +27,7 @@ import { writeKubeconfig } from './kubeconfig.ts';
 import type { KeyPair } from './pki.ts';
 import { getHttps } from './probe.ts';
 import { credentials, portFor } from './kept-run.ts';
-import { atExit, type ManagedProcess } from './processes.ts';
+import { atExit, isAlive, type ManagedProcess } from './processes.ts';
 
 /** What a running control plane offers to clients; serialized as `cluster.json`. */
 export interface ControlPlaneInfo {
@@ -334,15 +334,6 @@ function removeSync(dir: string): void {
     rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
   } catch {
     // on the way out: nothing more can be done
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { open, readFile, rm, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
+import { isAlive } from './processes.ts';
 
 /** Progress lines for long steps (the first build). */
 export type ProgressSink = (line: string) => void;
@@ -177,13 +178,4 @@ function liveOwner(text: string): number | undefined {
 
 function isAborted(signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

@@ -133,3 +133,13 @@ export async function portIsFree(port: number): Promise<boolean> {
   }
   return listening;
 }
+
+/** Whether process `pid` exists (one of another user's, which cannot be signalled, counts). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
